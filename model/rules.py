@@ -1,0 +1,231 @@
+"""The rule registry: every hardware rule and every input-error kind, defined once.
+
+A :class:`Rule` carries its id, the engine profiles and modes it applies to, a message template,
+a fix hint and the seed/facts section it comes from.  Checks anywhere in tcplan (validator,
+CP-SAT encoding, diagnostics) refer to rules by id through :data:`RULES`; a violated rule becomes
+a :class:`Violation` (data, not a string) and is raised inside a :class:`TcplanError`.
+
+Two kinds of rules exist:
+
+* ``kind="input"``: the request itself is malformed (bad syntax, unknown axis, ...).  The CLI
+  exits 2.
+* ``kind="hardware"``: the request is well formed but the hardware cannot run it.  The CLI exits 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from . import hardware as hw
+
+#: Engine profiles a sequencer can be derived for (decisions.md item 1).
+PROFILES = ("pseudo", "fetch", "commit", "dma")
+ALL_PROFILES = frozenset(PROFILES)
+MODES = ("read", "write")
+ALL_MODES = frozenset(MODES)
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    kind: str  # "input" or "hardware"
+    title: str
+    message: str  # str.format template over the violation's detail fields
+    fix: str  # str.format template: what to change
+    source: str  # seed / facts / decisions section
+    profiles: frozenset[str] = ALL_PROFILES
+    modes: frozenset[str] = ALL_MODES
+
+    def applies(self, profile: str, mode: str) -> bool:
+        return profile in self.profiles and mode in self.modes
+
+
+def _rules(*rules: Rule) -> dict[str, Rule]:
+    out: dict[str, Rule] = {}
+    for r in rules:
+        if r.id in out:  # pragma: no cover - guards the registry itself
+            raise ValueError(f"rule {r.id} defined twice")
+        out[r.id] = r
+    return out
+
+
+RULES: dict[str, Rule] = _rules(
+    # ---- input errors (exit 2) -------------------------------------------------------
+    Rule(
+        "parse-error", "input", "mapping syntax error",
+        "{what}: expected {expected} at column {column}, found {found}",
+        "write the mapping in the m![...] grammar of facts.md section 1",
+        "facts.md section 1 (grammar)",
+    ),
+    Rule(
+        "unknown-axis", "input", "axis not declared",
+        "{what}: axis {axis!r} at column {column} is not declared (declared: {declared})",
+        "declare it in --axes / the axes block, or fix the spelling",
+        "facts.md section 1 (axes are declared with sizes)",
+    ),
+    Rule(
+        "bad-mapping", "input", "mapping is not well formed",
+        "{what}: {detail}",
+        "{fix}",
+        "facts.md section 1 (semantics table)",
+    ),
+    Rule(
+        "bad-request", "input", "malformed request",
+        "{detail}",
+        "{fix}",
+        "tcplan CLI contract (issue #2)",
+    ),
+    # ---- sequencer rules (exit 1) ----------------------------------------------------
+    Rule(
+        "incompatible-decomposition", "hardware", "buffer and stream split an axis incompatibly",
+        "{detail}",
+        "{fix}",
+        "seed 000 '호환되는 축 분해'; facts.md section 2",
+    ),
+    Rule(
+        "stream-outside-buffer", "hardware", "stream reads an index the buffer does not hold",
+        "{detail}",
+        "shrink the stream term (e.g. with '= n') to the part the buffer holds, or store the "
+        "missing part in the buffer",
+        "facts.md section 1 (holding semantics); seed 000 (read preserves values)",
+        modes=frozenset({"read"}),
+    ),
+    Rule(
+        "entry-limit", "hardware", "more than 8 sequencer entries",
+        "{count} entries after merging every physically contiguous pair; the limit is "
+        f"{hw.MAX_SEQUENCER_ENTRIES}: {{entries}}",
+        "reorder the stream so that more adjacent terms are contiguous in the buffer (they then "
+        "merge), or split the move into several sequencer calls",
+        "seed 000 '제약 조건' (entry limit); decisions.md item 2",
+    ),
+    Rule(
+        "iteration-limit", "hardware", "an entry iterates more than 65,536 times",
+        "entry {entry} ({term}) iterates {size} times; the limit is "
+        f"{hw.MAX_ENTRY_ITERATIONS:,}",
+        "split the term into two, e.g. {term} / {split} and {term} % {split}",
+        "seed 000 '제약 조건' (iteration limit)",
+    ),
+    Rule(
+        "broadcast-write", "hardware", "a write carries a position the buffer does not",
+        "{detail}",
+        "remove the term from the stream, or add it to the buffer mapping",
+        "seed 000 (broadcasting_write is rejected); decisions.md item 3",
+        modes=frozenset({"write"}),
+    ),
+    Rule(
+        "write-coverage", "hardware", "a write must hit every live buffer slot exactly once",
+        "{detail}",
+        "make the stream carry every live digit of the buffer (no slicing with '=' on a write)",
+        "seed 000 (each Buf slot has exactly one source position); decisions.md item 3",
+        modes=frozenset({"write"}),
+    ),
+    Rule(
+        "unread-axis", "hardware", "a Fetch leaves part of a live buffer axis unread",
+        "{detail}",
+        "add the buffer term to the stream's Time or Packet mapping",
+        "decisions.md item 1 (Fetch profile only)",
+        profiles=frozenset({"fetch"}),
+        modes=frozenset({"read"}),
+    ),
+    Rule(
+        "packet-bytes", "hardware", "Fetch/Commit packet must be 1, 2, 4, 8, 16 or 32 bytes",
+        "packet of {packet} elements x {elem_bytes} B = {bytes} B is not one of "
+        + ", ".join(str(b) for b in hw.FETCH_COMMIT_PACKET_BYTES) + " bytes",
+        "{fix}",
+        "seed 000 '제약 조건' (packet size); decisions.md item 1",
+        profiles=frozenset({"fetch", "commit"}),
+    ),
+    Rule(
+        "innermost-access", "hardware", "innermost entry must be a contiguous or discrete access",
+        "{detail}",
+        "{fix}",
+        "seed 000 '제약 조건' (packet fetch); decisions.md item 1",
+        profiles=frozenset({"fetch", "commit"}),
+    ),
+    Rule(
+        "dma-packet-max", "hardware", "DMA packets are at most 4,096 bytes",
+        "packet of {packet} elements x {elem_bytes} B = {bytes} B exceeds "
+        f"{hw.DMA_MAX_PACKET_BYTES:,} B",
+        "move part of the Packet mapping into Time (e.g. {suggestion})",
+        "facts.md section 6; decisions.md item 1",
+        profiles=frozenset({"dma"}),
+    ),
+)
+
+
+def rule(rule_id: str) -> Rule:
+    return RULES[rule_id]
+
+
+@dataclass
+class Violation:
+    """One broken rule: which rule, the offending terms or entries, and the details."""
+
+    rule: str
+    terms: tuple[str, ...] = ()
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULES:  # pragma: no cover - programming error
+            raise KeyError(f"unregistered rule {self.rule}")
+
+    @property
+    def kind(self) -> str:
+        return RULES[self.rule].kind
+
+    @property
+    def message(self) -> str:
+        return RULES[self.rule].message.format(**self.detail)
+
+    @property
+    def fix(self) -> str:
+        return RULES[self.rule].fix.format(**self.detail)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.rule, "message": self.message, "fix": self.fix}
+        if self.terms:
+            out["terms"] = list(self.terms)
+        return out
+
+    def __str__(self) -> str:
+        return f"[{self.rule}] {self.message} (fix: {self.fix})"
+
+
+class TcplanError(Exception):
+    """Raised with one or more violations; the first one is the headline."""
+
+    def __init__(self, violations: Violation | Sequence[Violation]):
+        if isinstance(violations, Violation):
+            violations = [violations]
+        self.violations: list[Violation] = list(violations)
+        super().__init__("; ".join(str(v) for v in self.violations))
+
+    @property
+    def code(self) -> str:
+        return self.violations[0].rule
+
+    @property
+    def kind(self) -> str:
+        return self.violations[0].kind
+
+    @property
+    def message(self) -> str:
+        return self.violations[0].message
+
+    def to_json(self) -> dict[str, Any]:
+        head = self.violations[0].to_json()
+        if len(self.violations) > 1:
+            head["also"] = [v.to_json() for v in self.violations[1:]]
+        return head
+
+
+def fail(rule_id: str, terms: Iterable[str] = (), **detail: Any) -> TcplanError:
+    """Build (not raise) the error for one violation: ``raise fail("entry-limit", ...)``."""
+    return TcplanError(Violation(rule_id, tuple(terms), dict(detail)))
+
+
+def rules_for(profile: str, mode: str) -> list[Rule]:
+    """The hardware rules that apply to a profile and mode, in registry order."""
+    return [r for r in RULES.values() if r.kind == "hardware" and r.applies(profile, mode)]
+

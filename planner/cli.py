@@ -1,0 +1,228 @@
+"""The ``tcplan`` command line.
+
+Exit codes: 0 success; 1 a hardware rule stops the request (named rule in the output);
+2 malformed input (``parse-error``, ``unknown-axis``, ``bad-mapping``, ``bad-request``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence, TextIO
+
+from model import hardware as hw
+from model.mapping import parse, parse_axes, validate_axes
+from model.rules import MODES, PROFILES, TcplanError, fail
+from model.sequencer import SequencerConfig, derive
+
+EXIT_OK, EXIT_RULE, EXIT_INPUT = 0, 1, 2
+
+
+class _ArgError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors as ``bad-request`` instead of exiting by itself."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _ArgError(message)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="tcplan", description="Layout planner and simulator for the RNGD TCP.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    s = sub.add_parser(
+        "sequence", help="derive a sequencer config from a (buffer, stream) mapping pair",
+        description="Derive the sequencer config [size : stride, ...] : packet for reading a "
+                    "buffer mapping as a stream (Time, Packet), or writing the stream back.")
+    s.add_argument("--axes", help="axis sizes, e.g. N=4,C=3,H=8,W=8")
+    s.add_argument("--buf", help="buffer mapping, e.g. 'm![N, C, H, W]'")
+    s.add_argument("--time", help="stream Time mapping")
+    s.add_argument("--packet", help="stream Packet mapping")
+    s.add_argument("--dtype", default="i8", choices=list(hw.DTYPE_BYTES),
+                   help="element type (default i8)")
+    s.add_argument("--mode", choices=list(MODES),
+                   help="read (buffer -> stream) or write; default read (write for commit)")
+    s.add_argument("--engine", default="pseudo", choices=list(PROFILES),
+                   help="engine profile whose rules apply (default pseudo)")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.add_argument("--batch", metavar="REQUESTS.jsonl",
+                   help="one JSON request per line ('-' for stdin); one JSON answer per line")
+    return p
+
+
+def _default_mode(engine: str, mode: str | None) -> str:
+    if mode is not None:
+        return mode
+    return "write" if engine == "commit" else "read"
+
+
+def _error_obj(err: TcplanError) -> dict[str, Any]:
+    return {"error": err.to_json()}
+
+
+def _exit_for(err: TcplanError) -> int:
+    return EXIT_INPUT if err.kind == "input" else EXIT_RULE
+
+
+def format_table(cfg: SequencerConfig, buf: str, time: str, packet: str) -> str:
+    lines = [f"buffer {buf}   time {time}   packet {packet}",
+             f"dtype {cfg.dtype}, mode {cfg.mode}, engine {cfg.engine}", ""]
+    final_of = {}
+    for k, g in enumerate(cfg.groups):
+        for r in g:
+            final_of[r] = k
+    head = ("#", "side", "stream term", "piece", "buffer term", "size", "stride", "final")
+    rows = [head]
+    for k, e in enumerate(cfg.raw):
+        rows.append((str(k), e.side, e.term, e.piece or "", e.buffer_term or "(broadcast)",
+                     str(e.size), str(e.stride), str(final_of[k])))
+    widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
+    right = {0, 5, 6, 7}
+    for r in rows:
+        lines.append("  ".join(x.rjust(w) if c in right else x.ljust(w)
+                               for c, (x, w) in enumerate(zip(r, widths))).rstrip())
+    if not cfg.raw:
+        lines.append("(no entries: every term has size 1)")
+    lines.append("")
+    merged = [g for g in cfg.groups if len(g) > 1]
+    if merged:
+        lines.append(f"{len(cfg.raw)} raw entries exceed {hw.MAX_SEQUENCER_ENTRIES}; merged "
+                     "physically contiguous pairs:")
+        for g in merged:
+            k = cfg.groups.index(g)
+            parts = " + ".join(f"{cfg.raw[r].size} : {cfg.raw[r].stride}" for r in g)
+            n, s = cfg.entries[k]
+            lines.append(f"  raw {', '.join(map(str, g))}: {parts} -> {n} : {s}")
+    else:
+        lines.append(f"entries shown unmerged ({len(cfg.raw)} <= {hw.MAX_SEQUENCER_ENTRIES})")
+    lines.append(f"config               {cfg.text()}")
+    lines.append(f"packet size          {cfg.packet_size} elements ({cfg.packet_bytes} B)")
+    lines.append(f"contiguous run       {cfg.contiguous_run} elements")
+    lines.append(f"max access size      {cfg.max_access_size} elements")
+    lines.append(f"accesses per packet  {cfg.accesses_per_packet}")
+    return "\n".join(lines)
+
+
+def _format_error(err: TcplanError) -> str:
+    out = []
+    for v in err.violations:
+        out.append(f"error [{v.rule}]: {v.message}")
+        out.append(f"  fix: {v.fix}")
+    return "\n".join(out)
+
+
+_REQUEST_KEYS = {"axes", "buf", "time", "packet", "dtype", "mode", "engine", "id"}
+
+
+def answer_request(req: Any) -> dict[str, Any]:
+    """One batch request (a decoded JSON value) -> one JSON answer (config or error)."""
+    try:
+        if not isinstance(req, dict):
+            raise fail("bad-request", detail="a request must be a JSON object",
+                       fix='{"axes": {...}, "buf": "...", "time": "...", "packet": "..."}')
+        extra = sorted(set(req) - _REQUEST_KEYS)
+        if extra:
+            raise fail("bad-request", detail=f"unknown field(s) {', '.join(extra)}",
+                       fix="use only " + ", ".join(sorted(_REQUEST_KEYS)))
+        missing = [k for k in ("axes", "buf", "time", "packet") if k not in req]
+        if missing:
+            raise fail("bad-request", detail=f"missing field(s) {', '.join(missing)}",
+                       fix="every request needs axes, buf, time and packet")
+        axes = validate_axes(req["axes"], "axes")
+        engine = req.get("engine", "pseudo")
+        opts = {}
+        for key, allowed in (("dtype", list(hw.DTYPE_BYTES)), ("mode", list(MODES)),
+                             ("engine", list(PROFILES))):
+            if key in req and req[key] not in allowed:
+                raise fail("bad-request", detail=f"{key}: {req[key]!r} is not one of "
+                           + ", ".join(allowed), fix=f"use one of {', '.join(allowed)}")
+            opts[key] = req.get(key)
+        cfg = derive(parse(req["buf"], axes, "buf"), parse(req["time"], axes, "time"),
+                     parse(req["packet"], axes, "packet"), opts["dtype"] or "i8",
+                     _default_mode(engine, opts["mode"]), engine)
+        out = cfg.to_json()
+    except TcplanError as err:
+        out = _error_obj(err)
+    if isinstance(req, dict) and "id" in req:
+        out = {"id": req["id"], **out}
+    return out
+
+
+def _run_batch(path: str, stdout: TextIO) -> int:
+    try:
+        fh = sys.stdin if path == "-" else open(path, encoding="utf-8")
+    except OSError as e:
+        err = fail("bad-request", detail=f"--batch: cannot read {path}: {e.strerror}",
+                   fix="give a readable JSON-lines file, or - for standard input")
+        print(json.dumps(_error_obj(err)), file=stdout)
+        return EXIT_INPUT
+    with fh:
+        for lineno, line in enumerate(fh, 1):
+            line = line.rstrip("\n")
+            try:
+                req = json.loads(line)
+            except json.JSONDecodeError as e:
+                err = fail("bad-request", detail=f"line {lineno}: invalid JSON ({e.msg} at "
+                           f"column {e.colno})", fix="one JSON object per line")
+                answer = _error_obj(err)
+            else:
+                answer = answer_request(req)
+            stdout.write(json.dumps(answer, separators=(",", ":")) + "\n")
+    stdout.flush()
+    return EXIT_OK
+
+
+def _cmd_sequence(args: argparse.Namespace, stdout: TextIO) -> int:
+    if args.batch is not None:
+        given = [f"--{k}" for k in ("axes", "buf", "time", "packet") if getattr(args, k)]
+        if given:
+            raise fail("bad-request", detail=f"--batch takes every request from the file; "
+                       f"drop {', '.join(given)}", fix="put those fields in each JSON line")
+        return _run_batch(args.batch, stdout)
+    missing = [f"--{k}" for k in ("axes", "buf", "time", "packet") if getattr(args, k) is None]
+    if missing:
+        raise fail("bad-request", detail=f"missing {', '.join(missing)}",
+                   fix="give --axes, --buf, --time and --packet (or --batch FILE)")
+    axes = parse_axes(args.axes)
+    buf = parse(args.buf, axes, "--buf")
+    time = parse(args.time, axes, "--time")
+    packet = parse(args.packet, axes, "--packet")
+    cfg = derive(buf, time, packet, args.dtype, _default_mode(args.engine, args.mode),
+                 args.engine)
+    if args.json:
+        print(json.dumps(cfg.to_json()), file=stdout)
+    else:
+        print(format_table(cfg, buf.text(), time.text(), packet.text()), file=stdout)
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
+         stderr: TextIO | None = None) -> int:
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    argv = list(sys.argv[1:] if argv is None else argv)
+    want_json = "--json" in argv
+    try:
+        try:
+            args = _build_parser().parse_args(argv)
+        except _ArgError as e:
+            raise fail("bad-request", detail=str(e), fix="see tcplan sequence --help")
+        return _cmd_sequence(args, stdout)
+    except TcplanError as err:
+        if want_json:
+            print(json.dumps(_error_obj(err)), file=stdout)
+        else:
+            print(_format_error(err), file=stderr)
+        return _exit_for(err)
+
+
+def entry_point() -> None:  # console script
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    entry_point()
