@@ -180,7 +180,8 @@ def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
 
     by_axis: dict[str, list[int]] = {}
     for j, f in enumerate(bf):
-        if f.axis is not None:
+        # a digit with one live value (``A = 1 # 4``) carries nothing, like ``m![A = 1]``
+        if f.axis is not None and f.count > 1:
             by_axis.setdefault(f.axis, []).append(j)
     for a, js in by_axis.items():  # buffer digits of one axis must not overlap
         js.sort(key=lambda j: bf[j].lo)
