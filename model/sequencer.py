@@ -240,7 +240,8 @@ def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
             if p.buf is None and p.n > 1:
                 what = (f"stream term {p.term}" + (f" (piece {p.label})" if p.label else "")
                         + f" has {p.n} live values but the buffer does not carry "
-                        + ("it" if p.axis is None else _digits(p.axis, p.lo, p.hi))
+                        + ("it" if p.axis is None else f"axis {p.axis}"
+                           if p.axis not in by_axis else _digits(p.axis, p.lo, p.hi))
                         + f": {p.n} stream positions would write the same slot")
                 violations.append(Violation("broadcast-write", (p.term,), {"detail": what}))
         for j, f in enumerate(bf):

@@ -210,7 +210,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
         try:
             args = _build_parser().parse_args(argv)
         except _ArgError as e:
-            raise fail("bad-request", detail=str(e), fix="see tcplan sequence --help")
+            cmd = next((a for a in argv if not a.startswith("-")), None)
+            raise fail("bad-request", detail=str(e),
+                       fix=f"see tcplan {cmd + ' ' if cmd == 'sequence' else ''}--help")
         return _cmd_sequence(args, stdout)
     except TcplanError as err:
         if want_json:
