@@ -61,68 +61,52 @@ class Cell:
 # ---------------------------------------------------------------------------------------
 # Syntax tree.  Nodes are immutable and hashable; equality is structural.
 # ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+_NODE = dict(eq=True, unsafe_hash=True, slots=True)  # immutable by convention; fast to build
+
+
+@dataclass(**_NODE)
 class Node:
     size: int
 
 
-@dataclass(frozen=True)
+@dataclass(**_NODE)
 class Axis(Node):
     name: str
 
 
-@dataclass(frozen=True)
+@dataclass(**_NODE)
 class Num(Node):
     """A number ``n``: n positions that all map to the empty index (broadcast)."""
 
 
-@dataclass(frozen=True)
+@dataclass(**_NODE)
 class Pair(Node):
     items: tuple[Node, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(**_NODE)
 class Div(Node):
     inner: Node
     by: int
 
 
-@dataclass(frozen=True)
+@dataclass(**_NODE)
 class Mod(Node):
     inner: Node
     by: int
 
 
-@dataclass(frozen=True)
+@dataclass(**_NODE)
 class Resize(Node):
     inner: Node
     to: int
 
 
-@dataclass(frozen=True)
+@dataclass(**_NODE)
 class Pad(Node):
     inner: Node
     to: int
     kind: int  # TOP, ZERO or BOTTOM
-
-
-def _node_text(node: Node, top: bool = False) -> str:
-    if isinstance(node, Axis):
-        return node.name
-    if isinstance(node, Num):
-        return str(node.size)
-    if isinstance(node, Pair):
-        body = ", ".join(_node_text(i) for i in node.items)
-        return body if top else f"({body})"
-    if isinstance(node, Div):
-        return f"{_node_text(node.inner)} / {node.by}"
-    if isinstance(node, Mod):
-        return f"{_node_text(node.inner)} % {node.by}"
-    if isinstance(node, Resize):
-        return f"{_node_text(node.inner)} = {node.to}"
-    if isinstance(node, Pad):
-        return f"{_node_text(node.inner)} {PAD_SPELLING[node.kind]} {node.to}"
-    raise TypeError(node)  # pragma: no cover
 
 
 # ---------------------------------------------------------------------------------------
@@ -140,17 +124,22 @@ _TOKEN = re.compile(
 )
 
 
-def _describe(tok: tuple[str, str, int] | None) -> str:
-    if tok is None:
-        return "end of input"
-    kind, text, _ = tok
-    return f"{text!r}"
+def _describe(tok: tuple[str, str, int]) -> str:
+    return "end of input" if tok[0] == "end" else repr(tok[1])
+
+
+_OPS = frozenset("/%=")
 
 
 class _Parser:
-    def __init__(self, text: str, axes: TMapping[str, int], what: str):
+    """Syntax only: text -> raw tree of tuples (no axis sizes), cached per text.
+
+    Raw nodes: ``("ax", name, col)``, ``("num", n, col)``, ``("pair", (items...))``,
+    ``("op", op, inner, n, opcol, ncol)`` with ``op`` one of ``/ % = # #{0} #{!}``.
+    """
+
+    def __init__(self, text: str, what: str):
         self.text = text
-        self.axes = axes
         self.what = what
         stripped = len(text) - len(text.lstrip())
         self.wrapped = text.startswith("m!", stripped)
@@ -166,88 +155,71 @@ class _Parser:
                 raise fail("parse-error", what=what,
                            expected="an axis, a number, an operator, ',', '(' or '['",
                            column=col, found=repr(val))
-            if kind == "pad":
+            if kind == "pad" and len(val) > 1:
                 val = re.sub(r"\s+", "", val)
             self.toks.append((kind, val, col))
+        self.toks.append(("end", "", len(text) + 1))  # sentinel: peek never runs off
         self.i = 0
 
     # -- helpers --------------------------------------------------------------------
-    def peek(self) -> tuple[str, str, int] | None:
-        return self.toks[self.i] if self.i < len(self.toks) else None
-
-    def col(self) -> int:
-        tok = self.peek()
-        return tok[2] if tok else len(self.text) + 1
-
     def error(self, expected: str) -> Exception:
-        return fail("parse-error", what=self.what, expected=expected, column=self.col(),
-                    found=_describe(self.peek()))
+        tok = self.toks[self.i]
+        return fail("parse-error", what=self.what, expected=expected, column=tok[2],
+                    found=_describe(tok))
 
     def expect(self, text: str) -> None:
-        tok = self.peek()
-        if tok is None or tok[1] != text:
+        tok = self.toks[self.i]
+        if tok[1] != text or tok[0] == "end":
             raise self.error(repr(text))
         self.i += 1
 
-    def bad(self, col: int, detail: str, fix: str) -> Exception:
-        return fail("bad-mapping", what=self.what, detail=f"{detail} (column {col})", fix=fix)
-
     # -- grammar --------------------------------------------------------------------
-    def parse(self) -> Node:
+    def parse(self) -> tuple:
         if self.wrapped:  # m![ mapping ]
             self.expect("[")
             node = self.mapping("]")
             self.expect("]")
         else:
             node = self.mapping(None)
-        if self.peek() is not None:
+        if self.toks[self.i][0] != "end":
             raise self.error("',' or end of input" if not self.wrapped else "end of input")
         return node
 
-    def mapping(self, closer: str | None) -> Node:
-        items: list[Node] = []
+    def mapping(self, closer: str | None) -> tuple:
+        items: list[tuple] = []
+        toks = self.toks
+        end = closer or ""
         while True:
-            tok = self.peek()
-            if tok is None or tok[1] == closer:
+            tok = toks[self.i]
+            if tok[1] == end:
                 break  # empty mapping or trailing comma
             items.append(self.item())
-            tok = self.peek()
-            if tok is not None and tok[1] == ",":
+            tok = toks[self.i]
+            if tok[1] == ",":
                 self.i += 1
                 continue
-            if tok is not None and tok[1] != closer:
+            if tok[1] != end:
                 raise self.error("an operator, ',' or " + (f"'{closer}'" if closer
                                                            else "end of input"))
             break
         if not items:
-            return Num(1)
+            return ("num", 1, toks[self.i][2])
         if len(items) == 1:
             return items[0]
-        flat: list[Node] = []
+        flat: list[tuple] = []
         for it in items:  # pairing is associative: (A, B), C == A, B, C
-            flat.extend(it.items if isinstance(it, Pair) else (it,))
-        return Pair(math.prod(n.size for n in flat), tuple(flat))
+            flat.extend(it[1] if it[0] == "pair" else (it,))
+        return ("pair", tuple(flat))
 
-    def atom(self) -> Node:
-        tok = self.peek()
-        if tok is None:
-            raise self.error("an axis, a number, '(' or '['")
-        kind, val, col = tok
+    def atom(self) -> tuple:
+        kind, val, col = self.toks[self.i]
         if kind == "ident":
             self.i += 1
-            if val not in self.axes:
-                declared = ", ".join(self.axes) or "none"
-                raise fail("unknown-axis", what=self.what, axis=val, column=col,
-                           declared=declared)
-            return Axis(self.axes[val], val)
+            return ("ax", val, col)
         if kind == "num":
             self.i += 1
-            n = int(val.replace("_", ""))
-            if n < 1:
-                raise self.bad(col, f"the number {n} is not a size (sizes start at 1)",
-                               "use 1 for the identity")
-            return Num(n)
-        if val in ("(", "["):
+            return ("num", int(val.replace("_", "")), col)
+        if val in ("(", "[") and kind == "punct":
             self.i += 1
             closer = ")" if val == "(" else "]"
             node = self.mapping(closer)
@@ -255,67 +227,164 @@ class _Parser:
             return node
         raise self.error("an axis, a number, '(' or '['")
 
-    def number(self, op: str) -> tuple[int, int]:
-        tok = self.peek()
-        if tok is None or tok[0] != "num":
-            raise self.error(f"a number after {op!r}")
-        self.i += 1
-        return int(tok[1].replace("_", "")), tok[2]
-
-    def item(self) -> Node:
+    def item(self) -> tuple:
         node = self.atom()
+        toks = self.toks
         while True:
-            tok = self.peek()
-            if tok is None or tok[1] not in ("/", "%", "=") and tok[0] != "pad":
+            tok = toks[self.i]
+            if tok[1] not in _OPS and tok[0] != "pad":
                 return node
             op, opcol = tok[1], tok[2]
             self.i += 1
-            n, ncol = self.number(op)
-            inner = _node_text(node)
-            if n < 1:
-                raise self.bad(ncol, f"'{op} {n}' needs a positive number", "use a size >= 1")
-            if op == "/":
-                if node.size % n:
-                    raise self.bad(opcol, f"{inner} / {n}: {n} does not divide the size "
-                                   f"{node.size} of {inner}",
-                                   "divide by a divisor of the size, or pad first (X # n)")
-                node = Div(node.size // n, node, n)
-            elif op == "%":
-                if node.size % n:
-                    raise self.bad(opcol, f"{inner} % {n}: {n} does not divide the size "
-                                   f"{node.size} of {inner}",
-                                   "use a divisor of the size, or '= n' to keep the first n")
-                node = Mod(n, node, n)
-            elif op == "=":
-                if n > node.size:
-                    raise self.bad(opcol, f"{inner} = {n}: resize beyond the size {node.size} "
-                                   f"of {inner}", f"pad instead: {inner} # {n}")
-                node = Resize(n, node, n)
-            else:
-                if n < node.size:
-                    raise self.bad(opcol, f"{inner} {op} {n}: padding smaller than the inner "
-                                   f"size {node.size}",
-                                   f"pad to at least {node.size}, or use '= {n}' to truncate")
-                node = Pad(n, node, n, PAD_KINDS[op])
+            ntok = toks[self.i]
+            if ntok[0] != "num":
+                raise self.error(f"a number after {op!r}")
+            self.i += 1
+            node = ("op", op, node, int(ntok[1].replace("_", "")), opcol, ntok[2])
+
+
+def _syntax(text: str, what: str) -> tuple:
+    return _Parser(text, what).parse()
+
+
+def _raw_text(raw: tuple, top: bool = False) -> str:
+    """Canonical text of a raw syntax tree (the same text the bound tree prints)."""
+    tag = raw[0]
+    if tag == "ax":
+        return raw[1]
+    if tag == "num":
+        return str(raw[1])
+    if tag == "pair":
+        body = ", ".join(_raw_text(i) for i in raw[1])
+        return body if top else f"({body})"
+    op = raw[1]
+    if op in PAD_KINDS:
+        op = PAD_SPELLING[PAD_KINDS[op]]
+    return f"{_raw_text(raw[2])} {op} {raw[3]}"
+
+
+def _raw_size(raw: tuple, axes: TMapping[str, int], what: str) -> int:
+    """Size of a raw tree over ``axes``, with every semantic check of facts.md section 1."""
+    tag = raw[0]
+    if tag == "ax":
+        size = axes.get(raw[1])
+        if size is None:
+            declared = ", ".join(axes) or "none"
+            raise fail("unknown-axis", what=what, axis=raw[1], column=raw[2], declared=declared)
+        return size
+    if tag == "num":
+        if raw[1] < 1:
+            raise _bad(what, raw[2], f"the number {raw[1]} is not a size (sizes start at 1)",
+                       "use 1 for the identity")
+        return raw[1]
+    if tag == "pair":
+        size = 1
+        for r in raw[1]:
+            size *= _raw_size(r, axes, what)
+        return size
+    _, op, inner_raw, n, opcol, ncol = raw
+    size = _raw_size(inner_raw, axes, what)
+    if n < 1:
+        raise _bad(what, ncol, f"'{op} {n}' needs a positive number", "use a size >= 1")
+    if op == "/":
+        if size % n:
+            inner = _raw_text(inner_raw)
+            raise _bad(what, opcol, f"{inner} / {n}: {n} does not divide the size {size} of "
+                       f"{inner}", "divide by a divisor of the size, or pad first (X # n)")
+        return size // n
+    if op == "%":
+        if size % n:
+            inner = _raw_text(inner_raw)
+            raise _bad(what, opcol, f"{inner} % {n}: {n} does not divide the size {size} of "
+                       f"{inner}", "use a divisor of the size, or '= n' to keep the first n")
+        return n
+    if op == "=":
+        if n > size:
+            inner = _raw_text(inner_raw)
+            raise _bad(what, opcol, f"{inner} = {n}: resize beyond the size {size} of {inner}",
+                       f"pad instead: {inner} # {n}")
+        return n
+    if n < size:
+        inner = _raw_text(inner_raw)
+        raise _bad(what, opcol, f"{inner} {op} {n}: padding smaller than the inner size "
+                   f"{size}", f"pad to at least {size}, or use '= {n}' to truncate")
+    return n
+
+
+def _bad(what: str, col: int, detail: str, fix: str) -> Exception:
+    return fail("bad-mapping", what=what, detail=f"{detail} (column {col})", fix=fix)
+
+
+def _bind(raw: tuple, axes: TMapping[str, int]) -> Node:
+    """Raw tree -> :class:`Node` tree (the raw tree was checked by :func:`_raw_size`)."""
+    tag = raw[0]
+    if tag == "ax":
+        return Axis(axes[raw[1]], raw[1])
+    if tag == "num":
+        return Num(raw[1])
+    if tag == "pair":
+        items = tuple(_bind(r, axes) for r in raw[1])
+        return Pair(math.prod(n.size for n in items), items)
+    _, op, inner_raw, n, _, _ = raw
+    node = _bind(inner_raw, axes)
+    if op == "/":
+        return Div(node.size // n, node, n)
+    if op == "%":
+        return Mod(n, node, n)
+    if op == "=":
+        return Resize(n, node, n)
+    return Pad(n, node, n, PAD_KINDS[op])
+
+
+def _used(raw: tuple, out: list[str]) -> list[str]:
+    tag = raw[0]
+    if tag == "ax":
+        if raw[1] not in out:
+            out.append(raw[1])
+    elif tag == "pair":
+        for r in raw[1]:
+            _used(r, out)
+    elif tag == "op":
+        _used(raw[2], out)
+    return out
 
 
 @lru_cache(maxsize=65536)
-def _parse_cached(text: str, axes_key: tuple[tuple[str, int], ...], what: str) -> "Mapping":
-    axes = dict(axes_key)
-    node = _Parser(text, axes, what).parse()
-    return Mapping(node, axes)
+def _syntax_info(text: str, what: str) -> tuple[tuple, tuple[str, ...]]:
+    raw = _syntax(text, what)
+    return raw, tuple(_used(raw, []))
+
+
+@lru_cache(maxsize=65536)
+def _parse_cached(text: str, sizes: tuple[tuple[str, int], ...], what: str) -> "Mapping":
+    raw, _ = _syntax_info(text, what)
+    axes = dict(sizes)
+    return Mapping(raw, axes, _raw_size(raw, axes, what))
+
+
+def clear_caches() -> None:
+    """Forget every parsed mapping (benchmarks measure cold parsing with this)."""
+    _syntax_info.cache_clear()
+    _parse_cached.cache_clear()
 
 
 def parse(text: str, axes: TMapping[str, int], what: str = "mapping") -> "Mapping":
     """Parse ``text`` (with or without ``m![...]``) over the declared ``axes``.
 
     Raises :class:`~model.rules.TcplanError` with code ``parse-error``, ``unknown-axis`` or
-    ``bad-mapping``; ``what`` names the mapping in messages (e.g. ``"--buf"``).
+    ``bad-mapping``; ``what`` names the mapping in messages (e.g. ``"--buf"``).  The syntax
+    is cached per text and the checked mapping per (text, sizes of the axes it uses).
     """
     if not isinstance(text, str):
         raise fail("bad-request", detail=f"{what}: expected a mapping string, got "
                    f"{type(text).__name__}", fix="pass the mapping as text, e.g. 'm![A, B]'")
-    return _parse_cached(text, tuple(axes.items()), what)
+    raw, used = _syntax_info(text, what)
+    try:
+        sizes = tuple((a, axes[a]) for a in used)
+    except KeyError:  # an undeclared axis: report it against the full declaration
+        _raw_size(raw, axes, what)
+        raise  # pragma: no cover - _raw_size raised
+    return _parse_cached(text, sizes, what)
 
 
 def parse_axes(text: str, what: str = "--axes") -> dict[str, int]:
@@ -438,7 +507,7 @@ def _axes_of(node: Node) -> list[str]:
 # ---------------------------------------------------------------------------------------
 # Factor decomposition
 # ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Factor:
     """One digit of a mapping: positions ``d`` in ``[0, size)``.
 
@@ -525,19 +594,24 @@ class NotFactorable(Exception):
     pass
 
 
-def _factors(node: Node) -> list[Factor]:
-    if isinstance(node, Axis):
-        return [Factor(node.name, 1, node.size, node.size, node.size)] if node.size > 1 else []
-    if isinstance(node, Num):
-        return [Factor(None, 0, node.size, node.size, node.size)] if node.size > 1 else []
-    if isinstance(node, Pair):
+def _factors(raw: tuple, axes: TMapping[str, int]) -> list[Factor]:
+    """Digit factors of a raw tree whose sizes were checked (outermost first)."""
+    tag = raw[0]
+    if tag == "ax":
+        size = axes[raw[1]]
+        return [Factor(raw[1], 1, size, size, size)] if size > 1 else []
+    if tag == "num":
+        n = raw[1]
+        return [Factor(None, 0, n, n, n)] if n > 1 else []
+    if tag == "pair":
         out: list[Factor] = []
-        for it in node.items:
-            out += _factors(it)
+        for it in raw[1]:
+            out += _factors(it, axes)
         return out
-    if isinstance(node, Div):
-        fs = _factors(node.inner)
-        rem = node.by
+    op, n = raw[1], raw[3]
+    fs = _factors(raw[2], axes)
+    if op == "/":
+        rem = n
         while rem > 1:
             f = fs[-1]
             if rem % f.size == 0:
@@ -547,13 +621,11 @@ def _factors(node: Node) -> list[Factor]:
                 fs[-1] = f.div(rem)
                 rem = 1
             else:
-                raise NotFactorable(f"'{_node_text(node)}' splits inside a digit of size "
+                raise NotFactorable(f"'{_raw_text(raw)}' splits inside a digit of size "
                                     f"{f.size}")
         return fs
-    if isinstance(node, (Mod, Resize)):
-        fs = _factors(node.inner)
-        keep = node.by if isinstance(node, Mod) else node.to
-        shrink = isinstance(node, Mod)
+    if op == "%" or op == "=":
+        keep, shrink = n, op == "%"
         out = []
         for f in reversed(fs):
             if keep == 1:
@@ -565,62 +637,73 @@ def _factors(node: Node) -> list[Factor]:
                 out.append(f.keep(keep, shrink))
                 keep = 1
             else:
-                raise NotFactorable(f"'{_node_text(node)}' keeps {keep} positions across a "
+                raise NotFactorable(f"'{_raw_text(raw)}' keeps {keep} positions across a "
                                     f"digit of size {f.size}")
-        if keep != 1:  # pragma: no cover - sizes were validated by the parser
-            raise NotFactorable(f"'{_node_text(node)}' is larger than its inner mapping")
         return out[::-1]
-    if isinstance(node, Pad):
-        fs = _factors(node.inner)
-        if node.to == node.inner.size:
-            return fs
-        if not fs:
-            return [Factor(None, 0, 1, 1, node.to, ((node.to, node.kind),))]
-        inner = math.prod(f.size for f in fs[1:])
-        if node.to % inner:
-            raise NotFactorable(f"'{_node_text(node)}' pads to {node.to}, not a multiple of "
-                                f"the inner digits' {inner} positions")
-        return [fs[0].pad(node.to // inner, node.kind)] + fs[1:]
-    raise TypeError(node)  # pragma: no cover
+    kind = PAD_KINDS[op]
+    inner_size = math.prod(f.size for f in fs)
+    if n == inner_size:
+        return fs
+    if not fs:
+        return [Factor(None, 0, 1, 1, n, ((n, kind),))]
+    inner = inner_size // fs[0].size
+    if n % inner:
+        raise NotFactorable(f"'{_raw_text(raw)}' pads to {n}, not a multiple of the inner "
+                            f"digits' {inner} positions")
+    return [fs[0].pad(n // inner, kind)] + fs[1:]
 
 
 # ---------------------------------------------------------------------------------------
 # The mapping value
 # ---------------------------------------------------------------------------------------
 class Mapping:
-    """A parsed mapping expression over declared axes."""
+    """A parsed mapping expression over the axes it uses.
 
-    __slots__ = ("node", "axes", "_factors", "_items")
+    ``raw`` is the syntax tree (tuples); ``node`` the typed tree for the cell semantics, built
+    on first use; ``factors`` / ``items`` the digit decomposition, also built on first use.
+    """
 
-    def __init__(self, node: Node, axes: TMapping[str, int]):
-        self.node = node
+    __slots__ = ("raw", "axes", "size", "_node", "_factors", "_items", "_text")
+
+    def __init__(self, raw: tuple, axes: TMapping[str, int], size: int):
+        self.raw = raw
         self.axes = dict(axes)
+        self.size = size
+        self._node: Node | None = None
         self._factors: tuple[Factor, ...] | None = None
         self._items: list[tuple[str, tuple[Factor, ...]]] | None = None
+        self._text: str | None = None
 
     # -- basics -----------------------------------------------------------------------
     @property
-    def size(self) -> int:
-        return self.node.size
+    def node(self) -> Node:
+        if self._node is None:
+            self._node = _bind(self.raw, self.axes)
+        return self._node
 
     @property
     def used_axes(self) -> list[str]:
-        return _axes_of(self.node)
+        return _used(self.raw, [])
 
     def text(self) -> str:
         """Canonical text: ``m![...]``, single spaces, ``#{*}`` written ``#``."""
-        return f"m![{_node_text(self.node, top=True)}]"
+        if self._text is None:
+            self._text = f"m![{_raw_text(self.raw, top=True)}]"
+        return self._text
 
     __str__ = text
 
     def __repr__(self) -> str:
         return f"Mapping({self.text()!r})"
 
+    def _key(self) -> tuple:
+        return (self.text(), tuple(sorted(self.axes.items())))
+
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Mapping) and self.node == other.node
+        return isinstance(other, Mapping) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash(self.node)
+        return hash(self._key())
 
     # -- semantics --------------------------------------------------------------------
     def cell(self, i: int) -> Cell:
@@ -676,24 +759,20 @@ class Mapping:
         Raises ``bad-mapping`` when the positions are not a product of digit factors.
         """
         if self._factors is None:
-            try:
-                self._factors = tuple(_factors(self.node))
-            except NotFactorable as e:
-                raise fail("bad-mapping", what=self.text(),
-                           detail=f"not a product of digit factors: {e}",
-                           fix="split the axes explicitly (A / s, A % s) so every term is "
-                               "one digit range") from None
+            self._factors = tuple(f for _, fs in self.items() for f in fs)
         return self._factors
 
     def items(self) -> list[tuple[str, tuple[Factor, ...]]]:
         """Top-level comma-separated terms with their factors (for labelling entries)."""
         if self._items is None:
-            nodes = self.node.items if isinstance(self.node, Pair) else (self.node,)
-            out = []
-            for n in nodes:
-                sub = Mapping(n, self.axes)
-                out.append((_node_text(n), sub.factors))
-            self._items = out
+            raws = self.raw[1] if self.raw[0] == "pair" else (self.raw,)
+            try:
+                self._items = [(_raw_text(r), tuple(_factors(r, self.axes))) for r in raws]
+            except NotFactorable as e:
+                raise fail("bad-mapping", what=self.text(),
+                           detail=f"not a product of digit factors: {e}",
+                           fix="split the axes explicitly (A / s, A % s) so every term is "
+                               "one digit range") from None
         return self._items
 
     def describe_factors(self) -> list[dict]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import hardware as hw
 from .mapping import Factor, Mapping, parse
@@ -21,8 +21,7 @@ from .rules import MODES, PROFILES, TcplanError, Violation, fail
 INF = float("inf")
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One raw (term-by-term) loop entry and where it came from."""
 
     size: int
@@ -134,7 +133,7 @@ def coalesce(entries: list[tuple[int, int]], limit: int = hw.MAX_ENTRY_ITERATION
 # ---------------------------------------------------------------------------------------
 # Derivation
 # ---------------------------------------------------------------------------------------
-@dataclass
+@dataclass(slots=True)
 class _Piece:
     lo: int  # digit multiplier of the piece (0 for a number broadcast)
     n: int  # live values (full radix for inner pieces)
@@ -146,10 +145,6 @@ class _Piece:
     label: str | None
     hi: float  # exclusive digit bound, for overlap checks
     axis: str | None = None
-
-
-def _hi(f: Factor, axes: dict[str, int]) -> float:
-    return INF if f.hi >= axes[f.axis] else f.hi
 
 
 def _digits(axis: str, lo: int, hi: float) -> str:
@@ -173,31 +168,44 @@ def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
                    fix=f"use --mode {'read' if engine == 'fetch' else 'write'} or another engine")
     axes = buf.axes
     bf = buf.factors
-    weights = [1] * len(bf)
-    for j in range(len(bf) - 2, -1, -1):
+    nb = len(bf)
+    weights = [1] * nb
+    for j in range(nb - 2, -1, -1):
         weights[j] = weights[j + 1] * bf[j + 1].size
-    blabels = [f.label(axes) for f in bf]
+    blabels = _Labels(bf, axes)
 
-    by_axis: dict[str, list[int]] = {}
+    # axis -> [(lo, exclusive hi or INF at the top, buffer factor index)], sorted by lo
+    by_axis: dict[str, list[tuple[int, float, int]]] = {}
     for j, f in enumerate(bf):
         # a digit with one live value (``A = 1 # 4``) carries nothing, like ``m![A = 1]``
         if f.axis is not None and f.count > 1:
-            by_axis.setdefault(f.axis, []).append(j)
-    for a, js in by_axis.items():  # buffer digits of one axis must not overlap
-        js.sort(key=lambda j: bf[j].lo)
-        for x, y in zip(js, js[1:]):
-            if _hi(bf[x], axes) > bf[y].lo:
-                raise fail("incompatible-decomposition", terms=(blabels[x], blabels[y]),
-                           detail=f"buffer terms {blabels[x]} and {blabels[y]} both carry "
-                                  f"{_digits(a, bf[y].lo, min(_hi(bf[x], axes), _hi(bf[y], axes)))}",
-                           fix="give every digit range of an axis to one buffer term")
+            hi = f.lo * f.radix
+            by_axis.setdefault(f.axis, []).append(
+                (f.lo, INF if hi >= axes[f.axis] else hi, j))
+    for a, lst in by_axis.items():  # buffer digits of one axis must not overlap
+        if len(lst) > 1:
+            lst.sort()
+            for (_, hx, x), (ly, hy, y) in zip(lst, lst[1:]):
+                if hx > ly:
+                    raise fail("incompatible-decomposition", terms=(blabels[x], blabels[y]),
+                               detail=f"buffer terms {blabels[x]} and {blabels[y]} both carry "
+                                      f"{_digits(a, ly, min(hx, hy))}",
+                               fix="give every digit range of an axis to one buffer term")
 
     pieces: list[_Piece] = []
     for side, mapping in (("time", time), ("packet", packet)):
+        maxes = mapping.axes
         for term, factors in mapping.items():
+            multi = len(factors) > 1
             for s in factors:
-                pieces.extend(_split(s, term, side, bf, by_axis, weights, blabels, axes,
-                                     len(factors) > 1))
+                lst = by_axis.get(s.axis) if s.axis is not None else None
+                if lst is None:  # a broadcast: the buffer does not carry this axis
+                    hi = INF if s.axis is None or s.hi >= maxes[s.axis] else s.hi
+                    pieces.append(_Piece(s.lo, s.count, s.size, None, 0, term, side,
+                                         s.label(maxes) if multi else None, hi, s.axis))
+                else:
+                    pieces.extend(_split(s, term, side, bf, lst, weights, blabels, maxes,
+                                         multi))
 
     # stream digits of one axis must not overlap
     seen: dict[str, list[_Piece]] = {}
@@ -206,7 +214,9 @@ def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
             seen.setdefault(p.axis, []).append(p)
     violations: list[Violation] = []
     for a, ps in seen.items():
-        ps.sort(key=lambda p: p.lo)
+        if len(ps) < 2:
+            continue
+        ps.sort(key=_lo)
         for x, y in zip(ps, ps[1:]):
             if x.hi > y.lo:
                 raise fail("incompatible-decomposition", terms=(x.term, y.term),
@@ -221,7 +231,9 @@ def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
             per_buf.setdefault(p.buf, []).append(p)
     for j, ps in per_buf.items():
         f = bf[j]
-        reach = sum((p.n - 1) * (p.lo // f.lo) for p in ps)
+        reach = 0
+        for p in ps:
+            reach += (p.n - 1) * (p.lo // f.lo)
         if reach >= f.count:
             terms = tuple(dict.fromkeys(p.term for p in ps))
             what = (f"stream term{'s' if len(terms) > 1 else ''} {', '.join(terms)} reach"
@@ -252,7 +264,7 @@ def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
                     "detail": f"buffer term {blabels[j]} replicates every value {f.count} "
                               f"times; one stream position cannot fill {f.count} slots"}))
                 continue
-            ps = sorted(per_buf.get(j, []), key=lambda p: p.lo)
+            ps = sorted(per_buf.get(j, []), key=_lo)
             expect, covered = f.lo, 1
             gap = None
             for p in ps:
@@ -282,7 +294,7 @@ def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
     raw = [Entry(p.positions, p.stride, p.term, p.side, p.label,
                  blabels[p.buf] if p.buf is not None else None)
            for p in pieces if p.positions > 1]
-    pairs = [e.pair() for e in raw]
+    pairs = [(e.size, e.stride) for e in raw]
     if len(pairs) <= hw.MAX_SEQUENCER_ENTRIES:
         final, groups = pairs, [[k] for k in range(len(pairs))]
     else:
@@ -338,35 +350,35 @@ def _split_hint(n: int) -> int:
     return hw.MAX_ENTRY_ITERATIONS
 
 
-def _split(s: Factor, term: str, side: str, bf: tuple[Factor, ...], by_axis: dict[str, list[int]],
-           weights: list[int], blabels: list[str], axes: dict[str, int], multi: bool
-           ) -> list[_Piece]:
-    """Cut one stream factor into pieces at the buffer's digit boundaries (outermost first)."""
-    label = s.label(axes) if multi else None
-    if s.axis is None or s.axis not in by_axis:
-        return [_Piece(s.lo, s.count, s.size, None, 0, term, side, label,
-                       INF if s.axis is None else _stream_hi(s, axes), s.axis)]
+def _split(s: Factor, term: str, side: str, bf: tuple[Factor, ...],
+           lst: list[tuple[int, float, int]], weights: list[int], blabels: "_Labels",
+           axes: dict[str, int], multi: bool) -> list[_Piece]:
+    """Cut one stream factor into pieces at the buffer's digit boundaries (outermost first).
+
+    ``lst`` holds the buffer digits of the factor's axis as ``(lo, hi, index)``.
+    """
     a = s.axis
-    js = by_axis[a]
     hi_s = s.lo * s.count
     cur = s.lo
     out: list[_Piece] = []  # low to high
     while cur < hi_s:
-        owner = None
-        for j in js:
-            if bf[j].lo <= cur < _hi(bf[j], axes):
+        owner = -1
+        nxt = INF
+        for lo, hi, j in lst:
+            if lo <= cur < hi:
                 owner = j
                 break
-        if owner is not None:
-            f = bf[owner]
-            if cur % f.lo:
-                raise _incompatible(s, term, axes, f, blabels[owner], cur)
-            top = min(hi_s, _hi(f, axes))
+            if cur < lo < nxt:
+                nxt = lo
+        if owner >= 0:
+            flo = bf[owner].lo
+            if cur % flo:
+                raise _incompatible(s, term, axes, bf[owner], blabels[owner], cur)
+            top = hi if hi < hi_s else hi_s
         else:
-            nxt = min((bf[j].lo for j in js if bf[j].lo > cur), default=INF)
-            top = min(hi_s, nxt)
+            top = nxt if nxt < hi_s else hi_s
         if top % cur:
-            if owner is not None and top != hi_s:
+            if owner >= 0 and top != hi_s:
                 raise _incompatible(s, term, axes, bf[owner], blabels[owner], cur, top)
             raise fail("incompatible-decomposition", terms=(term,),
                        detail=f"stream term {term} covers {_digits(a, s.lo, hi_s)} with "
@@ -376,11 +388,21 @@ def _split(s: Factor, term: str, side: str, bf: tuple[Factor, ...], by_axis: dic
                        fix=f"make the term's size a multiple of {cur // s.lo} (pad with #) or "
                            f"match the buffer's split of {a}")
         n = int(top // cur)
-        stride = weights[owner] * (cur // bf[owner].lo) if owner is not None else 0
-        out.append(_Piece(cur, n, n, owner, stride, term, side, None, top, a))
+        if owner >= 0:
+            out.append(_Piece(cur, n, n, owner, weights[owner] * (cur // flo), term, side, None,
+                              top, a))
+        else:
+            out.append(_Piece(cur, n, n, None, 0, term, side, None, top, a))
         cur = int(top)
     if not out:  # a padding-only digit of an axis: no live values beyond 0
-        return [_Piece(s.lo, s.count, s.size, None, 0, term, side, label, INF, a)]
+        return [_Piece(s.lo, s.count, s.size, None, 0, term, side,
+                       s.label(axes) if multi else None, INF, a)]
+    if len(out) == 1:
+        p = out[0]
+        p.positions = s.size
+        if multi:
+            p.label = _piece_label(a, p.lo, p.n, "top" if p.hi >= axes[a] else p.hi)
+        return out
     inner = math.prod(p.n for p in out[:-1])
     if s.size % inner:
         raise fail("incompatible-decomposition", terms=(term,),
@@ -388,19 +410,31 @@ def _split(s: Factor, term: str, side: str, bf: tuple[Factor, ...], by_axis: dic
                           f"of {inner} inner values; {s.size} is not a multiple of {inner}",
                    fix=f"pad the term to a multiple of {inner}")
     out[-1].positions = s.size // inner
-    several = len(out) > 1
     for p in out:
-        if several or multi:
-            hi = "top" if p.hi >= axes[a] else int(p.hi)
-            p.label = _piece_label(a, p.lo, p.n, hi, axes)
+        p.label = _piece_label(a, p.lo, p.n, "top" if p.hi >= axes[a] else p.hi)
     return out[::-1]
 
 
-def _stream_hi(s: Factor, axes: dict[str, int]) -> float:
-    return INF if s.hi >= axes[s.axis] else s.hi
+def _lo(p: _Piece) -> int:
+    return p.lo
 
 
-def _piece_label(a: str, lo: int, n: int, hi: object, axes: dict[str, int]) -> str:
+class _Labels:
+    """Buffer term labels, built on first use (only errors and entries need them)."""
+
+    __slots__ = ("bf", "axes", "cache")
+
+    def __init__(self, bf: tuple[Factor, ...], axes: dict[str, int]):
+        self.bf, self.axes, self.cache = bf, axes, {}
+
+    def __getitem__(self, j: int) -> str:
+        text = self.cache.get(j)
+        if text is None:
+            text = self.cache[j] = self.bf[j].label(self.axes)
+        return text
+
+
+def _piece_label(a: str, lo: int, n: int, hi: object) -> str:
     text = a
     if lo > 1:
         text += f" / {lo}"
