@@ -101,11 +101,15 @@ def format_table(cfg: SequencerConfig, buf: str, time: str, packet: str) -> str:
     else:
         lines.append(f"entries shown unmerged ({len(cfg.raw)} <= {hw.MAX_SEQUENCER_ENTRIES})")
     lines.append(f"config               {cfg.text()}")
-    lines.append(f"packet size          {cfg.packet_size} elements ({cfg.packet_bytes} B)")
-    lines.append(f"contiguous run       {cfg.contiguous_run} elements")
-    lines.append(f"max access size      {cfg.max_access_size} elements")
+    lines.append(f"packet size          {_elements(cfg.packet_size)} ({cfg.packet_bytes} B)")
+    lines.append(f"contiguous run       {_elements(cfg.contiguous_run)}")
+    lines.append(f"max access size      {_elements(cfg.max_access_size)}")
     lines.append(f"accesses per packet  {cfg.accesses_per_packet}")
     return "\n".join(lines)
+
+
+def _elements(n: int) -> str:
+    return f"{n} element{'' if n == 1 else 's'}"
 
 
 def _format_error(err: TcplanError) -> str:

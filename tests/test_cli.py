@@ -36,7 +36,7 @@ def test_table_output():
     row = next(line for line in lines if line.split()[:2] == ["0", "time"])
     assert row.split() == ["0", "time", "W", "W", "8", "1", "0"]
     assert "contiguous run       4 elements" in out
-    assert "max access size      1 elements" in out
+    assert "max access size      1 element\n" in out
 
 
 def test_table_shows_merges():
