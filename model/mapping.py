@@ -7,15 +7,17 @@ Grammar (facts.md section 1)::
     op      := "/" | "%" | "=" | "#" | "#{*}" | "#{0}" | "#{!}"
     atom    := AXIS | NUMBER | "(" mapping ")" | "[" mapping "]"
 
-with or without the ``m![ ... ]`` wrapper.  The semantics table of facts.md section 1 is
-implemented twice, independently:
+with or without the ``m![ ... ]`` wrapper.  Text is parsed once into a raw syntax tree of
+tuples (cached per text); binding it to axis sizes checks the semantic rules.  The semantics
+table of facts.md section 1 is then implemented twice, independently:
 
-* on the syntax tree (:meth:`Mapping.cell`, :meth:`Mapping.evaluate`): the reference semantics,
-  exact for every mapping the grammar admits;
-* as a *factor decomposition* (:attr:`Mapping.factors`): the mapping as a list of digit factors,
-  outermost first, each ``coordinate contribution = lo * digit`` of one axis (or a broadcast).
-  The sequencer derivation works on factors.  A mapping whose positions are not a product of
-  digit factors (e.g. ``(A, B) / 3``) has none and is rejected there with ``bad-mapping``.
+* on the typed tree of :class:`Node` values (:meth:`Mapping.cell`, :meth:`Mapping.evaluate`):
+  the reference semantics, exact for every mapping the grammar admits;
+* as a *factor decomposition* (:attr:`Mapping.factors`, computed from the raw tree): the
+  mapping as a list of digit factors, outermost first, each ``coordinate contribution =
+  lo * digit`` of one axis (or a broadcast).  The sequencer derivation works on factors.  A
+  mapping whose positions are not a product of digit factors (e.g. ``(A, B) / 3``) has none
+  and is rejected there with ``bad-mapping``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Mapping as TMapping, Sequence
+from typing import Iterable, Mapping as TMapping
 
 import numpy as np
 
@@ -59,7 +61,7 @@ class Cell:
 
 
 # ---------------------------------------------------------------------------------------
-# Syntax tree.  Nodes are immutable and hashable; equality is structural.
+# Typed tree (built from the raw syntax on first use).  Nodes are immutable by convention.
 # ---------------------------------------------------------------------------------------
 _NODE = dict(eq=True, unsafe_hash=True, slots=True)  # immutable by convention; fast to build
 

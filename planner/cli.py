@@ -234,7 +234,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
         except _ArgError as e:
             cmd = next((a for a in argv if not a.startswith("-")), None)
             raise fail("bad-request", detail=str(e),
-                       fix=f"see tcplan {cmd + ' ' if cmd == 'sequence' else ''}--help")
+                       fix=f"see tcplan {cmd + ' ' if cmd == 'sequence' else ''}--help") from None
         return _cmd_sequence(args, stdout)
     except TcplanError as err:
         if want_json:

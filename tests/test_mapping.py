@@ -154,7 +154,7 @@ def test_non_digit_mapping_has_no_factors():
     m = parse("m![(A, B) / 3]", {"A": 3, "B": 8})  # legal, but not a digit decomposition
     assert m.cell(1) == live(A=0, B=3)
     with pytest.raises(TcplanError) as ei:
-        m.factors
+        m.items()
     assert ei.value.code == "bad-mapping"
 
 
@@ -274,7 +274,7 @@ def _eval_by_factors(m):
 def test_factor_decomposition_matches_semantics(text):
     m = parse(text, AXES)
     try:
-        m.factors
+        m.items()
     except TcplanError as e:  # not every legal mapping is a product of digits
         assert e.code == "bad-mapping"
         return
@@ -297,3 +297,11 @@ def test_vectorized_sixteen_million_positions():
     assert coords["B"].shape == (16_777_216,)
     i = 12_345_678
     assert m.cell(i) == Cell("live", {a: int(coords[a][i]) for a in ("B", "A", "C")})
+
+
+def test_digit_ranges_of_facts_section_1():
+    ax = {"A": 64}
+    # A / s % m carries [s, s*m); A / s carries [s, size(A)); A % m carries [1, m)
+    for text, lo, hi in (("A / 4 % 8", 4, 32), ("A / 4", 4, 64), ("A % 8", 1, 8)):
+        (f,) = parse(text, ax).describe_factors()
+        assert (f["lo"], f["hi"]) == (lo, hi), text
