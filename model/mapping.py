@@ -131,6 +131,11 @@ def _describe(tok: tuple[str, str, int]) -> str:
 
 
 _OPS = frozenset("/%=")
+#: deepest mapping accepted (parentheses plus postfix operators along one path); a tool limit
+#: that keeps every recursion over mappings far below Python's stack limit
+MAX_DEPTH = 64
+#: largest number or axis size accepted (no tier comes near it)
+MAX_SIZE = 2**62
 
 
 class _Parser:
@@ -162,6 +167,7 @@ class _Parser:
             self.toks.append((kind, val, col))
         self.toks.append(("end", "", len(text) + 1))  # sentinel: peek never runs off
         self.i = 0
+        self.nest = 0
 
     # -- helpers --------------------------------------------------------------------
     def error(self, expected: str) -> Exception:
@@ -179,23 +185,29 @@ class _Parser:
     def parse(self) -> tuple:
         if self.wrapped:  # m![ mapping ]
             self.expect("[")
-            node = self.mapping("]")
+            node, _ = self.mapping("]")
             self.expect("]")
         else:
-            node = self.mapping(None)
+            if self.toks[0][0] == "end":
+                raise self.error("a mapping (m![1] is the identity)")
+            node, _ = self.mapping(None)
         if self.toks[self.i][0] != "end":
             raise self.error("',' or end of input" if not self.wrapped else "end of input")
         return node
 
-    def mapping(self, closer: str | None) -> tuple:
+    # Each production returns (raw node, depth); depth bounds every later recursion.
+    def mapping(self, closer: str | None) -> tuple[tuple, int]:
         items: list[tuple] = []
+        depth = 1
         toks = self.toks
         end = closer or ""
         while True:
             tok = toks[self.i]
             if tok[1] == end:
                 break  # empty mapping or trailing comma
-            items.append(self.item())
+            item, d = self.item()
+            items.append(item)
+            depth = max(depth, d)
             tok = toks[self.i]
             if tok[1] == ",":
                 self.i += 1
@@ -205,44 +217,62 @@ class _Parser:
                                                            else "end of input"))
             break
         if not items:
-            return ("num", 1, toks[self.i][2])
+            return ("num", 1, toks[self.i][2]), 1
         if len(items) == 1:
-            return items[0]
+            return items[0], depth
         flat: list[tuple] = []
         for it in items:  # pairing is associative: (A, B), C == A, B, C
             flat.extend(it[1] if it[0] == "pair" else (it,))
-        return ("pair", tuple(flat))
+        return ("pair", tuple(flat)), depth + 1
 
-    def atom(self) -> tuple:
+    def atom(self) -> tuple[tuple, int]:
         kind, val, col = self.toks[self.i]
         if kind == "ident":
             self.i += 1
-            return ("ax", val, col)
+            return ("ax", val, col), 1
         if kind == "num":
             self.i += 1
-            return ("num", int(val.replace("_", "")), col)
+            return ("num", self.number(val, col), col), 1
         if val in ("(", "[") and kind == "punct":
+            self.nest += 1
+            if self.nest > MAX_DEPTH:
+                raise fail("parse-error", what=self.what, column=col, found=repr(val),
+                           expected=f"at most {MAX_DEPTH} nested parentheses")
             self.i += 1
             closer = ")" if val == "(" else "]"
-            node = self.mapping(closer)
+            node, depth = self.mapping(closer)
             self.expect(closer)
-            return node
+            self.nest -= 1
+            return node, depth
         raise self.error("an axis, a number, '(' or '['")
 
-    def item(self) -> tuple:
-        node = self.atom()
+    def item(self) -> tuple[tuple, int]:
+        node, depth = self.atom()
         toks = self.toks
         while True:
             tok = toks[self.i]
             if tok[1] not in _OPS and tok[0] != "pad":
-                return node
+                return node, depth
             op, opcol = tok[1], tok[2]
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise fail("parse-error", what=self.what, column=opcol, found=repr(op),
+                           expected=f"a mapping nested at most {MAX_DEPTH} levels deep")
             self.i += 1
             ntok = toks[self.i]
             if ntok[0] != "num":
                 raise self.error(f"a number after {op!r}")
             self.i += 1
-            node = ("op", op, node, int(ntok[1].replace("_", "")), opcol, ntok[2])
+            node = ("op", op, node, self.number(ntok[1], ntok[2]), opcol, ntok[2])
+
+    def number(self, text: str, col: int) -> int:
+        digits = text.replace("_", "")
+        if len(digits) > len(str(MAX_SIZE)) or int(digits) > MAX_SIZE:
+            raise fail("bad-mapping", what=self.what,
+                       detail=f"the number {digits[:24]}{'...' if len(digits) > 24 else ''} at "
+                              f"column {col} is larger than {MAX_SIZE:,}",
+                       fix="sizes this large cannot be addressed; use a smaller size")
+        return int(digits)
 
 
 def _syntax(text: str, what: str) -> tuple:
@@ -403,7 +433,11 @@ def parse_axes(text: str, what: str = "--axes") -> dict[str, int]:
         if not mm:
             raise fail("bad-request", detail=f"{what}: cannot read {part.strip()!r} as NAME=SIZE",
                        fix="declare axes as NAME=SIZE pairs separated by commas, e.g. N=4,C=3")
-        name, size = mm.group(1), int(mm.group(2).replace("_", ""))
+        name, digits = mm.group(1), mm.group(2).replace("_", "")
+        size = int(digits) if len(digits) <= len(str(MAX_SIZE)) else MAX_SIZE + 1
+        if size > MAX_SIZE:
+            raise fail("bad-request", detail=f"{what}: axis {name} is larger than {MAX_SIZE:,}",
+                       fix="use a smaller axis size")
         if size < 1:
             raise fail("bad-request", detail=f"{what}: axis {name} has size {size}",
                        fix="axis sizes start at 1")
@@ -411,7 +445,13 @@ def parse_axes(text: str, what: str = "--axes") -> dict[str, int]:
             raise fail("bad-request", detail=f"{what}: axis {name} declared twice",
                        fix="declare every axis once")
         out[name] = size
+    if not out:
+        raise fail("bad-request", detail=f"{what}: no axes declared",
+                   fix="declare axes as NAME=SIZE pairs separated by commas, e.g. N=4,C=3")
     return out
+
+
+_AXIS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*'*")
 
 
 def validate_axes(axes: object, what: str = "axes") -> dict[str, int]:
@@ -421,12 +461,13 @@ def validate_axes(axes: object, what: str = "axes") -> dict[str, int]:
                    fix='give axes as {"N": 4, "C": 3}')
     out: dict[str, int] = {}
     for name, size in axes.items():
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*'*", name):
+        if not isinstance(name, str) or not _AXIS_NAME.fullmatch(name):
             raise fail("bad-request", detail=f"{what}: {name!r} is not an axis name",
                        fix="axis names are identifiers")
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise fail("bad-request", detail=f"{what}: axis {name} has size {size!r}",
-                       fix="axis sizes are positive integers")
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_SIZE:
+            shown = repr(size) if not isinstance(size, int) or size < 1 else "too large"
+            raise fail("bad-request", detail=f"{what}: axis {name} has size {shown}",
+                       fix=f"axis sizes are integers from 1 to {MAX_SIZE:,}")
         out[name] = size
     return out
 
@@ -568,9 +609,8 @@ class Factor:
                 text += f" % {self.radix}"
             if self.count < self.radix and self.count < self.size:
                 text += f" = {self.count}"
-        if self.size > self.count:
-            kind = self.pads[0][1] if self.pads else TOP
-            text += f" {PAD_SPELLING[kind]} {self.size}"
+        for end, kind in self.pads:
+            text += f" {PAD_SPELLING[kind]} {end}"
         return text
 
     def digits(self, axes: TMapping[str, int]) -> str:
@@ -594,6 +634,26 @@ def _trim_pads(pads: Iterable[tuple[int, int]], count: int, size: int
 
 class NotFactorable(Exception):
     pass
+
+
+def coalesce_factors(factors: Iterable[Factor]) -> tuple[Factor, ...]:
+    """Merge adjacent digits of one axis that are contiguous in both index and position.
+
+    ``A / 3, A % 3`` (A = 12) becomes the single digit ``A``: the outer digit starts where the
+    inner one ends (``outer.lo == inner.lo * inner.radix``) and the inner digit is full (every
+    position live, no padding).  Post-condition: the same cells position by position (tested).
+    """
+    out: list[Factor] = []
+    for f in factors:
+        if out:
+            x = out[-1]
+            if (x.axis is not None and x.axis == f.axis and x.lo == f.lo * f.radix
+                    and f.count == f.radix == f.size):
+                out[-1] = Factor(f.axis, f.lo, x.radix * f.radix, x.count * f.size,
+                                 x.size * f.size, tuple((e * f.size, k) for e, k in x.pads))
+                continue
+        out.append(f)
+    return tuple(out)
 
 
 def _factors(raw: tuple, axes: TMapping[str, int]) -> list[Factor]:
@@ -665,7 +725,7 @@ class Mapping:
     on first use; ``factors`` / ``items`` the digit decomposition, also built on first use.
     """
 
-    __slots__ = ("raw", "axes", "size", "_node", "_factors", "_items", "_text")
+    __slots__ = ("raw", "axes", "size", "_node", "_factors", "_items", "_text", "memo")
 
     def __init__(self, raw: tuple, axes: TMapping[str, int], size: int):
         self.raw = raw
@@ -675,6 +735,8 @@ class Mapping:
         self._factors: tuple[Factor, ...] | None = None
         self._items: list[tuple[str, tuple[Factor, ...]]] | None = None
         self._text: str | None = None
+        #: derived views other modules compute once per mapping (e.g. the sequencer's)
+        self.memo: dict[str, object] = {}
 
     # -- basics -----------------------------------------------------------------------
     @property

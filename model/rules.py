@@ -103,7 +103,7 @@ RULES: dict[str, Rule] = _rules(
         "iteration-limit", "hardware", "an entry iterates more than 65,536 times",
         "entry {entry} ({term}) iterates {size} times; the limit is "
         f"{hw.MAX_ENTRY_ITERATIONS:,}",
-        "split the term into two, e.g. {term} / {split} and {term} % {split}",
+        "{hint}",
         "seed 000 '제약 조건' (iteration limit)",
     ),
     Rule(

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from . import hardware as hw
-from .mapping import Factor, Mapping, parse
-from .rules import MODES, PROFILES, TcplanError, Violation, fail
+from .mapping import Factor, Mapping, coalesce_factors, parse
+from .rules import MODES, PROFILES, RULES, TcplanError, Violation, fail
 
 INF = float("inf")
 
@@ -83,19 +83,21 @@ class SequencerConfig:
             "merges": [g for g in self.groups if len(g) > 1],
         }
 
-    def addresses(self) -> "list[int]":  # small configs only; see executor for numpy
-        out = [0]
-        for n, s in self.entries:
-            out = [a + k * s for a in out for k in range(n)]
-        return out
-
 
 # ---------------------------------------------------------------------------------------
 # Pure helpers on entry lists (the CuTe-style algebra)
 # ---------------------------------------------------------------------------------------
 def contiguous_run(entries: list[tuple[int, int]]) -> int:
-    """Elements of the innermost physically contiguous run (seed 000 "접근 크기")."""
+    """Elements of the innermost physically contiguous run (seed 000 "접근 크기").
+
+    As the seed's code, walking outward while ``s_outer == n_inner * s_inner``; unlike its
+    literal code, an innermost entry that strides (``n : s`` with ``s`` not 0 or 1) is a run
+    of 1 element, not ``n`` (docs/decisions.md item 17).  A stride-0 innermost entry is one
+    element replicated: one access serves it (the seed's broadcasting read: max access 4).
+    """
     if not entries:
+        return 1
+    if entries[-1][1] not in hw.CONTIGUOUS_INNERMOST_STRIDES:
         return 1
     run = entries[-1][0]
     for k in range(len(entries) - 1, 0, -1):
@@ -151,30 +153,25 @@ def _digits(axis: str, lo: int, hi: float) -> str:
     return f"{axis} digits [{lo}, {'top' if hi == INF else hi})"
 
 
-def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
-           mode: str = "read", engine: str = "pseudo") -> SequencerConfig:
-    """Derive the sequencer config, or raise :class:`TcplanError` naming the broken rules."""
-    if dtype not in hw.DTYPE_BYTES:
-        raise fail("bad-request", detail=f"unknown dtype {dtype!r}",
-                   fix="use one of " + ", ".join(hw.DTYPE_BYTES))
-    if mode not in MODES:
-        raise fail("bad-request", detail=f"unknown mode {mode!r}", fix="use read or write")
-    if engine not in PROFILES:
-        raise fail("bad-request", detail=f"unknown engine {engine!r}",
-                   fix="use one of " + ", ".join(PROFILES))
-    if engine == "fetch" and mode != "read" or engine == "commit" and mode != "write":
-        only = "reads" if engine == "fetch" else "writes"
-        raise fail("bad-request", detail=f"the {engine} engine only {only}; got mode {mode}",
-                   fix=f"use --mode {'read' if engine == 'fetch' else 'write'} or another engine")
+class _BufferView(NamedTuple):
+    factors: tuple[Factor, ...]  # coalesced: ``A / 3, A % 3`` is the buffer ``A``
+    weights: list[int]  # position weight of each factor
+    labels: "_Labels"
+    by_axis: dict[str, list[tuple[int, float, int]]]  # axis -> [(lo, hi or INF, index)]
+
+
+def _buffer_view(buf: Mapping) -> _BufferView:
+    """What the derivation needs of a buffer; computed once per (cached) buffer mapping."""
+    view = buf.memo.get("sequencer")
+    if view is not None:
+        return view
     axes = buf.axes
-    bf = buf.factors
+    bf = coalesce_factors(buf.factors)
     nb = len(bf)
     weights = [1] * nb
     for j in range(nb - 2, -1, -1):
         weights[j] = weights[j + 1] * bf[j + 1].size
     blabels = _Labels(bf, axes)
-
-    # axis -> [(lo, exclusive hi or INF at the top, buffer factor index)], sorted by lo
     by_axis: dict[str, list[tuple[int, float, int]]] = {}
     for j, f in enumerate(bf):
         # a digit with one live value (``A = 1 # 4``) carries nothing, like ``m![A = 1]``
@@ -191,6 +188,27 @@ def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
                                detail=f"buffer terms {blabels[x]} and {blabels[y]} both carry "
                                       f"{_digits(a, ly, min(hx, hy))}",
                                fix="give every digit range of an axis to one buffer term")
+    view = buf.memo["sequencer"] = _BufferView(bf, weights, blabels, by_axis)
+    return view
+
+
+def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
+           mode: str = "read", engine: str = "pseudo") -> SequencerConfig:
+    """Derive the sequencer config, or raise :class:`TcplanError` naming the broken rules."""
+    if dtype not in hw.DTYPE_BYTES:
+        raise fail("bad-request", detail=f"unknown dtype {dtype!r}",
+                   fix="use one of " + ", ".join(hw.DTYPE_BYTES))
+    if mode not in MODES:
+        raise fail("bad-request", detail=f"unknown mode {mode!r}", fix="use read or write")
+    if engine not in PROFILES:
+        raise fail("bad-request", detail=f"unknown engine {engine!r}",
+                   fix="use one of " + ", ".join(PROFILES))
+    if engine == "fetch" and mode != "read" or engine == "commit" and mode != "write":
+        only = "reads" if engine == "fetch" else "writes"
+        raise fail("bad-request", detail=f"the {engine} engine only {only}; got mode {mode}",
+                   fix=f"use --mode {'read' if engine == 'fetch' else 'write'} or another engine")
+    axes = buf.axes
+    bf, weights, blabels, by_axis = _buffer_view(buf)
 
     pieces: list[_Piece] = []
     for side, mapping in (("time", time), ("packet", packet)):
@@ -247,7 +265,8 @@ def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
             else:
                 violations.append(Violation("stream-outside-buffer", terms, {"detail": what}))
 
-    if mode == "write":
+    applies = _APPLIES[engine, mode]
+    if mode == "write":  # broadcast-write and write-coverage apply to every write
         for p in pieces:
             if p.buf is None and p.n > 1:
                 what = (f"stream term {p.term}" + (f" (piece {p.label})" if p.label else "")
@@ -277,14 +296,17 @@ def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
                 if not ps:
                     why = "no stream term writes it"
                 elif gap is not None:
-                    why = f"no stream term carries {_digits(f.axis, gap[0], gap[1])}"
+                    have = "; ".join(f"{_digits(f.axis, p.lo, p.lo * p.n)} from {p.term}"
+                                     for p in ps)
+                    why = (f"the stream writes {have}, and nothing writes "
+                           f"{_digits(f.axis, gap[0], gap[1])}")
                 else:
                     why = f"the stream writes only {covered} of them"
                 violations.append(Violation("write-coverage", (blabels[j],), {
                     "detail": f"buffer term {blabels[j]} has {f.count} live values but "
                               f"{why}; those slots would keep stale data"}))
 
-    if engine == "fetch":
+    if applies["unread-axis"]:
         for j, f in enumerate(bf):
             if f.axis is not None and f.count > 1 and j not in per_buf:
                 violations.append(Violation("unread-axis", (blabels[j],), {
@@ -306,34 +328,32 @@ def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
     for k, (n, _) in enumerate(final):
         if n > hw.MAX_ENTRY_ITERATIONS:
             term = " * ".join(dict.fromkeys(raw[g].term for g in groups[k]))
-            split = _split_hint(n)
             violations.append(Violation("iteration-limit", (term,), {
-                "entry": k, "term": term, "size": n, "split": split}))
+                "entry": k, "term": term, "size": n, "hint": _split_hint(term, n)}))
 
     packet_size = packet.size
     elem = hw.DTYPE_BYTES[dtype]
     pbytes = packet_size * elem
-    if engine in ("fetch", "commit"):
-        if pbytes not in hw.FETCH_COMMIT_PACKET_BYTES:
-            fits = [b // elem for b in hw.FETCH_COMMIT_PACKET_BYTES if b % elem == 0]
-            violations.append(Violation("packet-bytes", (packet.text(),), {
-                "packet": packet_size, "elem_bytes": elem, "bytes": pbytes,
-                "fix": f"make Packet {', '.join(map(str, fits))} elements of {dtype} "
-                       f"(move terms into Time, or pad with #)"}))
+    if applies["packet-bytes"] and pbytes not in hw.FETCH_COMMIT_PACKET_BYTES:
+        fits = [b // elem for b in hw.FETCH_COMMIT_PACKET_BYTES if b % elem == 0]
+        violations.append(Violation("packet-bytes", (packet.text(),), {
+            "packet": packet_size, "elem_bytes": elem, "bytes": pbytes,
+            "fix": f"make Packet {', '.join(map(str, fits))} elements of {dtype} "
+                   f"(move terms into Time, or pad with #)"}))
+    if applies["innermost-access"] and packet_size > 1:
         merged, _ = coalesce(pairs)
-        if packet_size > 1:
-            n, s = merged[-1] if merged else (1, 0)
-            if s not in hw.CONTIGUOUS_INNERMOST_STRIDES or n % packet_size:
-                why = (f"stride {s} is neither 0 nor 1" if s not in
-                       hw.CONTIGUOUS_INNERMOST_STRIDES else
-                       f"{n} is not a multiple of the {packet_size}-element packet")
-                violations.append(Violation("innermost-access", (f"{n} : {s}",), {
-                    "detail": f"innermost entry {n} : {s} (after merging contiguous entries) "
-                              f"is not a contiguous access: {why}; a packet of more than one "
-                              f"element must be contiguous in the buffer",
-                    "fix": "make the Packet terms the buffer's innermost terms in buffer order,"
-                           " or use a 1-element packet (discrete access)"}))
-    if engine == "dma" and pbytes > hw.DMA_MAX_PACKET_BYTES:
+        n, s = merged[-1] if merged else (1, 0)
+        if s not in hw.CONTIGUOUS_INNERMOST_STRIDES or n % packet_size:
+            why = (f"stride {s} is neither 0 nor 1" if s not in
+                   hw.CONTIGUOUS_INNERMOST_STRIDES else
+                   f"{n} is not a multiple of the {packet_size}-element packet")
+            violations.append(Violation("innermost-access", (f"{n} : {s}",), {
+                "detail": f"innermost entry {n} : {s} (after merging contiguous entries) "
+                          f"is not a contiguous access: {why}; a packet of more than one "
+                          f"element must be contiguous in the buffer",
+                "fix": "make the Packet terms the buffer's innermost terms in buffer order,"
+                       " or use a 1-element packet (discrete access)"}))
+    if applies["dma-packet-max"] and pbytes > hw.DMA_MAX_PACKET_BYTES:
         outer = packet.items()[0][0] if packet.items() else packet.text()
         violations.append(Violation("dma-packet-max", (packet.text(),), {
             "packet": packet_size, "elem_bytes": elem, "bytes": pbytes,
@@ -343,11 +363,20 @@ def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
     return SequencerConfig(final, raw, groups, packet_size, dtype, mode, engine)
 
 
-def _split_hint(n: int) -> int:
-    for d in (2 ** k for k in range(16, 0, -1)):
-        if n % d == 0 and n // d <= hw.MAX_ENTRY_ITERATIONS and d <= hw.MAX_ENTRY_ITERATIONS:
-            return d
-    return hw.MAX_ENTRY_ITERATIONS
+def _split_hint(term: str, n: int) -> str:
+    """A concrete, valid way to bring an ``n``-iteration term under the limit."""
+    limit = hw.MAX_ENTRY_ITERATIONS
+    t = term if term.replace("_", "").isalnum() else f"({term})"
+    d = limit
+    while d > 1:  # largest power of two that splits n into two legal entries
+        if n % d == 0 and n // d <= limit:
+            return f"split the term into two, e.g. {t} / {d} and {t} % {d}"
+        d //= 2
+    if n <= limit * limit:
+        padded = -(-n // limit) * limit
+        return (f"pad it first and split: ({t} # {padded}) / {limit} and "
+                f"({t} # {padded}) % {limit}")
+    return f"split the term into three or more terms, each at most {limit:,}"
 
 
 def _split(s: Factor, term: str, side: str, bf: tuple[Factor, ...],
@@ -363,33 +392,38 @@ def _split(s: Factor, term: str, side: str, bf: tuple[Factor, ...],
     out: list[_Piece] = []  # low to high
     while cur < hi_s:
         owner = -1
-        nxt = INF
+        nxt, nxt_j = INF, -1  # the next buffer digit above cur
+        gap_lo = 1  # where the uncarried region around cur starts
         for lo, hi, j in lst:
             if lo <= cur < hi:
                 owner = j
                 break
             if cur < lo < nxt:
-                nxt = lo
+                nxt, nxt_j = lo, j
+            if gap_lo < hi <= cur:
+                gap_lo = int(hi)
         if owner >= 0:
-            flo = bf[owner].lo
-            if cur % flo:
-                raise _incompatible(s, term, axes, bf[owner], blabels[owner], cur)
+            base, region = bf[owner].lo, f"buffer term {blabels[owner]}"
             top = hi if hi < hi_s else hi_s
-        else:
+            cutter = region
+        else:  # the buffer does not carry these digits: a broadcast piece
+            base = gap_lo
+            region = f"the part of {a} the buffer does not carry ({_digits(a, gap_lo, nxt)})"
             top = nxt if nxt < hi_s else hi_s
+            cutter = f"buffer term {blabels[nxt_j]}" if nxt_j >= 0 else region
+        if cur % base:
+            raise _incompatible(term, a, s.lo, hi_s,
+                                f"has a piece starting at {cur} inside {region}, whose digits "
+                                f"step by {base}", cur, base)
         if top % cur:
-            if owner >= 0 and top != hi_s:
-                raise _incompatible(s, term, axes, bf[owner], blabels[owner], cur, top)
-            raise fail("incompatible-decomposition", terms=(term,),
-                       detail=f"stream term {term} covers {_digits(a, s.lo, hi_s)} with "
-                              f"{s.count} values; the buffer cuts {a} at {cur}, and "
-                              f"{s.count} values do not split there ({hi_s} is not a "
-                              f"multiple of {cur})",
-                       fix=f"make the term's size a multiple of {cur // s.lo} (pad with #) or "
-                           f"match the buffer's split of {a}")
+            if top == hi_s:
+                why = (f"ends at {hi_s}, not a multiple of {cur}, where it enters {region}")
+            else:
+                why = f"is cut at {int(top)} by {cutter}, not a multiple of the piece start {cur}"
+            raise _incompatible(term, a, s.lo, hi_s, why, cur, int(top))
         n = int(top // cur)
         if owner >= 0:
-            out.append(_Piece(cur, n, n, owner, weights[owner] * (cur // flo), term, side, None,
+            out.append(_Piece(cur, n, n, owner, weights[owner] * (cur // base), term, side, None,
                               top, a))
         else:
             out.append(_Piece(cur, n, n, None, 0, term, side, None, top, a))
@@ -413,6 +447,12 @@ def _split(s: Factor, term: str, side: str, bf: tuple[Factor, ...],
     for p in out:
         p.label = _piece_label(a, p.lo, p.n, "top" if p.hi >= axes[a] else p.hi)
     return out[::-1]
+
+
+#: rules that only some engine profiles check; which ones is the registry's business
+_PROFILE_RULES = ("unread-axis", "packet-bytes", "innermost-access", "dma-packet-max")
+_APPLIES = {(e, m): {r: RULES[r].applies(e, m) for r in _PROFILE_RULES}
+            for e in PROFILES for m in MODES}
 
 
 def _lo(p: _Piece) -> int:
@@ -443,28 +483,14 @@ def _piece_label(a: str, lo: int, n: int, hi: object) -> str:
     return text
 
 
-def _incompatible(s: Factor, term: str, axes: dict[str, int], f: Factor, bterm: str, cur: int,
-                  top: float | None = None) -> TcplanError:
-    a = s.axis
-    if top is None:
-        detail = (f"stream term {term} starts a piece of {a} at {cur}, inside buffer term "
-                  f"{bterm} ({f.digits(axes)}) whose digits step by {f.lo}")
-        gcd = math.gcd(cur, f.lo)
-    else:
-        detail = (f"stream term {term} ({_digits(a, s.lo, s.lo * s.count)}) crosses the "
-                  f"boundary {int(top)} of buffer term {bterm} ({f.digits(axes)}), which is not "
-                  f"a multiple of {cur}")
-        gcd = math.gcd(cur, int(top))
-    return fail("incompatible-decomposition", terms=(term, bterm),
-                detail=detail + f": the two splits of {a} have no common refinement "
-                                f"(gcd = {gcd})",
-                fix=f"split {a} in the stream at the buffer's boundaries "
-                    f"({_boundaries(a, axes, f)}), or change the buffer")
-
-
-def _boundaries(a: str, axes: dict[str, int], f: Factor) -> str:
-    hi = "top" if f.hi >= axes[a] else str(f.hi)
-    return f"{f.lo} and {hi}"
+def _incompatible(term: str, a: str, lo: int, hi: int, why: str, x: int, y: int
+                  ) -> TcplanError:
+    return fail("incompatible-decomposition", terms=(term,),
+                detail=f"stream term {term} ({_digits(a, lo, hi)}) {why}: the buffer and the "
+                       f"stream split {a} with no common refinement "
+                       f"(gcd({x}, {y}) = {math.gcd(x, y)})",
+                fix=f"split {a} in the stream at the buffer's boundaries, pad the term (#) to "
+                    f"a multiple of the buffer's pieces, or change the buffer's split of {a}")
 
 
 def derive_text(axes: dict[str, int], buf: str, time: str, packet: str, dtype: str = "i8",

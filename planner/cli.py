@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import sys
 from typing import Any, Iterable, Iterator, Sequence, TextIO
 
@@ -43,11 +44,10 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--buf", help="buffer mapping, e.g. 'm![N, C, H, W]'")
     s.add_argument("--time", help="stream Time mapping")
     s.add_argument("--packet", help="stream Packet mapping")
-    s.add_argument("--dtype", default="i8", choices=list(hw.DTYPE_BYTES),
-                   help="element type (default i8)")
+    s.add_argument("--dtype", choices=list(hw.DTYPE_BYTES), help="element type (default i8)")
     s.add_argument("--mode", choices=list(MODES),
                    help="read (buffer -> stream) or write; default read (write for commit)")
-    s.add_argument("--engine", default="pseudo", choices=list(PROFILES),
+    s.add_argument("--engine", choices=list(PROFILES),
                    help="engine profile whose rules apply (default pseudo)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--batch", metavar="REQUESTS.jsonl",
@@ -160,21 +160,32 @@ def answer_request(req: Any) -> dict[str, Any]:
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
-def answer_lines(lines: Iterable[str]) -> Iterator[str]:
+def answer_lines(lines: Iterable[str | bytes]) -> Iterator[str]:
     """The batch loop: one JSON answer (without newline) per input line, in order.
 
-    The cyclic garbage collector is held back while answering (a batch allocates many small
-    objects and few cycles) and run once at the end.
+    A line may be text or UTF-8 bytes.  Nothing in a line stops the batch: undecodable bytes,
+    invalid or absurd JSON (too deep, numbers too long) and bad requests are all answered with
+    an error object.  The cyclic garbage collector is held back while answering (a batch
+    allocates many small objects and few cycles); its thresholds are restored afterwards.
     """
     old = gc.get_threshold()
     gc.set_threshold(50_000, 50, 50)
     try:
         for lineno, line in enumerate(lines, 1):
             try:
+                if isinstance(line, bytes):
+                    line = line.decode("utf-8")
                 req = json.loads(line)
-            except json.JSONDecodeError as e:
-                err = fail("bad-request", detail=f"line {lineno}: invalid JSON ({e.msg} at "
-                           f"column {e.colno})", fix="one JSON object per line")
+            except UnicodeDecodeError as e:
+                err = fail("bad-request", detail=f"line {lineno}: not UTF-8 (byte {e.start + 1})",
+                           fix="write requests as UTF-8 JSON")
+                yield _ENCODE(_error_obj(err))
+            except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
+                what = (f"invalid JSON ({e.msg} at column {e.colno})"
+                        if isinstance(e, json.JSONDecodeError) else
+                        "JSON too deeply nested or with a number too long")
+                err = fail("bad-request", detail=f"line {lineno}: {what}",
+                           fix="one JSON object per line")
                 yield _ENCODE(_error_obj(err))
             else:
                 yield _ENCODE(answer_request(req))
@@ -184,7 +195,7 @@ def answer_lines(lines: Iterable[str]) -> Iterator[str]:
 
 def _run_batch(path: str, stdout: TextIO) -> int:
     try:
-        fh = sys.stdin if path == "-" else open(path, encoding="utf-8")
+        fh = getattr(sys.stdin, "buffer", sys.stdin) if path == "-" else open(path, "rb")
     except OSError as e:
         err = fail("bad-request", detail=f"--batch: cannot read {path}: {e.strerror}",
                    fix="give a readable JSON-lines file, or - for standard input")
@@ -192,7 +203,8 @@ def _run_batch(path: str, stdout: TextIO) -> int:
         return EXIT_INPUT
     with fh:
         write = stdout.write
-        for answer in answer_lines(line.rstrip("\n") for line in fh):
+        lines = (line.rstrip(b"\r\n" if isinstance(line, bytes) else "\r\n") for line in fh)
+        for answer in answer_lines(lines):
             write(answer + "\n")
     stdout.flush()
     return EXIT_OK
@@ -200,7 +212,8 @@ def _run_batch(path: str, stdout: TextIO) -> int:
 
 def _cmd_sequence(args: argparse.Namespace, stdout: TextIO) -> int:
     if args.batch is not None:
-        given = [f"--{k}" for k in ("axes", "buf", "time", "packet") if getattr(args, k)]
+        given = [f"--{k}" for k in ("axes", "buf", "time", "packet", "dtype", "mode", "engine")
+                 if getattr(args, k) is not None]
         if given:
             raise fail("bad-request", detail=f"--batch takes every request from the file; "
                        f"drop {', '.join(given)}", fix="put those fields in each JSON line")
@@ -209,6 +222,8 @@ def _cmd_sequence(args: argparse.Namespace, stdout: TextIO) -> int:
     if missing:
         raise fail("bad-request", detail=f"missing {', '.join(missing)}",
                    fix="give --axes, --buf, --time and --packet (or --batch FILE)")
+    args.dtype = args.dtype or "i8"
+    args.engine = args.engine or "pseudo"
     axes = parse_axes(args.axes)
     buf = parse(args.buf, axes, "--buf")
     time = parse(args.time, axes, "--time")
@@ -245,7 +260,13 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
 
 
 def entry_point() -> None:  # console script
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 128 + 13  # killed by SIGPIPE, by shell convention
+    sys.exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -35,7 +35,7 @@ def test_table_output():
     lines = out.splitlines()
     row = next(line for line in lines if line.split()[:2] == ["0", "time"])
     assert row.split() == ["0", "time", "W", "W", "8", "1", "0"]
-    assert "contiguous run       4 elements" in out
+    assert "contiguous run       1 element\n" in out  # innermost entry 4 : 192 strides
     assert "max access size      1 element\n" in out
 
 
@@ -54,7 +54,7 @@ def test_json_output():
     obj = json.loads(out)
     assert obj["entries"] == [[8, 1], [8, 8], [3, 64], [4, 192]]
     assert obj["raw_entries"] == obj["entries"]
-    assert obj["packet_size"] == 1 and obj["contiguous_run"] == 4
+    assert obj["packet_size"] == 1 and obj["contiguous_run"] == 1
     assert obj["max_access_size"] == 1 and obj["accesses_per_packet"] == 1
     assert obj["engine"] == "pseudo" and obj["mode"] == "read" and obj["dtype"] == "bf16"
 
@@ -212,3 +212,68 @@ def test_console_entry_point_runs():
                            "--buf", "m![A % 5, A / 5]", "--time", "m![1]", "--packet",
                            "m![A % 3, A / 3]"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
+
+
+# ---- hostile input: named errors, never a traceback ---------------------------------------
+@pytest.mark.parametrize("buf,code", [
+    ("(" * 400 + "A" + ")" * 400, "parse-error"),
+    ("A" + " # 8" * 1000, "parse-error"),
+    ("A # " + "9" * 4400, "bad-mapping"),
+    ("", "parse-error"),
+    ("   ", "parse-error"),
+    ("m![A, Ä]", "parse-error"),
+])
+def test_hostile_mappings(buf, code):
+    got, out, _ = run(["sequence", "--axes", "A=8", "--buf", buf, "--time", "m![1]",
+                       "--packet", "m![A]", "--json"])
+    assert got == 2 and json.loads(out)["error"]["code"] == code
+
+
+@pytest.mark.parametrize("axes", ["", "A=" + "9" * 4400, "A=0", "A=4,A=4", "A"])
+def test_hostile_axes(axes):
+    got, out, _ = run(["sequence", "--axes", axes, "--buf", "A", "--time", "1", "--packet", "A",
+                       "--json"])
+    assert got == 2 and json.loads(out)["error"]["code"] == "bad-request"
+
+
+def test_batch_survives_hostile_lines(tmp_path):
+    good = json.dumps({"axes": {"A": 4}, "buf": "A", "time": "1", "packet": "A"})
+    lines = [
+        b'{"id": ' + b"9" * 5000 + b"}",
+        b"[" * 100_000,
+        b"\xff\xfe",
+        json.dumps({"axes": {"A": "4"}, "buf": "A", "time": "1", "packet": "A"}).encode(),
+        json.dumps({"axes": {"A": 4.0}, "buf": "A", "time": "1", "packet": "A"}).encode(),
+        json.dumps({"axes": {"A": True}, "buf": "A", "time": "1", "packet": "A"}).encode(),
+        json.dumps({"axes": {"A": 2**70}, "buf": "A", "time": "1", "packet": "A"}).encode(),
+        json.dumps({"axes": {"A": 4}, "buf": 5, "time": "1", "packet": "A"}).encode(),
+        json.dumps({"axes": {"A": 4}, "buf": "A", "time": "1", "packet": "A",
+                    "dtype": ["i8"]}).encode(),
+        good.encode(),
+    ]
+    path = tmp_path / "hostile.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    code, out, _ = run(["sequence", "--batch", str(path)])
+    assert code == 0
+    answers = [json.loads(line) for line in out.splitlines()]
+    assert len(answers) == len(lines)
+    assert all(a["error"]["code"] == "bad-request" for a in answers[:-1])
+    assert answers[-1]["entries"] == [[4, 1]]
+    assert "not UTF-8" in answers[2]["error"]["message"]
+
+
+def test_batch_rejects_per_request_flags():
+    code, out, _ = run(["sequence", "--batch", "-", "--engine", "fetch", "--json"], stdin="")
+    assert code == 2 and "--engine" in json.loads(out)["error"]["message"]
+
+
+def test_broken_pipe_is_quiet(tmp_path):
+    req = json.dumps({"axes": {"A": 4}, "buf": "A", "time": "1", "packet": "A"})
+    path = tmp_path / "many.jsonl"
+    path.write_text((req + "\n") * 20000)
+    proc = subprocess.run(
+        f"{sys.executable} -c 'from planner.cli import entry_point; entry_point()' "
+        f"sequence --batch {path} | head -1", shell=True, capture_output=True, text=True,
+        cwd=ROOT)
+    assert json.loads(proc.stdout)["entries"] == [[4, 1]]
+    assert "Traceback" not in proc.stderr

@@ -305,3 +305,28 @@ def test_digit_ranges_of_facts_section_1():
     for text, lo, hi in (("A / 4 % 8", 4, 32), ("A / 4", 4, 64), ("A % 8", 1, 8)):
         (f,) = parse(text, ax).describe_factors()
         assert (f["lo"], f["hi"]) == (lo, hi), text
+
+
+@settings(max_examples=300, deadline=None)
+@given(mappings())
+def test_coalesce_factors_keeps_every_cell(text):
+    from model.mapping import Mapping, coalesce_factors
+    m = parse(text, AXES)
+    try:
+        fs = m.factors
+    except TcplanError:
+        return
+    merged = coalesce_factors(fs)
+    assert len(merged) <= len(fs)
+    shadow = Mapping(m.raw, m.axes, m.size)
+    shadow._factors = merged
+    assert _eval_by_factors(shadow) == [m.cell(i) for i in range(m.size)]
+
+
+def test_coalesce_factors_merges_whole_axis_splits():
+    from model.mapping import coalesce_factors
+    fs = coalesce_factors(parse("m![A / 3, A % 3]", {"A": 12}).factors)
+    assert [(f.axis, f.lo, f.radix, f.count, f.size) for f in fs] == [("A", 1, 12, 12, 12)]
+    # an inner digit placed outermost is not position-contiguous: nothing merges
+    fs = coalesce_factors(parse("m![A % 3, A / 3]", {"A": 12}).factors)
+    assert len(fs) == 2

@@ -51,9 +51,9 @@ def test_docs_list_every_rule():
 
 def test_violation_renders_message_and_fix():
     v = Violation("iteration-limit", ("A",), {"entry": 0, "term": "A", "size": 131072,
-                                             "split": 65536})
+                                             "hint": "split A"})
     assert "131072" in v.message and "65,536" in v.message
-    assert v.fix == "split the term into two, e.g. A / 65536 and A % 65536"
+    assert v.fix == "split A"
     assert v.to_json()["code"] == "iteration-limit"
 
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from model.mapping import parse
 from model.rules import TcplanError
 from model.sequencer import coalesce, contiguous_run, derive_text, SequencerConfig
 
@@ -26,7 +27,7 @@ NCHW = {"N": 4, "C": 3, "H": 8, "W": 8}
 def test_nchw_to_whcn_both_ways(mode):
     cfg = seq(NCHW, "m![N, C, H, W]", "m![W, H, C, N]", "m![1]", mode=mode, dtype="bf16")
     e = [(8, 1), (8, 8), (3, 64), (4, 192)]
-    check(cfg, e, e, 1, 4, 1)
+    check(cfg, e, e, 1, 1, 1)  # the innermost entry strides by 192: a run of one element
     assert cfg.text() == "[8 : 1, 8 : 8, 3 : 64, 4 : 192] : 1"
     assert [x.term for x in cfg.raw] == ["W", "H", "C", "N"]
 
@@ -102,6 +103,14 @@ def test_run_of_768():
     assert cfg.max_access_size == 8
 
 
+def test_contiguous_run_of_a_striding_innermost_entry():
+    # docs/decisions.md item 17: the seed's literal code would say 4 here
+    assert contiguous_run([(8, 1), (4, 192)]) == 1
+    assert contiguous_run([(16, 1), (4, 0)]) == 4  # a broadcast packet: one access
+    assert contiguous_run([(2, 8), (8, 1)]) == 16
+    assert contiguous_run([]) == 1
+
+
 def test_size_one_terms_give_no_entry():
     cfg = seq({"A": 4, "B": 16, "U": 1}, "m![A, B]", "m![1]", "m![A, B]")
     assert cfg.raw_entries == [(4, 16), (16, 1)]
@@ -161,7 +170,7 @@ def test_iteration_limit():
         seq({"A": 131072, "B": 2}, "m![B, A]", "m![A]", "m![B]")
     v = ei.value.violations[0]
     assert v.rule == "iteration-limit"
-    assert "131072" in v.message and "A / 65536" in v.fix
+    assert "131072" in v.message and "A / 65536 and A % 65536" in v.fix
     # split terms stay within the limit
     cfg = seq({"A": 131072, "B": 2}, "m![B, A]", "m![A / 2, A % 2]", "m![B]")
     assert cfg.raw_entries == [(65536, 2), (2, 1), (2, 131072)]
@@ -279,7 +288,7 @@ def test_write_coverage_names_the_missing_digits():
     with pytest.raises(TcplanError) as ei:
         seq({"A": 16}, "m![A]", "m![A % 4, A / 8]", "m![1]", mode="write")
     assert ei.value.code == "write-coverage"
-    assert "no stream term carries A digits [4, 8)" in ei.value.message
+    assert "nothing writes A digits [4, 8)" in ei.value.message
 
 
 def test_overlapping_digits_are_rejected():
@@ -298,3 +307,45 @@ def test_single_value_digit_carries_nothing():
     for buf in ("m![A = 1]", "m![A = 1 # 3]"):
         cfg = seq({"A": 4}, buf, "m![1]", "m![A]")
         assert cfg.raw_entries == [(4, 0)]
+
+
+def test_buffer_splits_that_are_the_whole_axis_coalesce():
+    # m![A / 3, A % 3] holds exactly what m![A] holds, position by position
+    for buf in ("m![A / 3, A % 3]", "m![A]"):
+        cfg = seq({"A": 12}, buf, "m![A / 2, A % 2]", "m![1]")
+        assert cfg.raw_entries == [(6, 2), (2, 1)], buf
+    # and both read the same way on Fetch: a partial read of A is a sub-tensor, not unread-axis
+    for buf in ("m![A / 4, A % 4]", "m![A]"):
+        cfg = seq({"A": 16}, buf, "m![1]", "m![A % 4]", engine="fetch")
+        assert cfg.raw_entries == [(4, 1)]
+    with pytest.raises(TcplanError) as ei:  # a buffer term no stream digit touches is unread
+        seq({"A": 16, "B": 2}, "m![A, B]", "m![1]", "m![A % 4]", engine="fetch")
+    assert ei.value.code == "unread-axis" and ei.value.violations[0].terms == ("B",)
+
+
+def test_sliced_stream_digit_cannot_hide_an_incompatible_cut():
+    # the stream's A % 6 = 2 and A / 6 split A at 6; the buffer carries A % 4 only, so the
+    # stream's A / 6 digit (coordinates 6, 7) cannot be projected onto the buffer's cut at 4
+    with pytest.raises(TcplanError) as ei:
+        seq({"A": 12}, "m![A % 4]", "m![A / 6]", "m![A % 6 = 2]")
+    assert ei.value.code == "incompatible-decomposition"
+    assert "gcd(6, 4) = 2" in ei.value.message
+    # a compatible broadcast of the same kind is fine: A / 4 over a buffer of A % 4
+    cfg = seq({"A": 12}, "m![A % 4]", "m![A / 4]", "m![A % 4 = 2]")
+    assert cfg.raw_entries == [(3, 0), (2, 1)]
+
+
+@pytest.mark.parametrize("size,hint", [
+    (131072, "A / 65536 and A % 65536"),
+    (196611, "(A # 262144) / 65536 and (A # 262144) % 65536"),  # 3 * 65537: no clean split
+    (65537, "(A # 131072) / 65536 and (A # 131072) % 65536"),  # a prime
+    (2**33, "three or more terms"),
+])
+def test_iteration_limit_hints_are_valid(size, hint):
+    with pytest.raises(TcplanError) as ei:
+        seq({"A": size}, "m![A]", "m![A]", "m![1]")
+    fix = ei.value.violations[0].fix
+    assert hint in fix
+    if "three" not in hint:  # the suggested terms parse and each fits the limit
+        for term in hint.split(" and "):
+            assert parse(term, {"A": size}).size <= 65536
