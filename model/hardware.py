@@ -33,3 +33,47 @@ DTYPE_BYTES = {
     "f8e4m3": 1,
     "f8e5m2": 1,
 }
+
+# --- Tiers (seed 001 "제약 조건"; facts.md section 3; decisions.md item 4) ---------------
+#: Clusters per chip (seed 001: Cluster::SIZE == 2).
+CLUSTERS_PER_CHIP = 2
+#: Cluster mapping sizes accepted (decisions.md item 4: 1 or 2, pad with #).
+CLUSTER_SIZES = (1, 2)
+#: Slices per cluster (seed 001: Slice::SIZE == 256).
+SLICES_PER_CLUSTER = 256
+#: Slice mapping sizes accepted (decisions.md item 4: the DMA examples use 64).
+SLICE_SIZES = (64, 128, 256)
+#: Lanes per slice in the TRF (seed 001: Lane::SIZE <= 8).
+MAX_LANES = 8
+#: Capacity per unit in bytes (seed 001 table; facts.md section 3).
+DM_BYTES_PER_SLICE = 512 * 1024
+TRF_BYTES_PER_LANE = 8 * 1024
+VRF_BYTES_PER_SLICE = 8 * 1024
+HBM_BYTES_PER_CHIP = 48 * 2**30  # facts.md section 5: 48 GB per chip
+
+# --- DM geometry and addresses (facts.md section 4; decisions.md item 10) --------------
+DMNS_PER_CLUSTER = 8
+SLICES_PER_DMN = 32
+#: One slice's virtual address window (4 MiB, of which 512 KiB is backed).
+DM_SLICE_STRIDE = 2**22
+#: Distance between two DMNs' slices (32 slices).
+DM_DMN_STRIDE = SLICES_PER_DMN * DM_SLICE_STRIDE
+#: Distance between the two clusters' DM.
+DM_CLUSTER_STRIDE = DMNS_PER_CLUSTER * DM_DMN_STRIDE
+
+# --- DMA engines (facts.md section 6; decisions.md item 8) -----------------------------
+#: One DMA engine per DMN pair: 4 per cluster, 8 per chip.
+DMA_ENGINES_PER_CLUSTER = DMNS_PER_CLUSTER // 2
+#: DM writes must be 8-byte aligned; HBM <-> DM needs read, write and packet 8-byte aligned.
+DMA_DM_WRITE_ALIGN = 8
+DMA_HBM_DM_ALIGN = 8
+
+# --- HBM address decode (facts.md section 5; decisions.md item 11) ---------------------
+HBM_STACK_BIT = 8
+HBM_CHANNEL_BITS = (9, 10, 11, 12)
+#: channel bit i = b(9+i) ^ b(13+i) ^ b(21+i) ^ b(25+i)
+HBM_CHANNEL_XOR_OFFSETS = (0, 4, 12, 16)
+HBM_BANK_BITS = (17, 18)
+HBM_BANK_GROUP_BITS = (13, 19)
+HBM_SLICE_BIT = 20
+HBM_ROW_LOW_BIT = 21

@@ -109,39 +109,40 @@ def contiguous_run(entries: list[tuple[int, int]]) -> int:
     return run
 
 
-def coalesce(entries: list[tuple[int, int]], limit: int = hw.MAX_ENTRY_ITERATIONS
-             ) -> tuple[list[tuple[int, int]], list[list[int]]]:
+def coalesce(entries: list[tuple], limit: int = hw.MAX_ENTRY_ITERATIONS
+             ) -> tuple[list[tuple], list[list[int]]]:
     """Merge every adjacent contiguous pair ``(n1 : s1), (n2 : s2)`` with ``s1 == n2 * s2``
-    into ``(n1 * n2 : s2)`` unless the product would exceed ``limit``.
+    into ``(n1 * n2 : s2)`` unless the product would exceed ``limit``.  Entries may carry
+    several strides ``(n, s_a, s_b, ...)`` (a DMA's read and write): then every side must be
+    contiguous.
 
     Post-condition: the address sequence is unchanged (tested).  Returns the merged entries
     and, for each, the indices of the input entries it combines.
     """
-    out: list[tuple[int, int]] = []
+    out: list[tuple] = []
     groups: list[list[int]] = []
     for k in range(len(entries) - 1, -1, -1):
-        n1, s1 = entries[k]
+        e = entries[k]
+        n1 = e[0]
         if out:
-            n2, s2 = out[-1]
-            if s1 == n2 * s2 and n1 * n2 <= limit:
-                out[-1] = (n1 * n2, s2)
+            inner = out[-1]
+            n2 = inner[0]
+            if n1 * n2 <= limit and all(e[i] == n2 * inner[i] for i in range(1, len(e))):
+                out[-1] = (n1 * n2,) + inner[1:]
                 groups[-1].insert(0, k)
                 continue
-        out.append((n1, s1))
+        out.append(tuple(e))
         groups.append([k])
     return out[::-1], groups[::-1]
 
 
-# ---------------------------------------------------------------------------------------
-# Derivation
-# ---------------------------------------------------------------------------------------
 @dataclass(slots=True)
 class _Piece:
     lo: int  # digit multiplier of the piece (0 for a number broadcast)
     n: int  # live values (full radix for inner pieces)
     positions: int  # loop iterations (>= n; the term's padding goes to its top piece)
-    buf: int | None  # index of the buffer factor it lies in, None for a broadcast
-    stride: int
+    bufs: tuple  # per layout: index of the factor the piece lies in, None for a broadcast
+    strides: tuple  # per layout
     term: str
     side: str
     label: str | None
@@ -153,48 +154,63 @@ def _digits(axis: str, lo: int, hi: float) -> str:
     return f"{axis} digits [{lo}, {'top' if hi == INF else hi})"
 
 
-class _BufferView(NamedTuple):
-    factors: tuple[Factor, ...]  # coalesced: ``A / 3, A % 3`` is the buffer ``A``
-    weights: list[int]  # position weight of each factor
+class Layout(NamedTuple):
+    """An address space as digit factors with position weights (what a derivation needs)."""
+
+    factors: tuple[Factor, ...]  # coalesced within each dimension
+    weights: tuple[int, ...]  # address step of each factor, in elements
     labels: "_Labels"
     by_axis: dict[str, list[tuple[int, float, int]]]  # axis -> [(lo, hi or INF, index)]
+    axes: dict[str, int]
 
 
-def _buffer_view(buf: Mapping) -> _BufferView:
-    """What the derivation needs of a buffer; computed once per (cached) buffer mapping."""
-    view = buf.memo.get("sequencer")
-    if view is not None:
-        return view
-    axes = buf.axes
-    bf = coalesce_factors(buf.factors)
-    nb = len(bf)
-    weights = [1] * nb
-    for j in range(nb - 2, -1, -1):
-        weights[j] = weights[j + 1] * bf[j + 1].size
-    blabels = _Labels(bf, axes)
+def layout_of(buf: Mapping) -> Layout:
+    """The layout of a plain buffer mapping; computed once per (cached) mapping."""
+    view = buf.memo.get("layout")
+    if view is None:
+        view = buf.memo["layout"] = layout_of_dims([("", buf, 1)])
+    return view  # type: ignore[return-value]
+
+
+def layout_of_dims(dims: list[tuple[str, Mapping, int]]) -> Layout:
+    """A layout spread over several dimensions: ``(name, mapping, unit)``, where ``unit`` is the
+    address step of the dimension's position 1 (e.g. a DM slice's 4 MiB window, in elements).
+    Digits of one axis must not overlap, within or across dimensions."""
+    factors: list[Factor] = []
+    weights: list[int] = []
+    names: list[str] = []
+    axes: dict[str, int] = {}
+    for name, mapping, unit in dims:
+        fs = coalesce_factors(mapping.factors)
+        w = unit
+        ws = [0] * len(fs)
+        for j in range(len(fs) - 1, -1, -1):
+            ws[j] = w
+            w *= fs[j].size
+        factors.extend(fs)
+        weights.extend(ws)
+        names.extend([name] * len(fs))
+        axes.update(mapping.axes)
+    labels = _Labels(tuple(factors), axes, tuple(names))
     by_axis: dict[str, list[tuple[int, float, int]]] = {}
-    for j, f in enumerate(bf):
+    for j, f in enumerate(factors):
         # a digit with one live value (``A = 1 # 4``) carries nothing, like ``m![A = 1]``
         if f.axis is not None and f.count > 1:
             hi = f.lo * f.radix
-            by_axis.setdefault(f.axis, []).append(
-                (f.lo, INF if hi >= axes[f.axis] else hi, j))
-    for a, lst in by_axis.items():  # buffer digits of one axis must not overlap
+            by_axis.setdefault(f.axis, []).append((f.lo, INF if hi >= axes[f.axis] else hi, j))
+    for a, lst in by_axis.items():  # digits of one axis must not overlap
         if len(lst) > 1:
             lst.sort()
             for (_, hx, x), (ly, hy, y) in zip(lst, lst[1:]):
                 if hx > ly:
-                    raise fail("incompatible-decomposition", terms=(blabels[x], blabels[y]),
-                               detail=f"buffer terms {blabels[x]} and {blabels[y]} both carry "
+                    raise fail("incompatible-decomposition", terms=(labels[x], labels[y]),
+                               detail=f"buffer terms {labels[x]} and {labels[y]} both carry "
                                       f"{_digits(a, ly, min(hx, hy))}",
                                fix="give every digit range of an axis to one buffer term")
-    view = buf.memo["sequencer"] = _BufferView(bf, weights, blabels, by_axis)
-    return view
+    return Layout(tuple(factors), tuple(weights), labels, by_axis, axes)
 
 
-def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
-           mode: str = "read", engine: str = "pseudo") -> SequencerConfig:
-    """Derive the sequencer config, or raise :class:`TcplanError` naming the broken rules."""
+def _check_args(dtype: str, mode: str, engine: str) -> None:
     if dtype not in hw.DTYPE_BYTES:
         raise fail("bad-request", detail=f"unknown dtype {dtype!r}",
                    fix="use one of " + ", ".join(hw.DTYPE_BYTES))
@@ -207,30 +223,31 @@ def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
         only = "reads" if engine == "fetch" else "writes"
         raise fail("bad-request", detail=f"the {engine} engine only {only}; got mode {mode}",
                    fix=f"use --mode {'read' if engine == 'fetch' else 'write'} or another engine")
-    axes = buf.axes
-    bf, weights, blabels, by_axis = _buffer_view(buf)
 
+
+def stream_pieces(layouts: tuple[Layout, ...],
+                  sides: list[tuple[str, Mapping]]) -> list[_Piece]:
+    """Cut every stream factor (sides in order, outermost first) at the digit boundaries of
+    every layout; raises ``incompatible-decomposition`` where no common refinement exists."""
     pieces: list[_Piece] = []
-    for side, mapping in (("time", time), ("packet", packet)):
+    nl = len(layouts)
+    for side, mapping in sides:
         maxes = mapping.axes
         for term, factors in mapping.items():
             multi = len(factors) > 1
             for s in factors:
-                lst = by_axis.get(s.axis) if s.axis is not None else None
-                if lst is None:  # a broadcast: the buffer does not carry this axis
-                    hi = INF if s.axis is None or s.hi >= maxes[s.axis] else s.hi
-                    pieces.append(_Piece(s.lo, s.count, s.size, None, 0, term, side,
-                                         s.label(maxes) if multi else None, hi, s.axis))
+                a = s.axis
+                if a is None or not any(a in L.by_axis for L in layouts):  # a broadcast
+                    hi = INF if a is None or s.hi >= maxes[a] else s.hi
+                    pieces.append(_Piece(s.lo, s.count, s.size, (None,) * nl, (0,) * nl, term,
+                                         side, s.label(maxes) if multi else None, hi, a))
                 else:
-                    pieces.extend(_split(s, term, side, bf, lst, weights, blabels, maxes,
-                                         multi))
-
+                    pieces.extend(_cut(s, term, side, layouts, maxes, multi))
     # stream digits of one axis must not overlap
     seen: dict[str, list[_Piece]] = {}
     for p in pieces:
         if p.axis is not None:
             seen.setdefault(p.axis, []).append(p)
-    violations: list[Violation] = []
     for a, ps in seen.items():
         if len(ps) < 2:
             continue
@@ -241,12 +258,19 @@ def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
                            detail=f"stream terms {x.term} and {y.term} both carry "
                                   f"{_digits(a, y.lo, min(x.hi, y.hi))}",
                            fix="give every digit range of an axis to one stream term")
+    return pieces
 
-    # what each buffer factor receives
+
+def check_side(L: Layout, k: int, pieces: list[_Piece], mode: str, engine: str
+               ) -> tuple[list[Violation], dict[int, list[_Piece]]]:
+    """The read or write rules of one side (layout ``k`` of the pieces)."""
+    violations: list[Violation] = []
+    bf, blabels = L.factors, L.labels
     per_buf: dict[int, list[_Piece]] = {}
     for p in pieces:
-        if p.buf is not None:
-            per_buf.setdefault(p.buf, []).append(p)
+        j = p.bufs[k]
+        if j is not None:
+            per_buf.setdefault(j, []).append(p)
     for j, ps in per_buf.items():
         f = bf[j]
         reach = 0
@@ -264,15 +288,13 @@ def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
                                                        "buffer does not: " + what}))
             else:
                 violations.append(Violation("stream-outside-buffer", terms, {"detail": what}))
-
-    applies = _APPLIES[engine, mode]
     if mode == "write":  # broadcast-write and write-coverage apply to every write
         for p in pieces:
-            if p.buf is None and p.n > 1:
+            if p.bufs[k] is None and p.n > 1:
                 what = (f"stream term {p.term}" + (f" (piece {p.label})" if p.label else "")
                         + f" has {p.n} live values but the buffer does not carry "
                         + ("it" if p.axis is None else f"axis {p.axis}"
-                           if p.axis not in by_axis else _digits(p.axis, p.lo, p.hi))
+                           if p.axis not in L.by_axis else _digits(p.axis, p.lo, p.hi))
                         + f": {p.n} stream positions would write the same slot")
                 violations.append(Violation("broadcast-write", (p.term,), {"detail": what}))
         for j, f in enumerate(bf):
@@ -305,32 +327,69 @@ def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
                 violations.append(Violation("write-coverage", (blabels[j],), {
                     "detail": f"buffer term {blabels[j]} has {f.count} live values but "
                               f"{why}; those slots would keep stale data"}))
-
-    if applies["unread-axis"]:
+    if _APPLIES[engine, mode]["unread-axis"]:
         for j, f in enumerate(bf):
             if f.axis is not None and f.count > 1 and j not in per_buf:
                 violations.append(Violation("unread-axis", (blabels[j],), {
-                    "detail": f"buffer term {blabels[j]} ({f.digits(axes)}, {f.count} live "
+                    "detail": f"buffer term {blabels[j]} ({f.digits(L.axes)}, {f.count} live "
                               f"values) is never read by the stream"}))
+    return violations, per_buf
 
-    raw = [Entry(p.positions, p.stride, p.term, p.side, p.label,
-                 blabels[p.buf] if p.buf is not None else None)
-           for p in pieces if p.positions > 1]
-    pairs = [(e.size, e.stride) for e in raw]
+
+def merge_policy(pairs: list[tuple], raw_terms: list[str]
+                 ) -> tuple[list[tuple], list[list[int]], list[Violation]]:
+    """decisions.md item 2 over entries ``(size, stride, ...)`` (several strides: all sides
+    must be contiguous to merge); then the entry and iteration limits."""
+    violations: list[Violation] = []
     if len(pairs) <= hw.MAX_SEQUENCER_ENTRIES:
         final, groups = pairs, [[k] for k in range(len(pairs))]
     else:
         final, groups = coalesce(pairs)
         if len(final) > hw.MAX_SEQUENCER_ENTRIES:
-            text = ", ".join(f"{n} : {s}" for n, s in final)
-            violations.append(Violation("entry-limit", tuple(e.term for e in raw),
+            text = ", ".join(_entry_text(e) for e in final)
+            violations.append(Violation("entry-limit", tuple(dict.fromkeys(raw_terms)),
                                         {"count": len(final), "entries": f"[{text}]"}))
-    for k, (n, _) in enumerate(final):
+    for k, e in enumerate(final):
+        n = e[0]
         if n > hw.MAX_ENTRY_ITERATIONS:
-            term = " * ".join(dict.fromkeys(raw[g].term for g in groups[k]))
+            term = " * ".join(dict.fromkeys(raw_terms[g] for g in groups[k]))
             violations.append(Violation("iteration-limit", (term,), {
                 "entry": k, "term": term, "size": n, "hint": _split_hint(term, n)}))
+    return final, groups, violations
 
+
+def _entry_text(e: tuple) -> str:
+    if len(e) == 2:
+        return f"{e[0]} : {e[1]}"
+    return f"{e[0]} : ({', '.join(str(x) for x in e[1:])})"
+
+
+def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
+           mode: str = "read", engine: str = "pseudo") -> SequencerConfig:
+    """Derive the sequencer config, or raise :class:`TcplanError` naming the broken rules."""
+    _check_args(dtype, mode, engine)
+    L = layout_of(buf)
+    pieces = stream_pieces((L,), [("time", time), ("packet", packet)])
+    violations, _ = check_side(L, 0, pieces, mode, engine)
+    blabels = L.labels
+    raw = [Entry(p.positions, p.strides[0], p.term, p.side, p.label,
+                 blabels[p.bufs[0]] if p.bufs[0] is not None else None)
+           for p in pieces if p.positions > 1]
+    pairs = [(e.size, e.stride) for e in raw]
+    final, groups, more = merge_policy(pairs, [e.term for e in raw])
+    violations += more
+    packet_size = packet.size
+    violations += packet_violations(engine, mode, dtype, packet, pairs)
+    if violations:
+        raise TcplanError(violations)
+    return SequencerConfig(final, raw, groups, packet_size, dtype, mode, engine)
+
+
+def packet_violations(engine: str, mode: str, dtype: str, packet: Mapping,
+                      pairs: list[tuple[int, int]]) -> list[Violation]:
+    """The packet rules of the engine profile (registry decides which apply)."""
+    violations: list[Violation] = []
+    applies = _APPLIES[engine, mode]
     packet_size = packet.size
     elem = hw.DTYPE_BYTES[dtype]
     pbytes = packet_size * elem
@@ -358,9 +417,7 @@ def derive(buf: Mapping, time: Mapping, packet: Mapping, dtype: str = "i8",
         violations.append(Violation("dma-packet-max", (packet.text(),), {
             "packet": packet_size, "elem_bytes": elem, "bytes": pbytes,
             "suggestion": f"Time m![..., {outer}] and drop {outer} from Packet"}))
-    if violations:
-        raise TcplanError(violations)
-    return SequencerConfig(final, raw, groups, packet_size, dtype, mode, engine)
+    return violations
 
 
 def _split_hint(term: str, n: int) -> str:
@@ -379,57 +436,60 @@ def _split_hint(term: str, n: int) -> str:
     return f"split the term into three or more terms, each at most {limit:,}"
 
 
-def _split(s: Factor, term: str, side: str, bf: tuple[Factor, ...],
-           lst: list[tuple[int, float, int]], weights: list[int], blabels: "_Labels",
-           axes: dict[str, int], multi: bool) -> list[_Piece]:
-    """Cut one stream factor into pieces at the buffer's digit boundaries (outermost first).
-
-    ``lst`` holds the buffer digits of the factor's axis as ``(lo, hi, index)``.
-    """
+def _cut(s: Factor, term: str, side: str, layouts: tuple[Layout, ...], axes: dict[str, int],
+         multi: bool) -> list[_Piece]:
+    """Cut one stream factor into pieces at every layout's digit boundaries (outermost first)."""
     a = s.axis
     hi_s = s.lo * s.count
     cur = s.lo
+    nl = len(layouts)
     out: list[_Piece] = []  # low to high
     while cur < hi_s:
-        owner = -1
-        nxt, nxt_j = INF, -1  # the next buffer digit above cur
-        gap_lo = 1  # where the uncarried region around cur starts
-        for lo, hi, j in lst:
-            if lo <= cur < hi:
-                owner = j
-                break
-            if cur < lo < nxt:
-                nxt, nxt_j = lo, j
-            if gap_lo < hi <= cur:
-                gap_lo = int(hi)
-        if owner >= 0:
-            base, region = bf[owner].lo, f"buffer term {blabels[owner]}"
-            top = hi if hi < hi_s else hi_s
-            cutter = region
-        else:  # the buffer does not carry these digits: a broadcast piece
-            base = gap_lo
-            region = f"the part of {a} the buffer does not carry ({_digits(a, gap_lo, nxt)})"
-            top = nxt if nxt < hi_s else hi_s
-            cutter = f"buffer term {blabels[nxt_j]}" if nxt_j >= 0 else region
-        if cur % base:
-            raise _incompatible(term, a, s.lo, hi_s,
-                                f"has a piece starting at {cur} inside {region}, whose digits "
-                                f"step by {base}", cur, base)
+        top = hi_s
+        owners: list = [None] * nl
+        strides = [0] * nl
+        cutter = ""
+        for k, L in enumerate(layouts):
+            owner = -1
+            nxt, nxt_j = INF, -1  # the next digit of this layout above cur
+            gap_lo = 1  # where the uncarried region around cur starts
+            for lo, hi, j in L.by_axis.get(a, ()):
+                if lo <= cur < hi:
+                    owner = j
+                    break
+                if cur < lo < nxt:
+                    nxt, nxt_j = lo, j
+                if gap_lo < hi <= cur:
+                    gap_lo = int(hi)
+            if owner >= 0:
+                base = L.factors[owner].lo
+                region = f"buffer term {L.labels[owner]}"
+                t, who = hi, region
+                owners[k] = owner
+            else:  # this layout does not carry these digits: a broadcast piece
+                base = gap_lo
+                region = f"the part of {a} the buffer does not carry ({_digits(a, gap_lo, nxt)})"
+                t = nxt
+                who = f"buffer term {L.labels[nxt_j]}" if nxt_j >= 0 else region
+            if cur % base:
+                raise _incompatible(term, a, s.lo, hi_s,
+                                    f"has a piece starting at {cur} inside {region}, whose "
+                                    f"digits step by {base}", cur, base)
+            if t < top:
+                top, cutter = t, who
+            if owner >= 0:
+                strides[k] = L.weights[owner] * (cur // base)
         if top % cur:
             if top == hi_s:
-                why = (f"ends at {hi_s}, not a multiple of {cur}, where it enters {region}")
+                why = f"ends at {hi_s}, not a multiple of {cur}, where a buffer digit starts"
             else:
                 why = f"is cut at {int(top)} by {cutter}, not a multiple of the piece start {cur}"
             raise _incompatible(term, a, s.lo, hi_s, why, cur, int(top))
         n = int(top // cur)
-        if owner >= 0:
-            out.append(_Piece(cur, n, n, owner, weights[owner] * (cur // base), term, side, None,
-                              top, a))
-        else:
-            out.append(_Piece(cur, n, n, None, 0, term, side, None, top, a))
+        out.append(_Piece(cur, n, n, tuple(owners), tuple(strides), term, side, None, top, a))
         cur = int(top)
     if not out:  # a padding-only digit of an axis: no live values beyond 0
-        return [_Piece(s.lo, s.count, s.size, None, 0, term, side,
+        return [_Piece(s.lo, s.count, s.size, (None,) * nl, (0,) * nl, term, side,
                        s.label(axes) if multi else None, INF, a)]
     if len(out) == 1:
         p = out[0]
@@ -462,15 +522,19 @@ def _lo(p: _Piece) -> int:
 class _Labels:
     """Buffer term labels, built on first use (only errors and entries need them)."""
 
-    __slots__ = ("bf", "axes", "cache")
+    __slots__ = ("bf", "axes", "dims", "cache")
 
-    def __init__(self, bf: tuple[Factor, ...], axes: dict[str, int]):
-        self.bf, self.axes, self.cache = bf, axes, {}
+    def __init__(self, bf: tuple[Factor, ...], axes: dict[str, int],
+                 dims: tuple[str, ...] = ()):
+        self.bf, self.axes, self.dims, self.cache = bf, axes, dims, {}
 
     def __getitem__(self, j: int) -> str:
         text = self.cache.get(j)
         if text is None:
-            text = self.cache[j] = self.bf[j].label(self.axes)
+            text = self.bf[j].label(self.axes)
+            if self.dims and self.dims[j]:
+                text = f"{self.dims[j]} {text}"
+            self.cache[j] = text
         return text
 
 
