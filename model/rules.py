@@ -76,6 +76,50 @@ RULES: dict[str, Rule] = _rules(
         "{fix}",
         "tcplan CLI contract (issue #2)",
     ),
+    Rule(
+        "bad-problem", "input", "problem file is not valid",
+        "{where}: {detail}",
+        "{fix}",
+        "docs/problem-format.md",
+    ),
+    # ---- tier placement rules (exit 1; warnings for `tcplan trace`) -------------------
+    Rule(
+        "chip-count", "hardware", "Chip mapping must match the number of chips",
+        "{tensor}: Chip mapping {mapping} has size {size}, the problem has {chips} chip(s)",
+        "pad the Chip mapping to the chip count, e.g. m![{inner} # {chips}]",
+        "seed 001 '제약 조건' (Chip::SIZE == NUM_CHIPS)",
+    ),
+    Rule(
+        "cluster-size", "hardware", "Cluster mapping must have size 1 or 2",
+        "{tensor}: Cluster mapping {mapping} has size {size}",
+        "use at most 2 clusters; pad a single one with m![1 # 2]",
+        "seed 001 '제약 조건'; decisions.md item 4",
+    ),
+    Rule(
+        "slice-size", "hardware", "Slice mapping must have size 64, 128 or 256",
+        "{tensor}: Slice mapping {mapping} has size {size}, not 64, 128 or 256",
+        "pad the Slice mapping with #, e.g. m![{inner} # {pad}]",
+        "seed 001 '제약 조건' (Slice::SIZE == 256); decisions.md item 4",
+    ),
+    Rule(
+        "lane-limit", "hardware", "a TRF tensor has at most 8 lanes",
+        "{tensor}: Lane mapping {mapping} has size {size} > 8",
+        "move part of the Lane mapping into Element",
+        "seed 001 '제약 조건' (Lane::SIZE <= 8)",
+    ),
+    Rule(
+        "capacity", "hardware", "Element exceeds the unit's capacity",
+        "{tensor}: Element {mapping} holds {elements} x {elem_bytes} B = {bytes:,} B per "
+        "{unit}, more than {capacity:,} B",
+        "spread the tensor over more {spread} (move Element terms into {dim})",
+        "seed 001 '제약 조건' (Element size); facts.md section 3",
+    ),
+    Rule(
+        "overlapping-dimensions", "hardware", "dimensions must carry disjoint digit ranges",
+        "{tensor}: {detail}",
+        "give every digit range of an axis to exactly one dimension",
+        "facts.md section 1 (holding semantics: partial indices add up)",
+    ),
     # ---- sequencer rules (exit 1) ----------------------------------------------------
     Rule(
         "incompatible-decomposition", "hardware", "buffer and stream split an axis incompatibly",

@@ -16,7 +16,9 @@ from typing import Any, Iterable, Iterator, Sequence, TextIO
 from model import hardware as hw
 from model.mapping import parse, parse_axes, validate_axes
 from model.rules import MODES, PROFILES, TcplanError, fail
+from model import tiers
 from model.sequencer import SequencerConfig, derive
+from planner.spec import load_problem
 
 EXIT_OK, EXIT_RULE, EXIT_INPUT = 0, 1, 2
 
@@ -52,6 +54,15 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--batch", metavar="REQUESTS.jsonl",
                    help="one JSON request per line ('-' for stdin); one JSON answer per line")
+    t = sub.add_parser(
+        "trace", help="where one tensor index lives in every tensor and stream of a problem",
+        description="Trace a tensor index through every tensor and stream of a problem: chip, "
+                    "cluster, DMN, slice, element offset and byte address (or slice, time step "
+                    "and packet lane for a stream). Placement-rule violations are warnings.")
+    t.add_argument("problem", metavar="PROBLEM.yaml")
+    t.add_argument("--index", required=True, help="the tensor index, e.g. N=1,C=17,H=3,W=5 "
+                   "(axes not named are 0)")
+    t.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
 
@@ -237,6 +248,84 @@ def _cmd_sequence(args: argparse.Namespace, stdout: TextIO) -> int:
     return EXIT_OK
 
 
+COMMANDS = ("sequence", "trace")
+
+
+def _parse_index(text: str, axes: dict[str, int]) -> dict[str, int]:
+    index: dict[str, int] = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        name, eq, value = part.partition("=")
+        name, value = name.strip(), value.strip()
+        if not eq or not value.lstrip("-").isdigit() or len(value) > 20:
+            raise fail("bad-request", detail=f"--index: cannot read {part.strip()[:40]!r} as "
+                       "AXIS=COORDINATE", fix="e.g. --index N=1,C=17,H=3,W=5")
+        if name not in axes:
+            raise fail("bad-request", detail=f"--index: {name!r} is not an axis of the problem "
+                       f"({', '.join(axes)})", fix="name the problem's axes")
+        v = int(value)
+        if not 0 <= v < axes[name]:
+            raise fail("bad-request", detail=f"--index: {name} = {v} is outside 0..{axes[name] - 1}",
+                       fix="give a coordinate inside the axis")
+        if name in index:
+            raise fail("bad-request", detail=f"--index: {name} given twice", fix="name it once")
+        index[name] = v
+    return index
+
+
+def _cmd_trace(args: argparse.Namespace, stdout: TextIO) -> int:
+    problem = load_problem(args.problem)
+    index = _parse_index(args.index, problem.axes)
+    full = {a: index.get(a, 0) for a in problem.axes}
+    rows = {name: tiers.trace(t, full) for name, t in problem.tensors.items()}
+    warnings = [v for t in problem.tensors.values()
+                for v in tiers.placement_violations(t, problem.chips)]
+    if args.json:
+        out = {"problem": problem.name, "index": full, "tensors": rows,
+               "warnings": [v.to_json() for v in warnings]}
+        print(json.dumps(out), file=stdout)
+        return EXIT_OK
+    lines = [f"problem {problem.name}: index "
+             + ", ".join(f"{a}={v}" for a, v in full.items())]
+    width = max(len(n) for n in problem.tensors)
+    for name, t in problem.tensors.items():
+        lines.append(f"{name.ljust(width)}  {t.describe()}")
+        lines.append(f"{''.ljust(width)}  -> {_trace_text(rows[name])}")
+    if warnings:
+        lines.append("warnings (placement rules; planning and lowering enforce them):")
+        lines += [f"  [{v.rule}] {v.message}" for v in warnings]
+    print("\n".join(lines), file=stdout)
+    return EXIT_OK
+
+
+def _trace_text(r: dict[str, Any]) -> str:
+    if not r["held"]:
+        return f"not held: {r['reason']}"
+    if r["tier"] == "stream":
+        return (f"chip {r['chip']}, cluster {r['cluster']}, slice {r['slice']}, "
+                f"time {r['time']:,}, packet {r['packet']}")
+    parts = []
+    for key in ("chip", "cluster"):
+        if key in r:
+            parts.append(f"{key} {r[key]}")
+    if "dmn" in r:
+        parts.append(f"DMN {r['dmn']}")
+    if "slice" in r:
+        parts.append(f"slice {r['slice']}")
+    if "lane" in r:
+        parts.append(f"lane {r['lane']}")
+    parts.append(f"element offset {r['element_offset']:,}")
+    parts.append(f"byte offset {r['byte_offset']:,}")
+    if "byte_address" in r and r["tier"] == "dm":
+        parts.append(f"DM address {r['byte_address']:#x}")
+    if "hbm" in r:
+        h = r["hbm"]
+        parts.append(f"HBM stack {h['stack']} channel {h['channel']} bank group "
+                     f"{h['bank_group']} bank {h['bank']} row {h['row']}")
+    return ", ".join(parts)
+
+
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
          stderr: TextIO | None = None) -> int:
     stdout = stdout or sys.stdout
@@ -249,7 +338,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
         except _ArgError as e:
             cmd = next((a for a in argv if not a.startswith("-")), None)
             raise fail("bad-request", detail=str(e),
-                       fix=f"see tcplan {cmd + ' ' if cmd == 'sequence' else ''}--help") from None
+                       fix=f"see tcplan {cmd + ' ' if cmd in COMMANDS else ''}--help") from None
+        if args.command == "trace":
+            return _cmd_trace(args, stdout)
         return _cmd_sequence(args, stdout)
     except TcplanError as err:
         if want_json:

@@ -1,0 +1,244 @@
+"""Memory tiers, their spatial and temporal dimensions, placement rules, addresses and tracing.
+
+Tiers (seed 001; facts.md section 3):
+
+=========  =========================================  ==============================
+tier       dimensions                                 capacity per unit
+=========  =========================================  ==============================
+host       Element                                    host memory
+hbm        Chip, Element                              48 GB per chip
+dm         Chip, Cluster, Slice, Element              512 KB per slice
+trf        Chip, Cluster, Slice, Lane, Element        8 KB per lane
+vrf        Chip, Cluster, Slice, Element              8 KB per slice
+stream     Chip, Cluster, Slice, Time, Packet         Time unbounded
+=========  =========================================  ==============================
+
+A tensor *holds* a mathematical tensor T when every live position stores T at the index formed by
+adding the partial indices of all its dimension mappings (facts.md section 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import hardware as hw
+from .mapping import Mapping, parse
+from .rules import Violation
+
+TIER_DIMS: dict[str, tuple[str, ...]] = {
+    "host": ("element",),
+    "hbm": ("chip", "element"),
+    "dm": ("chip", "cluster", "slice", "element"),
+    "trf": ("chip", "cluster", "slice", "lane", "element"),
+    "vrf": ("chip", "cluster", "slice", "element"),
+    "stream": ("chip", "cluster", "slice", "time", "packet"),
+}
+#: dimensions a tensor must give; the others default (chip: m![1 # chips]; cluster: m![1 # 2]
+#: on SRAM tiers, decisions.md item 4; m![1] on streams)
+REQUIRED_DIMS: dict[str, tuple[str, ...]] = {
+    "host": ("element",),
+    "hbm": ("element",),
+    "dm": ("slice", "element"),
+    "trf": ("slice", "lane", "element"),
+    "vrf": ("slice", "element"),
+    "stream": ("time", "packet"),
+}
+#: capacity per unit: (bytes, unit name, what to spread over, the dimension to grow)
+CAPACITY = {
+    "hbm": (hw.HBM_BYTES_PER_CHIP, "chip", "chips", "Chip"),
+    "dm": (hw.DM_BYTES_PER_SLICE, "slice", "slices", "Slice"),
+    "trf": (hw.TRF_BYTES_PER_LANE, "lane", "lanes or slices", "Lane or Slice"),
+    "vrf": (hw.VRF_BYTES_PER_SLICE, "slice", "slices", "Slice"),
+}
+DIM_TITLES = {"chip": "Chip", "cluster": "Cluster", "slice": "Slice", "lane": "Lane",
+              "element": "Element", "time": "Time", "packet": "Packet"}
+
+
+@dataclass
+class Tensor:
+    """A tensor (or stream) placed on a tier: one mapping per dimension."""
+
+    name: str
+    tier: str
+    dtype: str
+    dims: dict[str, Mapping]
+    address: int = 0  # bytes: HBM per-chip address; DM/TRF/VRF offset in each slice/lane
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def elem_bytes(self) -> int:
+        return hw.DTYPE_BYTES[self.dtype]
+
+    def dim(self, name: str) -> Mapping:
+        return self.dims[name]
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{DIM_TITLES[d]} {m.text()}" for d, m in self.dims.items())
+        return f"{self.tier.upper()} {self.name} <{self.dtype}, {parts}>"
+
+
+def default_dim(tier: str, dim: str, chips: int, axes: dict[str, int]) -> Mapping:
+    """The mapping a tensor gets for a dimension it does not give."""
+    if dim == "chip":
+        return parse(f"m![1 # {chips}]" if chips > 1 else "m![1]", axes, "chip")
+    if dim == "cluster" and tier != "stream":
+        return parse(f"m![1 # {hw.CLUSTERS_PER_CHIP}]", axes, "cluster")
+    return parse("m![1]", axes, dim)
+
+
+# ---------------------------------------------------------------------------------------
+# Placement rules
+# ---------------------------------------------------------------------------------------
+def placement_violations(t: Tensor, chips: int) -> list[Violation]:
+    """Every tier rule the tensor breaks (seed 001 "제약 조건"; decisions.md item 4)."""
+    out: list[Violation] = []
+    chip = t.dims.get("chip")
+    if chip is not None and chip.size != chips:
+        out.append(Violation("chip-count", (chip.text(),), {
+            "tensor": t.name, "mapping": chip.text(), "size": chip.size, "chips": chips,
+            "inner": _inner(chip)}))
+    cluster = t.dims.get("cluster")
+    if cluster is not None and cluster.size not in hw.CLUSTER_SIZES:
+        out.append(Violation("cluster-size", (cluster.text(),), {
+            "tensor": t.name, "mapping": cluster.text(), "size": cluster.size}))
+    sl = t.dims.get("slice")
+    if sl is not None and sl.size not in hw.SLICE_SIZES:
+        pad = next((s for s in hw.SLICE_SIZES if s >= sl.size), hw.SLICE_SIZES[-1])
+        out.append(Violation("slice-size", (sl.text(),), {
+            "tensor": t.name, "mapping": sl.text(), "size": sl.size, "inner": _inner(sl),
+            "pad": pad}))
+    lane = t.dims.get("lane")
+    if lane is not None and lane.size > hw.MAX_LANES:
+        out.append(Violation("lane-limit", (lane.text(),), {
+            "tensor": t.name, "mapping": lane.text(), "size": lane.size}))
+    if t.tier in CAPACITY:
+        cap, unit, spread, dim = CAPACITY[t.tier]
+        el = t.dims["element"]
+        nbytes = el.size * t.elem_bytes
+        if nbytes > cap:
+            out.append(Violation("capacity", (el.text(),), {
+                "tensor": t.name, "mapping": el.text(), "elements": el.size,
+                "elem_bytes": t.elem_bytes, "bytes": nbytes, "unit": unit, "capacity": cap,
+                "spread": spread, "dim": dim}))
+    overlap = dimension_overlap(t)
+    if overlap:
+        out.append(Violation("overlapping-dimensions", (), {"tensor": t.name,
+                                                            "detail": overlap}))
+    return out
+
+
+def _inner(m: Mapping) -> str:
+    return m.text()[3:-1]
+
+
+def dimension_overlap(t: Tensor) -> str | None:
+    """Text describing two dimensions that carry overlapping digits of an axis, or None."""
+    spans: dict[str, list[tuple[int, int, str, str]]] = {}
+    for d, m in t.dims.items():
+        for f in m.factors:
+            if f.axis is None or f.count <= 1:
+                continue
+            size = m.axes[f.axis]
+            hi = min(f.hi, size)
+            spans.setdefault(f.axis, []).append((f.lo, hi, d, f.label(m.axes)))
+    for a, lst in spans.items():
+        lst.sort()
+        for (lo1, hi1, d1, l1), (lo2, hi2, d2, l2) in zip(lst, lst[1:]):
+            if hi1 > lo2:
+                return (f"{DIM_TITLES[d1]} term {l1} and {DIM_TITLES[d2]} term {l2} both carry "
+                        f"{a} digits [{lo2}, {min(hi1, hi2)})")
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Addresses
+# ---------------------------------------------------------------------------------------
+def dm_address(cluster: int, slice_: int, offset: int) -> int:
+    """DM virtual address of byte ``offset`` in slice ``slice_`` (0..255) of ``cluster``
+    (decisions.md item 10)."""
+    dmn, in_dmn = divmod(slice_, hw.SLICES_PER_DMN)
+    return ((cluster * hw.DMNS_PER_CLUSTER + dmn) * hw.SLICES_PER_DMN + in_dmn) \
+        * hw.DM_SLICE_STRIDE + offset
+
+
+def hbm_decode(addr: int) -> dict[str, int]:
+    """The HBM address decode of facts.md section 5 (decisions.md item 11)."""
+    def bit(i: int) -> int:
+        return (addr >> i) & 1
+    channel = 0
+    for i, b in enumerate(hw.HBM_CHANNEL_BITS):
+        v = 0
+        for off in hw.HBM_CHANNEL_XOR_OFFSETS:
+            v ^= bit(b + off)
+        channel |= v << i
+    return {
+        "stack": bit(hw.HBM_STACK_BIT),
+        "channel": channel,
+        "global_channel": bit(hw.HBM_STACK_BIT) * 16 + channel,
+        "bank_group": bit(hw.HBM_BANK_GROUP_BITS[0]) | bit(hw.HBM_BANK_GROUP_BITS[1]) << 1,
+        "bank": bit(hw.HBM_BANK_BITS[0]) | bit(hw.HBM_BANK_BITS[1]) << 1,
+        "slice": bit(hw.HBM_SLICE_BIT),
+        "row": addr >> hw.HBM_ROW_LOW_BIT,
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Index tracing
+# ---------------------------------------------------------------------------------------
+def position_of(m: Mapping, index: dict[str, int]) -> tuple[int | None, dict[str, int]]:
+    """Where ``m`` puts the digits of ``index`` it carries: (position, coordinates used), or
+    (None, ...) when the index needs a digit value the mapping does not hold (padding range,
+    a sliced digit)."""
+    pos = 0
+    used: dict[str, int] = {}
+    for f in m.factors:
+        if f.axis is None:
+            d = 0  # broadcast or padding-only digit: the first copy
+        else:
+            d = (index.get(f.axis, 0) // f.lo) % f.radix if f.lo else 0
+            if d >= f.count:
+                return None, used
+            used[f.axis] = used.get(f.axis, 0) + d * f.lo
+        pos = pos * f.size + d
+    return pos, used
+
+
+def trace(t: Tensor, index: dict[str, int]) -> dict[str, Any]:
+    """Where tensor index ``index`` lives in ``t``: a position per dimension, plus the address
+    (or time step and packet lane for a stream).  ``held`` is False when ``t`` holds a
+    sub-tensor without this index."""
+    out: dict[str, Any] = {"tensor": t.name, "tier": t.tier}
+    covered: dict[str, int] = {}
+    for d, m in t.dims.items():
+        pos, used = position_of(m, index)
+        if pos is None:
+            out["held"] = False
+            out["reason"] = f"{DIM_TITLES[d]} {m.text()} does not hold this index"
+            return out
+        out[d] = pos
+        for a, v in used.items():
+            covered[a] = covered.get(a, 0) + v
+    missing = {a: v - covered.get(a, 0) for a, v in index.items() if v != covered.get(a, 0)}
+    if missing:
+        out["held"] = False
+        out["reason"] = ("the tensor holds a sub-tensor: no dimension carries "
+                         + ", ".join(f"{a} = {v}" for a, v in missing.items()))
+        return out
+    out["held"] = True
+    if t.tier == "stream":
+        out["time"] = out.pop("time")
+        out["packet"] = out.pop("packet")
+        return out
+    offset = t.address + out["element"] * t.elem_bytes
+    out["element_offset"] = out["element"]
+    out["byte_offset"] = offset
+    if t.tier == "hbm":
+        out["byte_address"] = offset
+        out["hbm"] = hbm_decode(offset)
+    elif t.tier in ("dm", "trf", "vrf"):
+        s = out.get("slice", 0)
+        out["dmn"] = s // hw.SLICES_PER_DMN
+        if t.tier == "dm":
+            out["byte_address"] = dm_address(out.get("cluster", 0), s, offset)
+    return out

@@ -1,0 +1,305 @@
+"""YAML problem files -> :class:`Problem`, validated on load (docs/problem-format.md).
+
+Every mistake is a ``bad-problem`` error (exit 2) naming the file, line, column and field;
+mapping errors keep their own code (``parse-error``, ``unknown-axis``, ``bad-mapping``) with the
+location prepended.  YAML is read with PyYAML's safe loader only.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from model import hardware as hw
+from model.mapping import MAX_SIZE, Mapping, parse, validate_axes
+from model.rules import TcplanError, Violation, fail
+from model.tiers import REQUIRED_DIMS, TIER_DIMS, Tensor, default_dim
+
+FORMAT_VERSION = 1
+KINDS = ("layout", "sequence", "dma")
+#: top-level keys every problem may have
+COMMON_KEYS = {"format", "name", "description", "kind", "chips", "dtype", "axes", "expect"}
+#: the keys each kind adds (and which of them it requires)
+KIND_KEYS: dict[str, tuple[set[str], set[str]]] = {
+    "layout": ({"tensors"}, {"tensors"}),
+    "sequence": ({"buffer", "stream", "mode", "engine"}, {"buffer", "stream"}),
+    "dma": ({"source", "destination", "stream", "engine_at"}, {"source", "destination",
+                                                              "stream"}),
+}
+TENSOR_KEYS = {"tier", "address", "dtype"} | {d for ds in TIER_DIMS.values() for d in ds}
+EXPECT_KEYS = {"error", "cycles", "read", "write", "unified", "entries", "raw_entries",
+               "packet", "engines", "commands", "trace", "warnings"}
+
+
+@dataclass
+class Problem:
+    path: str
+    name: str
+    kind: str
+    chips: int
+    dtype: str
+    axes: dict[str, int]
+    tensors: dict[str, Tensor]
+    params: dict[str, Any] = field(default_factory=dict)
+    expect: dict[str, Any] = field(default_factory=dict)
+
+
+class _Doc:
+    """A YAML document with the location of every node, addressed by key path."""
+
+    def __init__(self, text: str, path: str):
+        self.path = path
+        self.lines = text.splitlines()
+        try:
+            loader = yaml.SafeLoader(text)
+            try:
+                self.node = loader.get_single_node()
+                self.data = loader.construct_document(self.node) if self.node else None
+            finally:
+                loader.dispose()
+        except yaml.MarkedYAMLError as e:
+            mark = e.problem_mark or e.context_mark
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+            raise fail("bad-problem", where=where, detail=f"YAML: {e.problem or e.context}",
+                       fix="fix the YAML syntax") from None
+        except yaml.YAMLError as e:
+            raise fail("bad-problem", where=path, detail=f"YAML: {e}",
+                       fix="fix the YAML syntax") from None
+        except RecursionError:
+            raise fail("bad-problem", where=path, detail="YAML nested too deeply",
+                       fix="flatten the document") from None
+
+    def node_at(self, keys: tuple) -> Any:
+        node = self.node
+        for k in keys:
+            if isinstance(node, yaml.MappingNode):
+                nxt = None
+                for kn, vn in node.value:
+                    if kn.value == k:
+                        nxt = vn
+                node = nxt if nxt is not None else node
+                if nxt is None:
+                    break
+            elif isinstance(node, yaml.SequenceNode) and isinstance(k, int) \
+                    and k < len(node.value):
+                node = node.value[k]
+            else:
+                break
+        return node
+
+    def where(self, keys: tuple) -> str:
+        node = self.node_at(keys)
+        if node is None:
+            return self.path
+        m = node.start_mark
+        return f"{self.path}:{m.line + 1}:{m.column + 1}"
+
+    def error(self, keys: tuple, detail: str, fix: str) -> TcplanError:
+        field_ = ".".join(str(k) for k in keys)
+        return fail("bad-problem", where=self.where(keys),
+                    detail=f"{field_}: {detail}" if field_ else detail, fix=fix)
+
+    def duplicate_keys(self) -> None:
+        def walk(node: Any, keys: tuple) -> None:
+            if isinstance(node, yaml.MappingNode):
+                seen: set = set()
+                for kn, vn in node.value:
+                    if kn.value in seen:
+                        m = kn.start_mark
+                        raise fail("bad-problem", where=f"{self.path}:{m.line + 1}:{m.column + 1}",
+                                   detail=f"{'.'.join(map(str, keys + (kn.value,)))}: "
+                                          f"duplicate key", fix="give every key once")
+                    seen.add(kn.value)
+                    walk(vn, keys + (kn.value,))
+            elif isinstance(node, yaml.SequenceNode):
+                for i, vn in enumerate(node.value):
+                    walk(vn, keys + (i,))
+        walk(self.node, ())
+
+
+def load_problem(path: str | pathlib.Path) -> Problem:
+    p = pathlib.Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise fail("bad-problem", where=str(path), detail=f"cannot read the file ({e})",
+                   fix="give a readable UTF-8 YAML file") from None
+    return load_problem_text(text, str(path))
+
+
+def load_problem_text(text: str, path: str = "<problem>") -> Problem:
+    doc = _Doc(text, path)
+    doc.duplicate_keys()
+    data = doc.data
+    if not isinstance(data, dict):
+        raise doc.error((), "a problem is a YAML mapping (key: value lines)",
+                        "start from docs/problem-format.md")
+    kind = data.get("kind")
+    if kind not in KINDS:
+        raise doc.error(("kind",), f"{kind!r} is not a problem kind" if "kind" in data
+                        else "missing", "use one of " + ", ".join(KINDS))
+    extra, required = KIND_KEYS[kind]
+    allowed = COMMON_KEYS | extra
+    for k in data:
+        if k not in allowed:
+            raise doc.error((k,), f"unknown key for a {kind} problem",
+                            "allowed keys: " + ", ".join(sorted(allowed)))
+    for k in sorted(required | {"axes"}):
+        if k not in data:
+            raise doc.error((), f"missing required key {k!r}",
+                            f"a {kind} problem needs " + ", ".join(sorted(required | {'axes'})))
+    if "format" in data and data["format"] != FORMAT_VERSION:
+        raise doc.error(("format",), f"unsupported format {data['format']!r}",
+                        f"this tcplan reads format {FORMAT_VERSION}")
+    name = data.get("name", pathlib.Path(path).stem)
+    if not isinstance(name, str):
+        raise doc.error(("name",), "must be text", "name: my_problem")
+    chips = data.get("chips", 1)
+    if isinstance(chips, bool) or not isinstance(chips, int) or not 1 <= chips <= 1024:
+        raise doc.error(("chips",), f"{chips!r} is not a chip count", "chips: 1 (up to 1024)")
+    dtype = data.get("dtype", "i8")
+    if dtype not in hw.DTYPE_BYTES:
+        raise doc.error(("dtype",), f"{dtype!r} is not a dtype",
+                        "use one of " + ", ".join(hw.DTYPE_BYTES))
+    try:
+        axes = validate_axes(data["axes"], "axes")
+    except TcplanError as e:
+        raise doc.error(("axes",), e.violations[0].detail["detail"].split(": ", 1)[-1],
+                        e.violations[0].fix) from None
+    ctx = _Ctx(doc, axes, chips, dtype)
+    tensors: dict[str, Tensor] = {}
+    params: dict[str, Any] = {}
+    if kind == "layout":
+        ts = data["tensors"]
+        if not isinstance(ts, dict) or not ts:
+            raise doc.error(("tensors",), "expected a mapping of names to tensors",
+                            "tensors: {hbm: {tier: hbm, element: 'm![A]'}}")
+        for tname, spec in ts.items():
+            tensors[str(tname)] = ctx.tensor(("tensors", tname), spec, str(tname),
+                                             allow_stream=True)
+    elif kind == "sequence":
+        tensors["buffer"] = ctx.tensor(("buffer",), data["buffer"], "buffer")
+        tensors["stream"] = ctx.tensor(("stream",), data["stream"], "stream", tier="stream")
+        params["mode"] = ctx.choice(data, "mode", ("read", "write"), None)
+        params["engine"] = ctx.choice(data, "engine", ("pseudo", "fetch", "commit", "dma"),
+                                      "pseudo")
+    elif kind == "dma":
+        tensors["source"] = ctx.tensor(("source",), data["source"], "source")
+        tensors["destination"] = ctx.tensor(("destination",), data["destination"],
+                                            "destination")
+        tensors["stream"] = ctx.tensor(("stream",), data["stream"], "stream", tier="stream")
+        if "engine_at" in data:
+            params["engine_at"] = ctx.engine_at(data["engine_at"])
+    expect = data.get("expect", {})
+    if not isinstance(expect, dict):
+        raise doc.error(("expect",), "expected a mapping", "expect: {cycles: 628}")
+    for k in expect:
+        if k not in EXPECT_KEYS:
+            raise doc.error(("expect", k), "unknown expectation",
+                            "use " + ", ".join(sorted(EXPECT_KEYS)))
+    return Problem(path, name, kind, chips, dtype, axes, tensors, params, expect)
+
+
+class _Ctx:
+    def __init__(self, doc: _Doc, axes: dict[str, int], chips: int, dtype: str):
+        self.doc, self.axes, self.chips, self.dtype = doc, axes, chips, dtype
+
+    def choice(self, data: dict, key: str, allowed: tuple, default: Any) -> Any:
+        v = data.get(key, default)
+        if v is not None and v not in allowed:
+            raise self.doc.error((key,), f"{v!r} is not one of {', '.join(allowed)}",
+                                 f"use one of {', '.join(allowed)}")
+        return v
+
+    def engine_at(self, spec: Any) -> dict[str, int]:
+        keys = ("engine_at",)
+        if not isinstance(spec, dict):
+            raise self.doc.error(keys, "expected {chip, cluster, pair}",
+                                 "engine_at: {chip: 0, cluster: 0, pair: 0}")
+        out = {}
+        limits = {"chip": self.chips, "cluster": hw.CLUSTERS_PER_CHIP,
+                  "pair": hw.DMA_ENGINES_PER_CLUSTER}
+        for k, v in spec.items():
+            if k not in limits:
+                raise self.doc.error(keys + (k,), "unknown key", "use chip, cluster and pair")
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < limits[k]:
+                raise self.doc.error(keys + (k,), f"{v!r} is out of range",
+                                     f"{k} is 0 to {limits[k] - 1}")
+            out[k] = v
+        return out
+
+    def mapping(self, keys: tuple, value: Any, dim: str) -> Mapping:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            raise self.doc.error(keys, f"expected a mapping such as 'm![A, B]', got "
+                                 f"{type(value).__name__}", "quote the mapping")
+        try:
+            return parse(value, self.axes, DIM_WHAT.get(dim, dim))
+        except TcplanError as e:
+            v = e.violations[0]
+            line = self.doc.node_at(keys)
+            hint = ""
+            if v.rule == "parse-error" and line is not None:
+                src = self.doc.lines[line.start_mark.line] if line.start_mark.line < len(
+                    self.doc.lines) else ""
+                if "#" in src[line.end_mark.column:] if line.start_mark.line == \
+                        line.end_mark.line else False:
+                    hint = " (YAML reads ' #' as a comment: quote the mapping)"
+            raise TcplanError(Violation(v.rule, v.terms, {
+                **v.detail, "what": f"{self.doc.where(keys)}: {'.'.join(map(str, keys))}"
+                + hint})) from None
+
+    def tensor(self, keys: tuple, spec: Any, name: str, tier: str | None = None,
+               allow_stream: bool = False) -> Tensor:
+        if not isinstance(spec, dict):
+            raise self.doc.error(keys, "expected a mapping with a tier and one mapping per "
+                                 "dimension", "e.g. {tier: hbm, element: 'm![A, B]'}")
+        t = spec.get("tier", tier)
+        if tier == "stream":
+            t = "stream"
+            if "tier" in spec and spec["tier"] != "stream":
+                raise self.doc.error(keys + ("tier",), "a stream has no tier",
+                                     "drop the tier key")
+        if t not in TIER_DIMS or (t == "stream" and tier != "stream" and not allow_stream):
+            tiers = "host, hbm, dm, trf, vrf" + (", stream" if allow_stream else "")
+            raise self.doc.error(keys + ("tier",) if "tier" in spec else keys,
+                                 f"{t!r} is not a tier" if "tier" in spec else "missing tier",
+                                 f"tier: one of {tiers}")
+        dims_allowed = TIER_DIMS[t]
+        for k in spec:
+            if k not in TENSOR_KEYS or (k in TIER_DIMS["stream"] + TIER_DIMS["trf"]
+                                        and k not in dims_allowed):
+                what = (f"a {t} tensor has no {k} dimension" if k in TENSOR_KEYS
+                        else "unknown key")
+                raise self.doc.error(keys + (k,), what,
+                                     f"{t} dimensions: {', '.join(dims_allowed)}")
+            if t == "stream" and k in ("address", "dtype"):
+                raise self.doc.error(keys + (k,), "a stream has no " + k, "drop it")
+        for d in REQUIRED_DIMS[t]:
+            if d not in spec:
+                raise self.doc.error(keys, f"a {t} tensor needs a {d} mapping",
+                                     f"add {d}: 'm![...]'")
+        dims: dict[str, Mapping] = {}
+        for d in dims_allowed:
+            if d in spec:
+                dims[d] = self.mapping(keys + (d,), spec[d], d)
+            else:
+                dims[d] = default_dim(t, d, self.chips, self.axes)
+        address = spec.get("address", 0)
+        if isinstance(address, bool) or not isinstance(address, int) or \
+                not 0 <= address <= MAX_SIZE:
+            raise self.doc.error(keys + ("address",), f"{address!r} is not a byte address",
+                                 "address: a non-negative integer (bytes)")
+        dtype = spec.get("dtype", self.dtype)
+        if dtype not in hw.DTYPE_BYTES:
+            raise self.doc.error(keys + ("dtype",), f"{dtype!r} is not a dtype",
+                                 "use one of " + ", ".join(hw.DTYPE_BYTES))
+        return Tensor(name, t, dtype, dims, address)
+
+
+DIM_WHAT = {"chip": "Chip", "cluster": "Cluster", "slice": "Slice", "lane": "Lane",
+            "element": "Element", "time": "Time", "packet": "Packet"}
