@@ -36,6 +36,7 @@ class Rule:
     source: str  # seed / facts / decisions section
     profiles: frozenset[str] = ALL_PROFILES
     modes: frozenset[str] = ALL_MODES
+    scope: str = "sequencer"  # what it constrains: input, sequencer, tier, dma
 
     def applies(self, profile: str, mode: str) -> bool:
         return profile in self.profiles and mode in self.modes
@@ -57,30 +58,35 @@ RULES: dict[str, Rule] = _rules(
         "{what}: expected {expected} at column {column}, found {found}",
         "write the mapping in the m![...] grammar of facts.md section 1",
         "facts.md section 1 (grammar)",
+        scope="input",
     ),
     Rule(
         "unknown-axis", "input", "axis not declared",
         "{what}: axis {axis!r} at column {column} is not declared (declared: {declared})",
         "declare it in --axes / the axes block, or fix the spelling",
         "facts.md section 1 (axes are declared with sizes)",
+        scope="input",
     ),
     Rule(
         "bad-mapping", "input", "mapping is not well formed",
         "{what}: {detail}",
         "{fix}",
         "facts.md section 1 (semantics table)",
+        scope="input",
     ),
     Rule(
         "bad-request", "input", "malformed request",
         "{detail}",
         "{fix}",
         "tcplan CLI contract (issue #2)",
+        scope="input",
     ),
     Rule(
         "bad-problem", "input", "problem file is not valid",
         "{where}: {detail}",
         "{fix}",
         "docs/problem-format.md",
+        scope="input",
     ),
     # ---- tier placement rules (exit 1; warnings for `tcplan trace`) -------------------
     Rule(
@@ -88,24 +94,28 @@ RULES: dict[str, Rule] = _rules(
         "{tensor}: Chip mapping {mapping} has size {size}, the problem has {chips} chip(s)",
         "pad the Chip mapping to the chip count, e.g. m![{inner} # {chips}]",
         "seed 001 '제약 조건' (Chip::SIZE == NUM_CHIPS)",
+        scope="tier",
     ),
     Rule(
         "cluster-size", "hardware", "Cluster mapping must have size 1 or 2",
         "{tensor}: Cluster mapping {mapping} has size {size}",
         "use at most 2 clusters; pad a single one with m![1 # 2]",
         "seed 001 '제약 조건'; decisions.md item 4",
+        scope="tier",
     ),
     Rule(
         "slice-size", "hardware", "Slice mapping must have size 64, 128 or 256",
         "{tensor}: Slice mapping {mapping} has size {size}, not 64, 128 or 256",
         "pad the Slice mapping with #, e.g. m![{inner} # {pad}]",
         "seed 001 '제약 조건' (Slice::SIZE == 256); decisions.md item 4",
+        scope="tier",
     ),
     Rule(
         "lane-limit", "hardware", "a TRF tensor has at most 8 lanes",
         "{tensor}: Lane mapping {mapping} has size {size} > 8",
         "move part of the Lane mapping into Element",
         "seed 001 '제약 조건' (Lane::SIZE <= 8)",
+        scope="tier",
     ),
     Rule(
         "capacity", "hardware", "Element exceeds the unit's capacity",
@@ -113,12 +123,14 @@ RULES: dict[str, Rule] = _rules(
         "{unit}, more than {capacity:,} B",
         "spread the tensor over more {spread} (move Element terms into {dim})",
         "seed 001 '제약 조건' (Element size); facts.md section 3",
+        scope="tier",
     ),
     Rule(
         "overlapping-dimensions", "hardware", "dimensions must carry disjoint digit ranges",
         "{tensor}: {detail}",
         "give every digit range of an axis to exactly one dimension",
         "facts.md section 1 (holding semantics: partial indices add up)",
+        scope="tier",
     ),
     # ---- sequencer rules (exit 1) ----------------------------------------------------
     Rule(
@@ -269,7 +281,7 @@ def fail(rule_id: str, terms: Iterable[str] = (), **detail: Any) -> TcplanError:
     return TcplanError(Violation(rule_id, tuple(terms), dict(detail)))
 
 
-def rules_for(profile: str, mode: str) -> list[Rule]:
-    """The hardware rules that apply to a profile and mode, in registry order."""
-    return [r for r in RULES.values() if r.kind == "hardware" and r.applies(profile, mode)]
+def rules_for(profile: str, mode: str, scope: str = "sequencer") -> list[Rule]:
+    """The rules of a scope that apply to a profile and mode, in registry order."""
+    return [r for r in RULES.values() if r.scope == scope and r.applies(profile, mode)]
 
