@@ -200,6 +200,42 @@ RULES: dict[str, Rule] = _rules(
         profiles=frozenset({"fetch", "commit"}),
     ),
     Rule(
+        "dma-engines", "hardware", "a DMA stream's Slice mapping selects at most 4 engines",
+        "the stream's Slice mapping {mapping} has size {size}; each cluster has "
+        f"{hw.DMA_ENGINES_PER_CLUSTER} DMA engines (one per DMN pair)",
+        "map at most 4 positions to the stream's Slice (pad with #), the rest to Time",
+        "facts.md section 6; decisions.md item 8",
+        scope="dma",
+    ),
+    Rule(
+        "dma-dtype", "hardware", "a DMA moves one dtype",
+        "source is {src}, destination is {dst}",
+        "give both tensors the same dtype (conversion is a Tensor Unit job)",
+        "seed 002 (a DMA is a mathematical tensor move)",
+        scope="dma",
+    ),
+    Rule(
+        "dma-dm-write-align", "hardware", "DM writes must be 8-byte aligned",
+        "the {side} side breaks {align}-byte alignment: {what}",
+        "pad the destination's innermost terms so that rows are multiples of 8 bytes",
+        "seed 002 '제약 조건' (alignment table); facts.md section 6",
+        scope="dma",
+    ),
+    Rule(
+        "dma-hbm-dm-align", "hardware", "HBM <-> DM needs 8-byte aligned addresses and packets",
+        "the {side} side breaks {align}-byte alignment: {what}",
+        "pad the innermost terms (#) so that rows and packets are multiples of 8 bytes",
+        "seed 002 '제약 조건' (HBM <-> DM: read, write and packet 8-byte aligned)",
+        scope="dma",
+    ),
+    Rule(
+        "dma-split", "hardware", "an engine's part cannot be split into commands",
+        "{detail}",
+        "{fix}",
+        "seed 002 Example 6; decisions.md item 7",
+        scope="dma",
+    ),
+    Rule(
         "dma-packet-max", "hardware", "DMA packets are at most 4,096 bytes",
         "packet of {packet} elements x {elem_bytes} B = {bytes} B exceeds "
         f"{hw.DMA_MAX_PACKET_BYTES:,} B",

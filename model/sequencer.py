@@ -276,7 +276,8 @@ def check_side(L: Layout, k: int, pieces: list[_Piece], mode: str, engine: str
         reach = 0
         for p in ps:
             reach += (p.n - 1) * (p.lo // f.lo)
-        if reach >= f.count:
+        # digit values past a top digit's live count are indices past the axis: padding
+        if reach >= f.count and f.lo * f.count < L.axes[f.axis]:
             terms = tuple(dict.fromkeys(p.term for p in ps))
             what = (f"stream term{'s' if len(terms) > 1 else ''} {', '.join(terms)} reach"
                     f"{'' if len(terms) > 1 else 'es'} digit {reach} of buffer term "

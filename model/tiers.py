@@ -144,7 +144,7 @@ def dimension_overlap(t: Tensor) -> str | None:
             spans.setdefault(f.axis, []).append((f.lo, hi, d, f.label(m.axes)))
     for a, lst in spans.items():
         lst.sort()
-        for (lo1, hi1, d1, l1), (lo2, hi2, d2, l2) in zip(lst, lst[1:]):
+        for (_, hi1, d1, l1), (lo2, hi2, d2, l2) in zip(lst, lst[1:]):
             if hi1 > lo2:
                 return (f"{DIM_TITLES[d1]} term {l1} and {DIM_TITLES[d2]} term {l2} both carry "
                         f"{a} digits [{lo2}, {min(hi1, hi2)})")

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator, Sequence, TextIO
 from model import hardware as hw
 from model.mapping import parse, parse_axes, validate_axes
 from model.rules import MODES, PROFILES, TcplanError, fail
-from model import tiers
+from model import dma, tiers
 from model.sequencer import SequencerConfig, derive
 from planner.spec import load_problem
 
@@ -63,6 +63,13 @@ def _build_parser() -> argparse.ArgumentParser:
     t.add_argument("--index", required=True, help="the tensor index, e.g. N=1,C=17,H=3,W=5 "
                    "(axes not named are 0)")
     t.add_argument("--json", action="store_true", help="print one JSON object")
+    lo = sub.add_parser(
+        "lower", help="derive every config of a problem (DMA: per engine and command)",
+        description="Lower a problem to the configs the hardware runs: for a DMA, the read, "
+                    "write and unified sequencers (elements and bytes) and every engine's "
+                    "commands with their base addresses; for a sequence problem, the sequencer.")
+    lo.add_argument("problem", metavar="PROBLEM.yaml")
+    lo.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
 
@@ -248,7 +255,84 @@ def _cmd_sequence(args: argparse.Namespace, stdout: TextIO) -> int:
     return EXIT_OK
 
 
-COMMANDS = ("sequence", "trace")
+COMMANDS = ("sequence", "trace", "lower")
+
+
+def lower_problem(problem: Any) -> Any:
+    """The configs of a problem: a DmaPlan or a SequencerConfig (raises TcplanError)."""
+    t = problem.tensors
+    if problem.kind == "dma":
+        return dma.lower(t["source"], t["destination"], t["stream"], problem.chips,
+                         problem.params.get("engine_at"))
+    if problem.kind == "sequence":
+        engine = problem.params["engine"]
+        return derive(t["buffer"].dims["element"], t["stream"].dims["time"],
+                      t["stream"].dims["packet"], t["buffer"].dtype,
+                      _default_mode(engine, problem.params["mode"]), engine)
+    raise fail("bad-request", detail=f"a {problem.kind} problem has nothing to lower",
+               fix="lower dma or sequence problems; trace layout problems")
+
+
+def _cmd_lower(args: argparse.Namespace, stdout: TextIO) -> int:
+    problem = load_problem(args.problem)
+    plan = lower_problem(problem)
+    if args.json:
+        print(json.dumps({"problem": problem.name, "kind": problem.kind, **plan.to_json()}),
+              file=stdout)
+    elif problem.kind == "sequence":
+        t = problem.tensors
+        print(format_table(plan, t["buffer"].dims["element"].text(),
+                           t["stream"].dims["time"].text(), t["stream"].dims["packet"].text()),
+              file=stdout)
+    else:
+        print(format_dma(problem.name, plan), file=stdout)
+    return EXIT_OK
+
+
+def _sym(nbytes: int, tier: str) -> str:
+    """A DM stride in the seed's symbols (slice_stride, DMN_stride), else bytes."""
+    if tier == "dm" and nbytes and nbytes % hw.DM_SLICE_STRIDE == 0:
+        for name, unit in (("DMN_stride", hw.DM_DMN_STRIDE), ("slice_stride",
+                                                              hw.DM_SLICE_STRIDE)):
+            if nbytes % unit == 0:
+                k = nbytes // unit
+                return name if k == 1 else f"{k}*{name}"
+    return f"{nbytes:,}"
+
+
+def format_dma(name: str, plan: Any) -> str:
+    eb = plan.elem_bytes
+    src, dst = plan.source.tier, plan.destination.tier
+    n_cmd = sum(len(e.commands) for e in plan.engines)
+    kind = "homogeneous" if plan.homogeneous else "heterogeneous"
+    lines = [f"{name}: {src.upper()} -> {dst.upper()}, {plan.source.dtype}, packet "
+             f"{plan.packet} elements ({plan.packet_bytes} B); {kind} aggregate: "
+             f"{len(plan.engines)} engine(s), {n_cmd} command(s)", ""]
+    width = max((len(t) for t in plan.terms), default=0)
+    for label, k, tier in (("read", 1, src), ("write", 2, dst)):
+        lines.append(f"{label} = [")
+        for t, e in zip(plan.terms, plan.unified):
+            lines.append(f"  {t.ljust(width)} -> {e[0]} : {_sym(e[k] * eb, tier)},")
+        lines.append(f"] : {plan.packet_bytes} B")
+    lines.append("unified = [")
+    for t, (n, r, w) in zip(plan.terms, plan.unified):
+        lines.append(f"  {t.ljust(width)} -> {n} : ({_sym(r * eb, src)}, {_sym(w * eb, dst)}),")
+    lines.append(f"] : {plan.packet_bytes} B   (strides in bytes)")
+    lines.append("")
+    for e in plan.engines:
+        head = f"engine chip {e.chip}, cluster {e.cluster}, DMN pair {e.pair}"
+        if len(e.commands) == 1 and not e.commands[0].covers:
+            lines.append(f"{head}: read {src.upper()} @ {e.read_base:,}, write {dst.upper()} "
+                         f"@ {e.write_base:,}")
+            continue
+        lines.append(f"{head}: {len(e.commands)} commands")
+        for i, c in enumerate(e.commands):
+            cov = ", ".join(f"{k.split(':', 1)[1]} in [{a}, {b})" for k, (a, b) in
+                            c.covers.items())
+            ent = ", ".join(f"{n} : ({r * eb:,}, {w * eb:,})" for n, r, w in c.entries)
+            lines.append(f"  exec #{i}: [{ent}] read @ {c.read_base:,}, write @ "
+                         f"{c.write_base:,}; covers {cov}")
+    return "\n".join(lines)
 
 
 def _parse_index(text: str, axes: dict[str, int]) -> dict[str, int]:
@@ -341,6 +425,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
                        fix=f"see tcplan {cmd + ' ' if cmd in COMMANDS else ''}--help") from None
         if args.command == "trace":
             return _cmd_trace(args, stdout)
+        if args.command == "lower":
+            return _cmd_lower(args, stdout)
         return _cmd_sequence(args, stdout)
     except TcplanError as err:
         if want_json:

@@ -1,0 +1,408 @@
+"""DMA lowering: (source, destination, stream) -> read, write and unified sequencers per engine.
+
+Seed 002 "컴파일러 유도": the read sequencer projects the source mapping onto the stream, the
+write sequencer the destination mapping, and the unified sequencer pairs them entry by entry
+(both sides cut at the union of their digit boundaries, so loop counts are shared).  The
+stream's Chip, Cluster and Slice mappings select the engines (decisions.md item 8): one engine
+per (chip, cluster, DMN pair); their entries become per-engine base addresses.  When an
+engine's part of the stream holds positions past the end of an axis (A = 15 streamed as
+``A # 16``), its work is split into several commands that cover exactly the live part
+(Example 6, decisions.md item 7); otherwise every engine runs the same descriptor template with
+its own bases (a homogeneous aggregate).
+
+Strides and bases are computed in elements and reported in bytes as well.  Address spaces:
+HBM byte address per chip; DM virtual addresses per decisions.md item 10.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import hardware as hw
+from .rules import TcplanError, Violation, fail
+from .sequencer import (Layout, _Piece, check_side, coalesce, layout_of_dims, merge_policy,
+                        stream_pieces)
+from .tiers import Tensor, placement_violations
+
+#: address distance between two chips in the combined address space used for the Chip
+#: dimension (larger than any per-chip address: 48 GB HBM, 2 GiB of DM virtual addresses)
+CHIP_SPACE_BYTES = 2**36
+SPATIAL = ("chip", "cluster", "slice")
+
+
+@dataclass
+class Side:
+    """One side of a DMA (read or write) as the seed prints it."""
+
+    tier: str
+    entries: list[tuple[int, int]]  # elements
+    packet: int  # elements
+    elem_bytes: int
+
+    @property
+    def entries_bytes(self) -> list[tuple[int, int]]:
+        return [(n, s * self.elem_bytes) for n, s in self.entries]
+
+
+@dataclass
+class Command:
+    """One DMA command of one engine: unified entries and the two base addresses."""
+
+    entries: list[tuple[int, int, int]]  # (size, read stride, write stride), elements
+    read_base: int  # bytes, in the source tier's address space
+    write_base: int  # bytes
+    covers: dict[str, tuple[int, int]] = field(default_factory=dict)  # term -> [start, stop)
+
+
+@dataclass
+class EngineWork:
+    chip: int
+    cluster: int
+    pair: int
+    read_base: int  # bytes: the engine's template base
+    write_base: int
+    commands: list[Command]
+
+    @property
+    def engine(self) -> tuple[int, int, int]:
+        return (self.chip, self.cluster, self.pair)
+
+
+@dataclass
+class DmaPlan:
+    source: Tensor
+    destination: Tensor
+    terms: list[str]  # stream term of each unified entry
+    unified: list[tuple[int, int, int]]  # the descriptor template, elements
+    packet: int  # stride0, elements
+    read: Side
+    write: Side
+    engines: list[EngineWork]
+    elem_bytes: int
+    warnings: list[Violation] = field(default_factory=list)
+
+    @property
+    def homogeneous(self) -> bool:
+        return all(len(e.commands) == 1 and not e.commands[0].covers for e in self.engines)
+
+    @property
+    def packet_bytes(self) -> int:
+        return self.packet * self.elem_bytes
+
+    def to_json(self) -> dict[str, Any]:
+        eb = self.elem_bytes
+        return {
+            "source": self.source.tier, "destination": self.destination.tier,
+            "packet": self.packet, "packet_bytes": self.packet_bytes,
+            "aggregate": "homogeneous" if self.homogeneous else "heterogeneous",
+            "read": [list(e) for e in self.read.entries],
+            "write": [list(e) for e in self.write.entries],
+            "read_bytes": [list(e) for e in self.read.entries_bytes],
+            "write_bytes": [list(e) for e in self.write.entries_bytes],
+            "unified": [list(e) for e in self.unified],
+            "unified_bytes": [[n, r * eb, w * eb] for n, r, w in self.unified],
+            "terms": self.terms,
+            "engines": [{
+                "chip": e.chip, "cluster": e.cluster, "pair": e.pair,
+                "read_base": e.read_base, "write_base": e.write_base,
+                "commands": [{
+                    "entries": [list(x) for x in c.entries],
+                    "entries_bytes": [[n, r * eb, w * eb] for n, r, w in c.entries],
+                    "read_base": c.read_base, "write_base": c.write_base,
+                    "covers": {k: list(v) for k, v in c.covers.items()},
+                } for c in e.commands],
+            } for e in self.engines],
+            "warnings": [v.to_json() for v in self.warnings],
+        }
+
+
+def _layout(t: Tensor) -> Layout:
+    """The tensor's address space in elements (Chip digits step by a whole chip space)."""
+    eb = t.elem_bytes
+    chip_unit = CHIP_SPACE_BYTES // eb
+    if t.tier in ("hbm", "host"):
+        dims = [("Chip", t.dims["chip"], chip_unit)] if "chip" in t.dims else []
+        dims.append(("Element", t.dims["element"], 1))
+        return layout_of_dims(dims)
+    if t.tier == "dm":
+        return layout_of_dims([
+            ("Chip", t.dims["chip"], chip_unit),
+            ("Cluster", t.dims["cluster"], hw.DM_CLUSTER_STRIDE // eb),
+            ("Slice", t.dims["slice"], hw.DM_SLICE_STRIDE // eb),
+            ("Element", t.dims["element"], 1),
+        ])
+    raise fail("bad-request", detail=f"DMA between {t.tier} tensors is not modelled",
+               fix="DMA moves HBM and DM tensors (PCIe: host <-> HBM)")
+
+
+def lower(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
+          engine_at: dict[str, int] | None = None) -> DmaPlan:
+    """Lower one DMA transfer, or raise :class:`TcplanError` naming every broken rule."""
+    violations: list[Violation] = []
+    for t in (source, destination):
+        violations += placement_violations(t, chips)
+    violations += _stream_engine_violations(stream, chips)
+    if source.dtype != destination.dtype:
+        violations.append(Violation("dma-dtype", (), {
+            "src": source.dtype, "dst": destination.dtype}))
+    if violations:
+        raise TcplanError(violations)
+    eb = source.elem_bytes
+    rl, wl = _layout(source), _layout(destination)
+    sides = [(d, stream.dims[d]) for d in SPATIAL] + [("time", stream.dims["time"]),
+                                                      ("packet", stream.dims["packet"])]
+    pieces = stream_pieces((rl, wl), sides)
+    v_read, _ = check_side(rl, 0, pieces, "read", "dma")
+    v_write, _ = check_side(wl, 1, pieces, "write", "dma")
+    violations += v_read + v_write
+    spatial = [p for p in pieces if p.side in SPATIAL and p.positions > 1]
+    temporal = [p for p in pieces if p.side not in SPATIAL and p.positions > 1]
+    triples = [(p.positions, p.strides[0], p.strides[1]) for p in temporal]
+    terms = [p.term for p in temporal]
+    final, groups, more = merge_policy(triples, terms)
+    violations += more
+    final_terms = [" * ".join(dict.fromkeys(terms[g] for g in grp)) for grp in groups]
+    packet_elems = stream.dims["packet"].size
+    stride0 = _stride0(final, packet_elems)
+    violations += _packet_rules(source, destination, stride0 * eb, packet_elems * eb)
+    if violations:
+        raise TcplanError(violations)
+    final, final_terms = _split_packet(final, final_terms, stride0)
+    engines = _engines(source, destination, stream, spatial, pieces, temporal, final,
+                       final_terms, rl, wl, engine_at)
+    violations += _alignment(source, destination, engines, final, stride0)
+    if violations:
+        raise TcplanError(violations)
+    read = Side(source.tier, [(n, r) for n, r, _ in final], stride0, eb)
+    write = Side(destination.tier, [(n, w) for n, _, w in final], stride0, eb)
+    return DmaPlan(source, destination, final_terms, final, stride0, read, write, engines, eb)
+
+
+def _stream_engine_violations(stream: Tensor, chips: int) -> list[Violation]:
+    out = []
+    chip, cluster, sl = (stream.dims[d] for d in SPATIAL)
+    if chip.size not in (1, chips):
+        out.append(Violation("chip-count", (chip.text(),), {
+            "tensor": "stream", "mapping": chip.text(), "size": chip.size, "chips": chips,
+            "inner": chip.text()[3:-1]}))
+    if cluster.size > hw.CLUSTERS_PER_CHIP:
+        out.append(Violation("cluster-size", (cluster.text(),), {
+            "tensor": "stream", "mapping": cluster.text(), "size": cluster.size}))
+    if sl.size > hw.DMA_ENGINES_PER_CLUSTER:
+        out.append(Violation("dma-engines", (sl.text(),), {
+            "mapping": sl.text(), "size": sl.size}))
+    return out
+
+
+def _stride0(final: list[tuple[int, int, int]], packet: int) -> int:
+    """The DMA packet: the part of the stream's packet contiguous on both sides."""
+    run = 1
+    if final and final[-1][1] == 1 and final[-1][2] == 1:
+        run = final[-1][0]
+        for k in range(len(final) - 1, 0, -1):
+            (_, r1, w1), (n2, r2, w2) = final[k - 1], final[k]
+            if r1 == n2 * r2 and w1 == n2 * w2:
+                run *= final[k - 1][0]
+            else:
+                break
+    return math.gcd(packet, run)
+
+
+def _split_packet(final: list, terms: list[str], stride0: int) -> tuple[list, list[str]]:
+    """Make the innermost entry exactly ``stride0`` elements long."""
+    if not final or stride0 <= 1:
+        return final, terms
+    merged, groups = coalesce(final)
+    n, r, w = merged[-1]
+    if n == stride0 and final[-1][0] == stride0:
+        return final, terms
+    # the innermost merged run holds whole packets: re-express it as (n / stride0, stride0)
+    head = sum(len(g) for g in groups[:-1])
+    outer_terms = " * ".join(dict.fromkeys(terms[k] for k in groups[-1]))
+    out = list(final[:head])
+    t = list(terms[:head])
+    if n > stride0:
+        out.append((n // stride0, r * stride0, w * stride0))
+        t.append(outer_terms)
+    out.append((stride0, r, w))
+    t.append(outer_terms)
+    return out, t
+
+
+def _packet_rules(src: Tensor, dst: Tensor, stride0_bytes: int, packet_bytes: int
+                  ) -> list[Violation]:
+    out = []
+    if packet_bytes > hw.DMA_MAX_PACKET_BYTES:
+        out.append(Violation("dma-packet-max", (), {
+            "packet": packet_bytes // src.elem_bytes, "elem_bytes": src.elem_bytes,
+            "bytes": packet_bytes,
+            "suggestion": "moving its outermost term into Time"}))
+    return out
+
+
+def _alignment(src: Tensor, dst: Tensor, engines: list[EngineWork],
+               final: list[tuple[int, int, int]], stride0: int) -> list[Violation]:
+    """Seed 002 "제약 조건": DM writes 8-byte aligned; HBM <-> DM also reads and packets."""
+    eb = src.elem_bytes
+    out: list[Violation] = []
+    tiers = {src.tier, dst.tier}
+    hbm_dm = tiers == {"hbm", "dm"}
+    checks = []
+    if dst.tier == "dm" or hbm_dm:
+        checks.append(("write", 2, "write_base", hw.DMA_DM_WRITE_ALIGN))
+    if hbm_dm:
+        checks.append(("read", 1, "read_base", hw.DMA_HBM_DM_ALIGN))
+    for side, k, base_attr, align in checks:
+        bad = [f"{n} : {e[k] * eb} B" for e in final[:-1] for n in (e[0],)
+               if (e[k] * eb) % align]
+        if (stride0 * eb) % align:
+            bad.append(f"packet {stride0 * eb} B")
+        for e in engines:
+            for c in e.commands:
+                base = getattr(c, base_attr)
+                if base % align:
+                    bad.append(f"{side} base {base} of engine {e.engine}")
+                    break
+        if bad:
+            detail = {"side": side, "align": align, "what": ", ".join(bad[:4])
+                      + (f" (and {len(bad) - 4} more)" if len(bad) > 4 else "")}
+            if hbm_dm:
+                out.append(Violation("dma-hbm-dm-align", tuple(bad[:4]), detail))
+            else:
+                out.append(Violation("dma-dm-write-align", tuple(bad[:4]), detail))
+    return out
+
+
+def _engines(src: Tensor, dst: Tensor, stream: Tensor, spatial: list[_Piece],
+             pieces: list[_Piece], temporal: list[_Piece], final: list, final_terms: list[str],
+             rl: Layout, wl: Layout, engine_at: dict[str, int] | None) -> list[EngineWork]:
+    eb = src.elem_bytes
+    chip_m, cluster_m, slice_m = (stream.dims[d] for d in SPATIAL)
+    ccoords, cstat = chip_m.evaluate()
+    lcoords, lstat = cluster_m.evaluate()
+    scoords, sstat = slice_m.evaluate()
+    out: list[EngineWork] = []
+    for chip in range(chip_m.size):
+        for cluster in range(cluster_m.size):
+            for pair in range(slice_m.size):
+                if cstat[chip] or lstat[cluster] or sstat[pair]:
+                    continue  # a padding engine position: nothing to move
+                index: dict[str, int] = {}
+                for coords, pos in ((ccoords, chip), (lcoords, cluster), (scoords, pair)):
+                    for a, c in coords.items():
+                        index[a] = index.get(a, 0) + int(c[pos])
+                rb = src.address + _address(rl, index) * eb
+                wb = dst.address + _address(wl, index) * eb
+                rchip, rb = divmod(rb, CHIP_SPACE_BYTES)
+                wchip, wb = divmod(wb, CHIP_SPACE_BYTES)
+                commands = _commands(index, temporal, final, final_terms, rb, wb, eb,
+                                     stream, rl, wl)
+                if not commands:
+                    continue
+                # the engine's chip: the stream's Chip position, else the source's chip
+                eng = (chip if chip_m.size > 1 else rchip, cluster, pair)
+                if engine_at and chip_m.size == cluster_m.size == slice_m.size == 1:
+                    eng = (engine_at.get("chip", eng[0]), engine_at.get("cluster", eng[1]),
+                           engine_at.get("pair", eng[2]))
+                elif src.tier == "dm" and chip_m.size == cluster_m.size == slice_m.size == 1:
+                    eng = _local_engine(src, rchip)
+                out.append(EngineWork(*eng, rb, wb, commands))
+    return out
+
+
+def _local_engine(src: Tensor, chip: int) -> tuple[int, int, int]:
+    """The DMA engine local to the source DM's first live slice (seed 002: the default)."""
+    cl = src.dims["cluster"].evaluate()[1]
+    sl = src.dims["slice"].evaluate()[1]
+    cluster = int((cl != 0).argmin())
+    first = int((sl != 0).argmin())
+    return chip, cluster, first // (2 * hw.SLICES_PER_DMN)
+
+
+def _address(L: Layout, index: dict[str, int]) -> int:
+    """Address (elements) of the digits of ``index`` the layout carries."""
+    addr = 0
+    for f, w in zip(L.factors, L.weights):
+        if f.axis is not None and f.lo:
+            d = (index.get(f.axis, 0) // f.lo) % f.radix
+            addr += d * w
+    return addr
+
+
+def _commands(index: dict[str, int], temporal: list[_Piece], final: list,
+              final_terms: list[str], rb: int, wb: int, eb: int, stream: Tensor,
+              rl: Layout, wl: Layout) -> list[Command]:
+    """The engine's commands: one when its whole part is live, else boxes covering exactly
+    the positions whose indices stay inside every axis (Example 6)."""
+    # the engine's base coordinate per axis and the stream digits of each axis
+    limits: dict[str, int] = {}
+    for a, size in stream.dims["time"].axes.items() | stream.dims["packet"].axes.items():
+        limits[a] = size - index.get(a, 0)
+    per_axis: dict[str, list[int]] = {}
+    for k, p in enumerate(temporal):
+        if p.axis is not None and p.lo:
+            per_axis.setdefault(p.axis, []).append(k)
+    boxes: list[dict[int, tuple[int, int]]] = [{}]
+    for a, ks in per_axis.items():
+        span = sum((temporal[k].n - 1) * temporal[k].lo for k in ks) + 1
+        if span <= limits.get(a, span):
+            continue  # every value fits
+        if limits[a] <= 0:
+            return []
+        ks = sorted(ks, key=lambda k: -temporal[k].lo)
+        axis_boxes = _prefix_boxes([(k, temporal[k].lo, temporal[k].n) for k in ks], limits[a],
+                                   a)
+        boxes = [{**b, **ab} for b in boxes for ab in axis_boxes]
+    if boxes == [{}]:
+        return [Command(list(final), rb, wb)]
+    # boxes are over raw temporal entries; the template was not merged when boxes are needed
+    if len(final) != len(temporal):
+        raise fail("dma-split", detail="the boundary engine's entries were merged; its "
+                   "commands cannot be split", fix="reduce the number of stream terms to 8")
+    commands = []
+    for box in boxes:
+        entries = []
+        r, w = rb, wb
+        covers = {}
+        for k, (n, rs, ws) in enumerate(final):
+            lo_, hi_ = box.get(k, (0, n))
+            r += lo_ * rs * eb
+            w += lo_ * ws * eb
+            if (lo_, hi_) != (0, n):
+                covers[f"{k}:{final_terms[k]}"] = (lo_, hi_)
+            if hi_ - lo_ > 1:
+                entries.append((hi_ - lo_, rs, ws))
+        commands.append(Command(entries, r, w, covers))
+    return commands
+
+
+def _prefix_boxes(digits: list[tuple[int, int, int]], limit: int, axis: str
+                  ) -> list[dict[int, tuple[int, int]]]:
+    """Boxes covering the digit values whose offset ``sum(lo * d)`` is below ``limit``.
+
+    ``digits`` are (entry index, lo, radix), most significant first, and must be a chain
+    (``lo_i == lo_{i+1} * radix_{i+1}``, the least significant ``lo`` dividing the others).
+    """
+    for (_, lo1, _), (_, lo2, r2) in zip(digits, digits[1:]):
+        if lo1 != lo2 * r2:
+            raise fail("dma-split", detail=f"the stream digits of {axis} are not contiguous, "
+                       f"so the boundary engine's live part is not a union of boxes",
+                       fix=f"stream the digits of {axis} next to each other, or pad {axis} so "
+                           "that every engine's part is whole")
+    boxes: list[dict[int, tuple[int, int]]] = []
+    fixed: dict[int, tuple[int, int]] = {}
+    unit = digits[-1][1]
+    rem = -(-limit // unit)  # offsets are multiples of the least significant lo
+    for i, (k, lo, _r) in enumerate(digits):
+        scale = lo // unit
+        q, rem = divmod(rem, scale)
+        if q:
+            box = dict(fixed)
+            box[k] = (0, q)
+            boxes.append(box)
+        if not rem and i < len(digits) - 1:
+            break
+        fixed[k] = (q, q + 1)
+    return boxes
