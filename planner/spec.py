@@ -90,16 +90,26 @@ class _Doc:
                 break
         return node
 
-    def where(self, keys: tuple) -> str:
-        node = self.node_at(keys)
+    def key_node(self, keys: tuple) -> Any:
+        parent = self.node_at(keys[:-1])
+        if isinstance(parent, yaml.MappingNode):
+            for kn, _ in parent.value:
+                if kn.value == keys[-1]:
+                    return kn
+        return None
+
+    def where(self, keys: tuple, at_key: bool = False) -> str:
+        node = self.key_node(keys) if at_key and keys else self.node_at(keys)
         if node is None:
             return self.path
         m = node.start_mark
         return f"{self.path}:{m.line + 1}:{m.column + 1}"
 
-    def error(self, keys: tuple, detail: str, fix: str) -> TcplanError:
+    def error(self, keys: tuple, detail: str, fix: str, at_key: bool = False) -> TcplanError:
+        """A located ``bad-problem`` error: at the value of ``keys``, or at the key itself
+        (``at_key``) when the key is what is wrong."""
         field_ = ".".join(str(k) for k in keys)
-        return fail("bad-problem", where=self.where(keys),
+        return fail("bad-problem", where=self.where(keys, at_key),
                     detail=f"{field_}: {detail}" if field_ else detail, fix=fix)
 
     def duplicate_keys(self) -> None:
@@ -146,7 +156,7 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
     for k in data:
         if k not in allowed:
             raise doc.error((k,), f"unknown key for a {kind} problem",
-                            "allowed keys: " + ", ".join(sorted(allowed)))
+                            "allowed keys: " + ", ".join(sorted(allowed)), at_key=True)
     for k in sorted(required | {"axes"}):
         if k not in data:
             raise doc.error((), f"missing required key {k!r}",
@@ -199,7 +209,7 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
     for k in expect:
         if k not in EXPECT_KEYS:
             raise doc.error(("expect", k), "unknown expectation",
-                            "use " + ", ".join(sorted(EXPECT_KEYS)))
+                            "use " + ", ".join(sorted(EXPECT_KEYS)), at_key=True)
     return Problem(path, name, kind, chips, dtype, axes, tensors, params, expect)
 
 
@@ -224,7 +234,8 @@ class _Ctx:
                   "pair": hw.DMA_ENGINES_PER_CLUSTER}
         for k, v in spec.items():
             if k not in limits:
-                raise self.doc.error(keys + (k,), "unknown key", "use chip, cluster and pair")
+                raise self.doc.error(keys + (k,), "unknown key", "use chip, cluster and pair",
+                                     at_key=True)
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < limits[k]:
                 raise self.doc.error(keys + (k,), f"{v!r} is out of range",
                                      f"{k} is 0 to {limits[k] - 1}")
@@ -263,7 +274,7 @@ class _Ctx:
             t = "stream"
             if "tier" in spec and spec["tier"] != "stream":
                 raise self.doc.error(keys + ("tier",), "a stream has no tier",
-                                     "drop the tier key")
+                                     "drop the tier key", at_key=True)
         if t not in TIER_DIMS or (t == "stream" and tier != "stream" and not allow_stream):
             tiers = "host, hbm, dm, trf, vrf" + (", stream" if allow_stream else "")
             raise self.doc.error(keys + ("tier",) if "tier" in spec else keys,
@@ -276,9 +287,10 @@ class _Ctx:
                 what = (f"a {t} tensor has no {k} dimension" if k in TENSOR_KEYS
                         else "unknown key")
                 raise self.doc.error(keys + (k,), what,
-                                     f"{t} dimensions: {', '.join(dims_allowed)}")
+                                     f"{t} dimensions: {', '.join(dims_allowed)}", at_key=True)
             if t == "stream" and k in ("address", "dtype"):
-                raise self.doc.error(keys + (k,), "a stream has no " + k, "drop it")
+                raise self.doc.error(keys + (k,), "a stream has no " + k, "drop it",
+                                     at_key=True)
         for d in REQUIRED_DIMS[t]:
             if d not in spec:
                 raise self.doc.error(keys, f"a {t} tensor needs a {d} mapping",
