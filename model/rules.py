@@ -236,6 +236,48 @@ RULES: dict[str, Rule] = _rules(
         scope="dma",
     ),
     Rule(
+        "redistribute-order", "hardware", "redistribution steps run in the seed's order",
+        "{detail}",
+        "{fix}",
+        "seed 002 '단계 결합' (shuffle, swap, chip slices, cluster slices)",
+        scope="redistribute",
+    ),
+    Rule(
+        "shuffle-permutation", "hardware", "a chip shuffle's sources are a permutation",
+        "sources {sources} are not a permutation of the {chips} chip positions",
+        "list every chip position exactly once (sources[target] = source)",
+        "seed 002 '재분배 제약 조건'",
+        scope="redistribute",
+    ),
+    Rule(
+        "inactive-source", "hardware", "every active target reads an active source",
+        "{detail}",
+        "read from a live chip or cluster position",
+        "seed 002 '재분배 제약 조건'",
+        scope="redistribute",
+    ),
+    Rule(
+        "swap-two-clusters", "hardware", "cluster_swap needs exactly two clusters",
+        "the Cluster mapping {mapping} has {size} live cluster(s)",
+        "use a Cluster mapping of two live clusters",
+        "seed 002 '재분배 제약 조건'",
+        scope="redistribute",
+    ),
+    Rule(
+        "slice-axis", "hardware", "a slice removes one contiguous axis from Element",
+        "{detail}",
+        "{fix}",
+        "seed 002 'Chip Slice', '재분배 제약 조건'",
+        scope="redistribute",
+    ),
+    Rule(
+        "slice-index", "hardware", "one active index per target",
+        "{detail}",
+        "{fix}",
+        "seed 002 '재분배 제약 조건'",
+        scope="redistribute",
+    ),
+    Rule(
         "dma-packet-max", "hardware", "DMA packets are at most 4,096 bytes",
         "packet of {packet} elements x {elem_bytes} B = {bytes} B exceeds "
         f"{hw.DMA_MAX_PACKET_BYTES:,} B",

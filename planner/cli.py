@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator, Sequence, TextIO
 from model import hardware as hw
 from model.mapping import parse, parse_axes, validate_axes
 from model.rules import MODES, PROFILES, TcplanError, fail
-from model import dma, tiers
+from model import dma, redistribute, tiers
 from model.sequencer import SequencerConfig, derive
 from planner.spec import load_problem
 
@@ -264,6 +264,8 @@ def lower_problem(problem: Any) -> Any:
     if problem.kind == "dma":
         return dma.lower(t["source"], t["destination"], t["stream"], problem.chips,
                          problem.params.get("engine_at"))
+    if problem.kind == "redistribute":
+        return redistribute.plan(t["source"], problem.params["steps"], problem.chips)
     if problem.kind == "sequence":
         engine = problem.params["engine"]
         return derive(t["buffer"].dims["element"], t["stream"].dims["time"],
@@ -279,6 +281,8 @@ def _cmd_lower(args: argparse.Namespace, stdout: TextIO) -> int:
     if args.json:
         print(json.dumps({"problem": problem.name, "kind": problem.kind, **plan.to_json()}),
               file=stdout)
+    elif problem.kind == "redistribute":
+        print(format_redistribution(problem.name, plan), file=stdout)
     elif problem.kind == "sequence":
         t = problem.tensors
         print(format_table(plan, t["buffer"].dims["element"].text(),
@@ -287,6 +291,24 @@ def _cmd_lower(args: argparse.Namespace, stdout: TextIO) -> int:
     else:
         print(format_dma(problem.name, plan), file=stdout)
     return EXIT_OK
+
+
+def format_redistribution(name: str, plan: Any) -> str:
+    lines = [f"{name}: {plan.source.describe()}"]
+    for s in plan.steps:
+        if s.sources is not None:
+            lines.append(f"  {s.op}({s.sources})")
+        elif s.axis is not None:
+            lines.append(f"  {s.op}::<{s.axis.text()}, {s.output.text()}>({s.indices})")
+        else:
+            lines.append(f"  {s.op}()")
+    lines.append(f"-> {plan.result.describe()}")
+    if plan.source.tier == "hbm":
+        lines.append("syncs: none derived (an HBM chip shuffle copies whole chips)")
+    else:
+        lines.append("syncs: " + (", ".join(plan.syncs) if plan.syncs else
+                                  "none (local slicing only)"))
+    return "\n".join(lines)
 
 
 def _sym(nbytes: int, tier: str) -> str:

@@ -19,7 +19,7 @@ from model.rules import TcplanError, Violation, fail
 from model.tiers import REQUIRED_DIMS, TIER_DIMS, Tensor, default_dim
 
 FORMAT_VERSION = 1
-KINDS = ("layout", "sequence", "dma")
+KINDS = ("layout", "sequence", "dma", "redistribute")
 #: top-level keys every problem may have
 COMMON_KEYS = {"format", "name", "description", "kind", "chips", "dtype", "axes", "expect"}
 #: the keys each kind adds (and which of them it requires)
@@ -28,10 +28,14 @@ KIND_KEYS: dict[str, tuple[set[str], set[str]]] = {
     "sequence": ({"buffer", "stream", "mode", "engine"}, {"buffer", "stream"}),
     "dma": ({"source", "destination", "stream", "engine_at"}, {"source", "destination",
                                                               "stream"}),
+    "redistribute": ({"source", "steps"}, {"source", "steps"}),
 }
+STEP_OPS = ("chip_shuffle", "cluster_swap", "chip_slice", "cluster_slice",
+            "asymmetric_chip_slice", "asymmetric_cluster_slice", "hbm_chip_shuffle")
 TENSOR_KEYS = {"tier", "address", "dtype"} | {d for ds in TIER_DIMS.values() for d in ds}
 EXPECT_KEYS = {"error", "cycles", "read", "write", "unified", "entries", "raw_entries",
-               "packet", "engines", "commands", "trace", "warnings"}
+               "packet", "engines", "commands", "trace", "warnings", "element", "syncs",
+               "semantics"}
 
 
 @dataclass
@@ -203,6 +207,9 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
         tensors["stream"] = ctx.tensor(("stream",), data["stream"], "stream", tier="stream")
         if "engine_at" in data:
             params["engine_at"] = ctx.engine_at(data["engine_at"])
+    elif kind == "redistribute":
+        tensors["source"] = ctx.tensor(("source",), data["source"], "source")
+        params["steps"] = ctx.steps(data["steps"])
     expect = data.get("expect", {})
     if not isinstance(expect, dict):
         raise doc.error(("expect",), "expected a mapping", "expect: {cycles: 628}")
@@ -223,6 +230,49 @@ class _Ctx:
             raise self.doc.error((key,), f"{v!r} is not one of {', '.join(allowed)}",
                                  f"use one of {', '.join(allowed)}")
         return v
+
+    def steps(self, spec: Any) -> list:
+        from model.redistribute import Step
+        keys = ("steps",)
+        if not isinstance(spec, list) or not spec:
+            raise self.doc.error(keys, "expected a list of steps",
+                                 "steps: [{chip_shuffle: [1, 2, 3, 0]}, {cluster_swap: true}]")
+        out = []
+        for i, item in enumerate(spec):
+            k = keys + (i,)
+            if not isinstance(item, dict) or len(item) != 1:
+                raise self.doc.error(k, "each step is one {op: arguments} mapping",
+                                     "e.g. - chip_shuffle: [1, 2, 3, 0]")
+            (op, arg), = item.items()
+            if op not in STEP_OPS:
+                raise self.doc.error(k + (op,), "unknown step", "use one of "
+                                     + ", ".join(STEP_OPS), at_key=True)
+            if op in ("chip_shuffle", "hbm_chip_shuffle"):
+                if not isinstance(arg, list) or not all(
+                        isinstance(x, int) and not isinstance(x, bool) for x in arg):
+                    raise self.doc.error(k + (op,), "expected a list of source chips",
+                                         f"{op}: [1, 2, 3, 0]")
+                out.append(Step(op, sources=list(arg)))
+            elif op == "cluster_swap":
+                if arg is not True:
+                    raise self.doc.error(k + (op,), "write cluster_swap: true",
+                                         "cluster_swap: true")
+                out.append(Step(op))
+            else:
+                if not isinstance(arg, dict) or set(arg) != {"axis", "output", "indices"}:
+                    raise self.doc.error(k + (op,), "expected {axis, output, indices}",
+                                         f"{op}: {{axis: 'm![B]', output: 'm![C, D]', "
+                                         "indices: [0, 1, 2, 3]}")
+                idx = arg["indices"]
+                if not isinstance(idx, list) or not all(
+                        isinstance(x, int) and not isinstance(x, bool) for x in idx):
+                    raise self.doc.error(k + (op, "indices"), "expected a list of positions",
+                                         "indices: [0, 1, 2, 3]")
+                out.append(Step(op, axis=self.mapping(k + (op, "axis"), arg["axis"], "axis"),
+                                output=self.mapping(k + (op, "output"), arg["output"],
+                                                    "element"),
+                                indices=list(idx)))
+        return out
 
     def engine_at(self, spec: Any) -> dict[str, int]:
         keys = ("engine_at",)

@@ -13,7 +13,7 @@ def test_every_rule_is_complete():
     for rid, r in RULES.items():
         assert r.id == rid
         assert r.kind in ("input", "hardware")
-        assert r.scope in ("input", "sequencer", "tier", "dma")
+        assert r.scope in ("input", "sequencer", "tier", "dma", "redistribute")
         assert (r.kind == "input") == (r.scope == "input")
         assert r.message and r.fix and r.source
         assert r.profiles and set(r.profiles) <= set(PROFILES)

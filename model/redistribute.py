@@ -1,0 +1,216 @@
+"""SRAM redistribution and HBM chip shuffles (seed 002 "재분배 연산"; facts.md section 6).
+
+A redistribution plan runs in the seed's fixed order, fused into one DMA: an optional
+``chip_shuffle(sources)`` (target chip t reads source chip ``sources[t]``), an optional
+``cluster_swap()`` (exactly two clusters), any number of ``chip_slice::<Axis, Out>(indices)``
+(target chip t keeps position ``indices[t]`` of Axis; Axis leaves Element, which becomes Out),
+then any number of ``cluster_slice`` (the same per target cluster).  The sub-context slices
+``asymmetric_chip_slice`` / ``asymmetric_cluster_slice`` are local copies on their own.
+
+The result keeps Chip, Cluster and Slice; its Element is the last Out.  Its value semantics (which
+source chip, cluster and element feed each output position) is :meth:`Redistribution.source_of`,
+and :meth:`Redistribution.apply` runs it on a concrete array.  Syncs: ChipSync when a source chip
+changes, ClusterSync when a source cluster changes, none for local slicing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import hardware as hw
+from .mapping import LIVE, Mapping, coalesce_factors
+from .rules import TcplanError, Violation
+from .tiers import Tensor
+
+ORDER = ("chip_shuffle", "cluster_swap", "chip_slice", "cluster_slice")
+SUB_CONTEXT = ("asymmetric_chip_slice", "asymmetric_cluster_slice")
+
+
+@dataclass
+class Step:
+    op: str
+    sources: list[int] | None = None  # shuffles
+    axis: Mapping | None = None  # slices
+    output: Mapping | None = None
+    indices: list[int] | None = None
+    # filled by planning: where the sliced axis sits in the element positions
+    outer: int = 1  # positions of Element before the sliced axis (as a block count)
+    inner: int = 1  # positions after it
+
+
+@dataclass
+class Redistribution:
+    source: Tensor
+    result: Tensor
+    steps: list[Step]
+    syncs: list[str] = field(default_factory=list)
+
+    def source_of(self, chip: int, cluster: int, element: int) -> tuple[int, int, int]:
+        """The source (chip, cluster, element position) feeding one output position."""
+        p, k, e = chip, cluster, element
+        # undo the slices, innermost (last) first: each re-inserts its axis position
+        for s in reversed(self.steps):
+            if s.op in ("chip_slice", "asymmetric_chip_slice", "cluster_slice",
+                        "asymmetric_cluster_slice"):
+                sel = s.indices[chip] if "chip" in s.op else s.indices[cluster]
+                size = s.axis.size
+                outer, inner = divmod(e, s.inner)
+                e = (outer * size + sel) * s.inner + inner
+        for s in self.steps:
+            if s.op in ("chip_shuffle", "hbm_chip_shuffle"):
+                p = s.sources[chip]
+            elif s.op == "cluster_swap":
+                k = 1 - cluster
+        return p, k, e
+
+    def apply(self, data: np.ndarray) -> np.ndarray:
+        """Run the plan on ``data[chip, cluster, element]`` (``[chip, element]`` for HBM)."""
+        hbm = self.source.tier == "hbm"
+        arr = data[:, None, :] if hbm else data
+        chips, clusters = arr.shape[0], arr.shape[1]
+        n_out = self.result.dims["element"].size
+        out = np.empty((chips, clusters, n_out), dtype=arr.dtype)
+        for t in range(chips):
+            for k in range(clusters):
+                src = [self.source_of(t, k, e) for e in range(n_out)]
+                p = np.array([x[0] for x in src])
+                q = np.array([x[1] for x in src])
+                e = np.array([x[2] for x in src])
+                out[t, k] = arr[p, q, e]
+        return out[:, 0, :] if hbm else out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source.describe(), "result": self.result.describe(),
+            "element": self.result.dims["element"].text(), "syncs": self.syncs,
+            "steps": [{"op": s.op, **({"sources": s.sources} if s.sources else {}),
+                       **({"axis": s.axis.text(), "output": s.output.text(),
+                           "indices": s.indices} if s.axis is not None else {})}
+                      for s in self.steps],
+        }
+
+
+def plan(source: Tensor, steps: list[Step], chips: int) -> Redistribution:
+    """Check a plan against every constraint and derive its result, or raise naming them."""
+    violations: list[Violation] = []
+    ops = [s.op for s in steps]
+    hbm = source.tier == "hbm"
+    if hbm:
+        if ops != ["hbm_chip_shuffle"]:
+            violations.append(Violation("redistribute-order", tuple(ops), {
+                "detail": "an HBM tensor takes exactly one hbm_chip_shuffle",
+                "fix": "use hbm_chip_shuffle on HBM; redistribute DM tensors"}))
+    elif source.tier != "dm":
+        violations.append(Violation("redistribute-order", tuple(ops), {
+            "detail": f"a {source.tier} tensor cannot be redistributed",
+            "fix": "redistribute DM tensors (hbm_chip_shuffle for HBM)"}))
+    elif any(op in SUB_CONTEXT for op in ops):
+        if len(ops) != 1:
+            violations.append(Violation("redistribute-order", tuple(ops), {
+                "detail": "a sub-context slice runs alone (it is a local copy, not a fused "
+                          "redistribution)",
+                "fix": "run the asymmetric slice as its own step"}))
+    else:
+        rank = [ORDER.index(op) if op in ORDER else -1 for op in ops]
+        bad = [op for op, r in zip(ops, rank) if r < 0]
+        if bad or rank != sorted(rank) or ops.count("chip_shuffle") > 1 or \
+                ops.count("cluster_swap") > 1:
+            violations.append(Violation("redistribute-order", tuple(ops), {
+                "detail": "steps must be: optional chip_shuffle, optional cluster_swap, any "
+                          f"chip_slice, any cluster_slice; got {', '.join(ops) or 'none'}",
+                "fix": "reorder the steps (each kind once for shuffle and swap)"}))
+    if violations:
+        raise TcplanError(violations)
+    chip_m = source.dims["chip"]
+    n_chips = chip_m.size
+    cluster_m = source.dims.get("cluster")
+    n_clusters = cluster_m.size if cluster_m is not None else 1
+    chip_live = chip_m.evaluate()[1] == LIVE
+    cluster_live = (cluster_m.evaluate()[1] == LIVE) if cluster_m is not None else \
+        np.ones(1, bool)
+    element = source.dims["element"]
+    syncs: list[str] = []
+    for s in steps:
+        if s.op in ("chip_shuffle", "hbm_chip_shuffle"):
+            src = s.sources or []
+            if sorted(src) != list(range(n_chips)):
+                violations.append(Violation("shuffle-permutation", (str(src),), {
+                    "sources": src, "chips": n_chips}))
+                continue
+            for t in range(n_chips):
+                if chip_live[t] and not chip_live[src[t]]:
+                    violations.append(Violation("inactive-source", (f"chip {t}",), {
+                        "detail": f"target chip {t} reads source chip {src[t]}, a padding "
+                                  f"position of the Chip mapping {chip_m.text()}"}))
+            if src != list(range(n_chips)) and s.op == "chip_shuffle":
+                syncs.append("ChipSync")
+        elif s.op == "cluster_swap":
+            if n_clusters != hw.CLUSTERS_PER_CHIP or not cluster_live.all():
+                violations.append(Violation("swap-two-clusters", (cluster_m.text(),), {
+                    "mapping": cluster_m.text(), "size": n_clusters}))
+                continue
+            syncs.append("ClusterSync")
+        else:  # a slice
+            per = n_chips if "chip" in s.op else n_clusters
+            live = chip_live if "chip" in s.op else cluster_live
+            v = _place_slice(s, element, per, live, chip_m if "chip" in s.op else cluster_m)
+            if v:
+                violations += v
+                continue
+            element = s.output
+    if violations:
+        raise TcplanError(violations)
+    dims = dict(source.dims)
+    dims["element"] = element
+    result = Tensor(f"{source.name}'", source.tier, source.dtype, dims, source.address)
+    return Redistribution(source, result, steps, syncs)
+
+
+def _place_slice(s: Step, element: Mapping, per: int, live: np.ndarray, unit_m: Mapping
+                 ) -> list[Violation]:
+    """Find the sliced axis inside Element; check Out and the indices."""
+    out: list[Violation] = []
+    ef = list(coalesce_factors(element.factors))
+    af = list(coalesce_factors(s.axis.factors))
+    of = list(coalesce_factors(s.output.factors))
+    pos = next((i for i in range(len(ef) - len(af) + 1) if ef[i:i + len(af)] == af), None)
+    if pos is None or not af:
+        out.append(Violation("slice-axis", (s.axis.text(),), {
+            "detail": f"{s.op}: {s.axis.text()} is not one contiguous part of the Element "
+                      f"mapping {element.text()}",
+            "fix": "slice axes that sit next to each other in Element, one call per "
+                   "separated axis"}))
+        return out
+    rest = ef[:pos] + ef[pos + len(af):]
+    if list(coalesce_factors(rest)) != of:
+        out.append(Violation("slice-axis", (s.output.text(),), {
+            "detail": f"{s.op}: removing {s.axis.text()} from {element.text()} leaves "
+                      f"m![...] of {_sizes(rest)}, not Out {s.output.text()}",
+            "fix": "give as Out the Element mapping without the sliced axis"}))
+        return out
+    s.inner = int(np.prod([f.size for f in ef[pos + len(af):]], dtype=np.int64))
+    s.outer = int(np.prod([f.size for f in ef[:pos]], dtype=np.int64))
+    idx = s.indices or []
+    axis_live = s.axis.evaluate()[1] == LIVE
+    if len(idx) != per:
+        out.append(Violation("slice-index", (str(idx),), {
+            "detail": f"{s.op} needs one index per target ({per}), got {len(idx)}",
+            "fix": f"give {per} indices, one per target"}))
+        return out
+    for t, i in enumerate(idx):
+        if not live[t]:
+            continue
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < s.axis.size \
+                or not axis_live[i]:
+            out.append(Violation("slice-index", (str(i),), {
+                "detail": f"{s.op}: target {t} selects {i!r}, not a live position of "
+                          f"{s.axis.text()} (0..{s.axis.size - 1})",
+                "fix": "select one live position per target"}))
+    return out
+
+
+def _sizes(fs: list) -> str:
+    return " x ".join(str(f.size) for f in fs) or "1"
