@@ -24,6 +24,7 @@ from . import hardware as hw
 from .rules import TcplanError, Violation, fail
 from .sequencer import (Layout, _Piece, check_side, coalesce, layout_of_dims, merge_policy,
                         stream_pieces)
+from .mapping import parse
 from .tiers import Tensor, placement_violations
 
 #: address distance between two chips in the combined address space used for the Chip
@@ -82,6 +83,9 @@ class DmaPlan:
     engines: list[EngineWork]
     elem_bytes: int
     warnings: list[Violation] = field(default_factory=list)
+    pcie: bool = False  # a PCIe DMA (host <-> HBM), not one of the 8 Tensor DMA engines
+    default_stream: bool = False  # the problem gave no stream (see default_stream)
+    stream_dims: dict = field(default_factory=dict)
 
     @property
     def homogeneous(self) -> bool:
@@ -94,6 +98,8 @@ class DmaPlan:
     def to_json(self) -> dict[str, Any]:
         eb = self.elem_bytes
         return {
+            "engine_kind": "pcie" if self.pcie else "tensor",
+            "default_stream": self.default_stream,
             "source": self.source.tier, "destination": self.destination.tier,
             "packet": self.packet, "packet_bytes": self.packet_bytes,
             "aggregate": "homogeneous" if self.homogeneous else "heterogeneous",
@@ -137,10 +143,50 @@ def _layout(t: Tensor) -> Layout:
                fix="DMA moves HBM and DM tensors (PCIe: host <-> HBM)")
 
 
+def default_stream(source: Tensor, destination: Tensor) -> Tensor:
+    """The stream tcplan uses when a problem gives none: the destination's terms in its own
+    order, the innermost Element term as the Packet, the rest as Time; the Chip mapping of
+    whichever side spreads over chips selects the engines' chips.  (The planner issue
+    replaces this default with a searched stream.)"""
+    axes = {**source.dims["element"].axes, **destination.dims["element"].axes}
+    for t in (source, destination):
+        for m in t.dims.values():
+            axes.update(m.axes)
+    chip = next((t.dims["chip"] for t in (destination, source)
+                 if "chip" in t.dims and t.dims["chip"].used_axes), None)
+    terms = []
+    for d in ("cluster", "slice", "element"):
+        if d in destination.dims:
+            terms += [text for text, fs in destination.dims[d].items()
+                      if any(f.axis is not None for f in fs)]
+    packet = terms.pop() if terms else "1"
+    dims = {
+        "chip": chip if chip is not None else parse("m![1]", axes, "chip"),
+        "cluster": parse("m![1]", axes, "cluster"),
+        "slice": parse("m![1]", axes, "slice"),
+        "time": parse("m![" + (", ".join(terms) or "1") + "]", axes, "time"),
+        "packet": parse(f"m![{packet}]", axes, "packet"),
+    }
+    return Tensor("stream", "stream", source.dtype, dims, meta={"default": True})
+
+
 def lower(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
-          engine_at: dict[str, int] | None = None) -> DmaPlan:
-    """Lower one DMA transfer, or raise :class:`TcplanError` naming every broken rule."""
+          engine_at: dict[str, int] | None = None, pcie: bool = False) -> DmaPlan:
+    """Lower one DMA transfer (``pcie``: a PCIe DMA between host and HBM), or raise
+    :class:`TcplanError` naming every broken rule."""
     violations: list[Violation] = []
+    tiers = {source.tier, destination.tier}
+    if pcie and not (tiers == {"host", "hbm"}):
+        violations.append(Violation("dma-tiers", (source.tier, destination.tier), {
+            "detail": f"PCIe DMA moves between host and HBM, not {source.tier} -> "
+                      f"{destination.tier}", "fix": "use kind: dma for on-chip moves"}))
+    if not pcie and not tiers <= {"hbm", "dm"}:
+        violations.append(Violation("dma-tiers", (source.tier, destination.tier), {
+            "detail": f"Tensor DMA moves among HBM and DM, not {source.tier} -> "
+                      f"{destination.tier}",
+            "fix": "use kind: pcie for host <-> HBM; TRF and VRF are filled by the Tensor Unit"}))
+    if violations:
+        raise TcplanError(violations)
     for t in (source, destination):
         violations += placement_violations(t, chips)
     violations += _stream_engine_violations(stream, chips)
@@ -172,12 +218,17 @@ def lower(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     final, final_terms = _split_packet(final, final_terms, stride0)
     engines = _engines(source, destination, stream, spatial, pieces, temporal, final,
                        final_terms, rl, wl, engine_at)
-    violations += _alignment(source, destination, engines, final, stride0)
+    if not pcie:
+        violations += _alignment(source, destination, engines, final, stride0)
     if violations:
         raise TcplanError(violations)
     read = Side(source.tier, [(n, r) for n, r, _ in final], stride0, eb)
     write = Side(destination.tier, [(n, w) for n, _, w in final], stride0, eb)
-    return DmaPlan(source, destination, final_terms, final, stride0, read, write, engines, eb)
+    plan = DmaPlan(source, destination, final_terms, final, stride0, read, write, engines, eb)
+    plan.pcie = pcie
+    plan.default_stream = bool(stream.meta.get("default"))
+    plan.stream_dims = stream.dims
+    return plan
 
 
 def _stream_engine_violations(stream: Tensor, chips: int) -> list[Violation]:

@@ -208,6 +208,27 @@ RULES: dict[str, Rule] = _rules(
         scope="dma",
     ),
     Rule(
+        "dma-tiers", "hardware", "which tiers a DMA engine moves between",
+        "{detail}",
+        "{fix}",
+        "seed 002 (tdma: HBM <-> HBM, HBM <-> DM, DM <-> DM; pdma: host <-> HBM)",
+        scope="dma",
+    ),
+    Rule(
+        "indexed-shape", "hardware", "scatter/gather tensors must fit together",
+        "{detail}",
+        "see seed 002 'Scatter와 Gather': table [K, row], DM [index positions, row], i32 index",
+        "seed 002 'Scatter와 Gather'",
+        scope="dma",
+    ),
+    Rule(
+        "indexed-offset", "hardware", "an index value must select a whole row of the table",
+        "{detail}",
+        "scaled indices are byte offsets r * row_bytes; unscaled are row positions 0..rows-1",
+        "seed 002 'Scatter와 Gather'",
+        scope="dma",
+    ),
+    Rule(
         "dma-dtype", "hardware", "a DMA moves one dtype",
         "source is {src}, destination is {dst}",
         "give both tensors the same dtype (conversion is a Tensor Unit job)",

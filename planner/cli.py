@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator, Sequence, TextIO
 from model import hardware as hw
 from model.mapping import parse, parse_axes, validate_axes
 from model.rules import MODES, PROFILES, TcplanError, fail
-from model import dma, redistribute, tiers
+from model import dma, gather, redistribute, tiers
 from model.sequencer import SequencerConfig, derive
 from planner.spec import load_problem
 
@@ -261,11 +261,17 @@ COMMANDS = ("sequence", "trace", "lower")
 def lower_problem(problem: Any) -> Any:
     """The configs of a problem: a DmaPlan or a SequencerConfig (raises TcplanError)."""
     t = problem.tensors
-    if problem.kind == "dma":
+    if problem.kind in ("dma", "pcie"):
         return dma.lower(t["source"], t["destination"], t["stream"], problem.chips,
-                         problem.params.get("engine_at"))
+                         problem.params.get("engine_at"), pcie=problem.kind == "pcie")
     if problem.kind == "redistribute":
         return redistribute.plan(t["source"], problem.params["steps"], problem.chips)
+    if problem.kind == "gather":
+        return gather.plan("gather", problem.params["variant"], t["table"], t["destination"],
+                           t["index"], problem.chips)
+    if problem.kind == "scatter":
+        return gather.plan("scatter", "scaled", t["destination"], t["source"], t["index"],
+                           problem.chips)
     if problem.kind == "sequence":
         engine = problem.params["engine"]
         return derive(t["buffer"].dims["element"], t["stream"].dims["time"],
@@ -283,6 +289,8 @@ def _cmd_lower(args: argparse.Namespace, stdout: TextIO) -> int:
               file=stdout)
     elif problem.kind == "redistribute":
         print(format_redistribution(problem.name, plan), file=stdout)
+    elif problem.kind in ("gather", "scatter"):
+        print(format_indexed(problem.name, plan), file=stdout)
     elif problem.kind == "sequence":
         t = problem.tensors
         print(format_table(plan, t["buffer"].dims["element"].text(),
@@ -291,6 +299,20 @@ def _cmd_lower(args: argparse.Namespace, stdout: TextIO) -> int:
     else:
         print(format_dma(problem.name, plan), file=stdout)
     return EXIT_OK
+
+
+def format_indexed(name: str, plan: Any) -> str:
+    what = "byte offsets (row r at r * row_bytes)" if plan.variant == "scaled" else \
+        "raw row positions"
+    eb = plan.table.elem_bytes
+    ent = ", ".join(f"{n} : {_sym(s * eb, 'dm')}" for n, s in plan.dm_entries)
+    return "\n".join([
+        f"{name}: {plan.variant} {plan.kind} over {plan.gather_axis} of "
+        f"{plan.table.describe()}",
+        f"  {plan.rows} rows of {plan.row_terms} = {plan.row_elements} elements "
+        f"({plan.row_bytes} B); index {plan.index.describe()} holds {what}",
+        f"  DM side {plan.rows_side.describe()}: [{ent}] : {plan.row_bytes} B per packet",
+    ])
 
 
 def format_redistribution(name: str, plan: Any) -> str:
@@ -311,11 +333,16 @@ def format_redistribution(name: str, plan: Any) -> str:
     return "\n".join(lines)
 
 
+def plan_stream_text(plan: Any, dim: str) -> str:
+    return plan.stream_dims[dim].text() if hasattr(plan, "stream_dims") else "?"
+
+
 def _sym(nbytes: int, tier: str) -> str:
     """A DM stride in the seed's symbols (slice_stride, DMN_stride), else bytes."""
     if tier == "dm" and nbytes and nbytes % hw.DM_SLICE_STRIDE == 0:
-        for name, unit in (("DMN_stride", hw.DM_DMN_STRIDE), ("slice_stride",
-                                                              hw.DM_SLICE_STRIDE)):
+        for name, unit in (("cluster_stride", hw.DM_CLUSTER_STRIDE),
+                           ("DMN_stride", hw.DM_DMN_STRIDE),
+                           ("slice_stride", hw.DM_SLICE_STRIDE)):
             if nbytes % unit == 0:
                 k = nbytes // unit
                 return name if k == 1 else f"{k}*{name}"
@@ -327,9 +354,14 @@ def format_dma(name: str, plan: Any) -> str:
     src, dst = plan.source.tier, plan.destination.tier
     n_cmd = sum(len(e.commands) for e in plan.engines)
     kind = "homogeneous" if plan.homogeneous else "heterogeneous"
+    engine = "PCIe DMA" if plan.pcie else f"{kind} aggregate"
     lines = [f"{name}: {src.upper()} -> {dst.upper()}, {plan.source.dtype}, packet "
-             f"{plan.packet} elements ({plan.packet_bytes} B); {kind} aggregate: "
-             f"{len(plan.engines)} engine(s), {n_cmd} command(s)", ""]
+             f"{plan.packet} elements ({plan.packet_bytes} B); {engine}: "
+             f"{len(plan.engines)} engine(s), {n_cmd} command(s)"]
+    if plan.default_stream:
+        lines.append("stream (default: destination order, innermost term as Packet): "
+                     + ", ".join(f"{d} {plan_stream_text(plan, d)}" for d in ("time", "packet")))
+    lines.append("")
     width = max((len(t) for t in plan.terms), default=0)
     for label, k, tier in (("read", 1, src), ("write", 2, dst)):
         lines.append(f"{label} = [")

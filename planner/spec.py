@@ -19,16 +19,19 @@ from model.rules import TcplanError, Violation, fail
 from model.tiers import REQUIRED_DIMS, TIER_DIMS, Tensor, default_dim
 
 FORMAT_VERSION = 1
-KINDS = ("layout", "sequence", "dma", "redistribute")
+KINDS = ("layout", "sequence", "dma", "pcie", "redistribute", "gather", "scatter")
 #: top-level keys every problem may have
 COMMON_KEYS = {"format", "name", "description", "kind", "chips", "dtype", "axes", "expect"}
 #: the keys each kind adds (and which of them it requires)
 KIND_KEYS: dict[str, tuple[set[str], set[str]]] = {
     "layout": ({"tensors"}, {"tensors"}),
     "sequence": ({"buffer", "stream", "mode", "engine"}, {"buffer", "stream"}),
-    "dma": ({"source", "destination", "stream", "engine_at"}, {"source", "destination",
-                                                              "stream"}),
+    "dma": ({"source", "destination", "stream", "engine_at"}, {"source", "destination"}),
+    "pcie": ({"source", "destination", "stream"}, {"source", "destination"}),
     "redistribute": ({"source", "steps"}, {"source", "steps"}),
+    "gather": ({"variant", "table", "index", "destination"},
+               {"variant", "table", "index", "destination"}),
+    "scatter": ({"source", "index", "destination"}, {"source", "index", "destination"}),
 }
 STEP_OPS = ("chip_shuffle", "cluster_swap", "chip_slice", "cluster_slice",
             "asymmetric_chip_slice", "asymmetric_cluster_slice", "hbm_chip_shuffle")
@@ -200,16 +203,29 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
         params["mode"] = ctx.choice(data, "mode", ("read", "write"), None)
         params["engine"] = ctx.choice(data, "engine", ("pseudo", "fetch", "commit", "dma"),
                                       "pseudo")
-    elif kind == "dma":
+    elif kind in ("dma", "pcie"):
         tensors["source"] = ctx.tensor(("source",), data["source"], "source")
         tensors["destination"] = ctx.tensor(("destination",), data["destination"],
                                             "destination")
-        tensors["stream"] = ctx.tensor(("stream",), data["stream"], "stream", tier="stream")
+        if "stream" in data:
+            tensors["stream"] = ctx.tensor(("stream",), data["stream"], "stream",
+                                           tier="stream")
+        else:
+            from model.dma import default_stream
+            tensors["stream"] = default_stream(tensors["source"], tensors["destination"])
         if "engine_at" in data:
             params["engine_at"] = ctx.engine_at(data["engine_at"])
     elif kind == "redistribute":
         tensors["source"] = ctx.tensor(("source",), data["source"], "source")
         params["steps"] = ctx.steps(data["steps"])
+    elif kind == "gather":
+        params["variant"] = ctx.choice(data, "variant", ("scaled", "unscaled"), None)
+        for k in ("table", "index", "destination"):
+            tensors[k] = ctx.tensor((k,), data[k], k)
+    elif kind == "scatter":
+        params["variant"] = "scaled"
+        for k in ("source", "index", "destination"):
+            tensors[k] = ctx.tensor((k,), data[k], k)
     expect = data.get("expect", {})
     if not isinstance(expect, dict):
         raise doc.error(("expect",), "expected a mapping", "expect: {cycles: 628}")

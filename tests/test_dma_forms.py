@@ -1,0 +1,109 @@
+"""Other DMA forms: scatter and gather, PCIe, the default stream, the seed's small examples."""
+
+import pathlib
+
+import numpy as np
+import pytest
+
+from model import dma, gather
+from model.rules import TcplanError
+from planner.cli import lower_problem
+from planner.spec import load_problem, load_problem_text
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SEED = ROOT / "problems/seed"
+RNG = np.random.default_rng(1)
+
+
+def test_gather_scaled_reads_byte_offsets():
+    plan = lower_problem(load_problem(SEED / "gather_scaled.yaml"))
+    assert (plan.row_elements, plan.row_bytes, plan.rows) == (128, 256, 512)  # bf16 rows
+    table = RNG.standard_normal((512, 128)).astype(np.float32)
+    rows = RNG.integers(0, 512, size=512)
+    out = plan.apply(table, rows * 256)  # row r at r * 128 * 2 bytes
+    assert np.array_equal(out, table[rows])
+    with pytest.raises(TcplanError) as ei:
+        plan.apply(table, rows * 256 + 2)  # not a whole row
+    assert ei.value.code == "indexed-offset"
+    with pytest.raises(TcplanError) as ei:
+        plan.apply(table, np.full(512, 512 * 256))  # past the table
+    assert ei.value.code == "indexed-offset"
+
+
+def test_gather_unscaled_reads_row_positions():
+    plan = lower_problem(load_problem(SEED / "gather_unscaled.yaml"))
+    assert plan.rows == 2 * 512  # one row per (CL, G)
+    table = RNG.standard_normal((512, 128)).astype(np.float32)
+    rows = RNG.integers(0, 512, size=1024)
+    assert np.array_equal(plan.apply(table, rows), table[rows])
+    # the DM side walks clusters, slices, G % 2, then the 256-byte row
+    assert plan.dm_entries == [(2, 2**30 // 2), (256, 2**22 // 2), (2, 128), (128, 1)]
+
+
+def test_scatter_writes_rows():
+    plan = lower_problem(load_problem(SEED / "scatter.yaml"))
+    assert (plan.kind, plan.rows, plan.row_bytes) == ("scatter", 512, 256)
+    table = np.zeros((612, 128), np.float32)
+    data = RNG.standard_normal((512, 128)).astype(np.float32)
+    rows = RNG.permutation(612)[:512]
+    new = plan.apply(table, rows * 256, data)
+    assert np.array_equal(new[rows], data)
+    untouched = np.setdiff1d(np.arange(612), rows)
+    assert not new[untouched].any()
+
+
+def test_gather_shape_rules():
+    text = (SEED / "gather_scaled.yaml").read_text()
+    p = load_problem_text(text.replace("dtype: i32, chip", "dtype: bf16, chip"))
+    with pytest.raises(TcplanError) as ei:
+        lower_problem(p)
+    assert ei.value.code == "indexed-shape" and "i32" in ei.value.message
+    p = load_problem_text(text.replace("element: 'm![G % 2, D]'", "element: 'm![D, G % 2]'"))
+    with pytest.raises(TcplanError) as ei:
+        lower_problem(p)
+    assert ei.value.code == "indexed-shape"
+
+
+def test_pcie_upload_and_download():
+    up = lower_problem(load_problem(SEED / "pcie_upload.yaml"))
+    assert up.pcie and up.read.entries == [(512, 1)] and up.packet == 512
+    # chip t's HBM receives host row t: host offset t * 512, HBM address 0
+    assert sorted((e.chip, e.read_base, e.write_base) for e in up.engines) == [
+        (t, t * 512, 0) for t in range(8)]
+    down = lower_problem(load_problem(SEED / "pcie_download.yaml"))
+    assert sorted((e.chip, e.read_base, e.write_base) for e in down.engines) == [
+        (t, 0, t * 512) for t in range(8)]
+
+
+def test_tensor_dma_and_pcie_tiers():
+    p = load_problem(SEED / "pcie_upload.yaml")
+    with pytest.raises(TcplanError) as ei:
+        dma.lower(p.tensors["source"], p.tensors["destination"], p.tensors["stream"], 8)
+    assert ei.value.code == "dma-tiers"  # host <-> HBM is the PCIe DMA's job
+    d = load_problem(SEED / "dma_example_2.yaml")
+    with pytest.raises(TcplanError) as ei:
+        dma.lower(d.tensors["source"], d.tensors["destination"], d.tensors["stream"], 1,
+                  pcie=True)
+    assert ei.value.code == "dma-tiers"
+
+
+def test_two_step_transpose():
+    one = lower_problem(load_problem(SEED / "transpose_step1.yaml"))
+    two = lower_problem(load_problem(SEED / "transpose_step2.yaml"))
+    # f32 [A, B, C] -> [A, C, B]: stream A, C (time), B (packet); B is not contiguous in the
+    # source (stride C = 32 elements), so the packet is one element
+    assert one.read.entries == [(8, 512), (32, 1), (16, 32)]
+    assert one.write.entries == [(8, 512), (32, 16), (16, 1)]
+    assert one.packet == 1
+    # [A, C, B] -> [C, A, B]: B is contiguous on both sides: 16-element (64 B) packets
+    assert two.read.entries == [(32, 16), (8, 512), (16, 1)]
+    assert two.write.entries == [(32, 128), (8, 16), (16, 1)]
+    assert two.packet_bytes == 64
+
+
+def test_hbm_to_dm_with_cluster_padding():
+    plan = lower_problem(load_problem(SEED / "hbm_to_dm_cluster_padding.yaml"))
+    # 2,048 elements: 256 slices (A / 8) of 8 elements (A % 8); cluster 1 is padding
+    assert plan.read.entries == [(256, 8), (8, 1)]
+    assert plan.write.entries_bytes == [(256, 2**22), (8, 1)]
+    assert plan.packet_bytes == 8
