@@ -159,3 +159,14 @@ def test_lower_cli_table_uses_the_seed_symbols():
     _, out, _ = run(["lower", str(SEED / "dma_example_2.yaml")])
     assert "A / 4 % 32 -> 32 : slice_stride," in out
     assert "A / 128    -> 2 : DMN_stride," in out
+
+
+def test_engine_at_overrides_the_default_engine():
+    text = (SEED / "dma_example_3.yaml").read_text()
+    p = load_problem_text(text)
+    plan = dma.lower(p.tensors["source"], p.tensors["destination"], p.tensors["stream"], 1)
+    assert plan.engines[0].engine == (0, 0, 0)  # local to the source's first slice
+    p = load_problem_text(text + "engine_at: {chip: 0, cluster: 1, pair: 2}\n")
+    plan = dma.lower(p.tensors["source"], p.tensors["destination"], p.tensors["stream"], 1,
+                     p.params["engine_at"])
+    assert plan.engines[0].engine == (0, 1, 2)

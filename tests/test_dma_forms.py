@@ -5,7 +5,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from model import dma, gather
+from model import dma
 from model.rules import TcplanError
 from planner.cli import lower_problem
 from planner.spec import load_problem, load_problem_text
