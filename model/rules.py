@@ -119,8 +119,8 @@ RULES: dict[str, Rule] = _rules(
     ),
     Rule(
         "capacity", "hardware", "Element exceeds the unit's capacity",
-        "{tensor}: Element {mapping} holds {elements} x {elem_bytes} B = {bytes:,} B per "
-        "{unit}, more than {capacity:,} B",
+        "{tensor}: Element {mapping} holds {elements} x {elem_bytes} B{where}, ending at "
+        "{bytes:,} B of a {unit}, past its {capacity:,} B",
         "spread the tensor over more {spread} (move Element terms into {dim})",
         "seed 001 '제약 조건' (Element size); facts.md section 3",
         scope="tier",

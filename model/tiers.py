@@ -116,11 +116,14 @@ def placement_violations(t: Tensor, chips: int) -> list[Violation]:
         cap, unit, spread, dim = CAPACITY[t.tier]
         el = t.dims["element"]
         nbytes = el.size * t.elem_bytes
-        if nbytes > cap:
+        # SRAM addresses are offsets inside each slice or lane: the tensor must end inside it
+        end = nbytes + (t.address if t.tier != "hbm" else 0)
+        if end > cap:
+            where = f" from offset {t.address:,}" if t.address and t.tier != "hbm" else ""
             out.append(Violation("capacity", (el.text(),), {
                 "tensor": t.name, "mapping": el.text(), "elements": el.size,
-                "elem_bytes": t.elem_bytes, "bytes": nbytes, "unit": unit, "capacity": cap,
-                "spread": spread, "dim": dim}))
+                "elem_bytes": t.elem_bytes, "bytes": end, "unit": unit, "capacity": cap,
+                "spread": spread, "dim": dim, "where": where}))
     overlap = dimension_overlap(t)
     if overlap:
         out.append(Violation("overlapping-dimensions", (), {"tensor": t.name,

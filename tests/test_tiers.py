@@ -58,7 +58,15 @@ def test_placement_rules():
              element="m![B, L, 4]")  # 4096 * 16 * 4 * 4 B = 1 MiB
     v = placement_violations(big, 1)
     assert [x.rule for x in v] == ["capacity"]
-    assert "1,048,576 B" in v[0].message and "per slice" in v[0].message
+    assert "1,048,576 B of a slice" in v[0].message
+    # an SRAM address is an offset in every slice: the tensor must end inside the slice
+    at = _t("dm", ax, chip="m![1]", cluster="m![1 # 2]", slice="m![A / 4]",
+            element="m![A % 4, B]")
+    at.address = 512 * 1024 - 16 * 1024  # 16 KiB tensor ending exactly at 512 KiB: fine
+    assert placement_violations(at, 1) == []
+    at.address += 8
+    v = placement_violations(at, 1)
+    assert [x.rule for x in v] == ["capacity"] and "from offset 507,912" in v[0].message
     trf = _t("trf", ax, chip="m![1]", cluster="m![1]", slice="m![A]", lane="m![L]",
              element="m![4]")
     assert [x.rule for x in placement_violations(trf, 1)] == ["lane-limit"]
