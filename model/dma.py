@@ -23,7 +23,7 @@ from typing import Any
 from . import hardware as hw
 from .rules import TcplanError, Violation, fail
 from .sequencer import (Layout, _Piece, check_side, coalesce, layout_of_dims, merge_policy,
-                        stream_pieces)
+                        packet_violations, stream_pieces)
 from .mapping import parse
 from .tiers import Tensor, placement_violations
 
@@ -55,6 +55,7 @@ class Command:
     read_base: int  # bytes, in the source tier's address space
     write_base: int  # bytes
     covers: dict[str, tuple[int, int]] = field(default_factory=dict)  # term -> [start, stop)
+    packet: int = 1  # stride0 of this command, elements
 
 
 @dataclass
@@ -65,6 +66,8 @@ class EngineWork:
     read_base: int  # bytes: the engine's template base
     write_base: int
     commands: list[Command]
+    read_chip: int = 0  # the chip whose memory is read (a Tensor DMA may cross chips)
+    write_chip: int = 0
 
     @property
     def engine(self) -> tuple[int, int, int]:
@@ -112,11 +115,13 @@ class DmaPlan:
             "terms": self.terms,
             "engines": [{
                 "chip": e.chip, "cluster": e.cluster, "pair": e.pair,
+                "read_chip": e.read_chip, "write_chip": e.write_chip,
                 "read_base": e.read_base, "write_base": e.write_base,
                 "commands": [{
                     "entries": [list(x) for x in c.entries],
                     "entries_bytes": [[n, r * eb, w * eb] for n, r, w in c.entries],
                     "read_base": c.read_base, "write_base": c.write_base,
+                    "packet": c.packet,
                     "covers": {k: list(v) for k, v in c.covers.items()},
                 } for c in e.commands],
             } for e in self.engines],
@@ -204,24 +209,27 @@ def lower(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     v_write, _ = check_side(wl, 1, pieces, "write", "dma")
     violations += v_read + v_write
     spatial = [p for p in pieces if p.side in SPATIAL and p.positions > 1]
+    for p in pieces:  # stream padding is moved only where both sides have room for it
+        if p.side not in SPATIAL and p.positions > p.n and not (
+                _room(p, pieces, rl, 0) and _room(p, pieces, wl, 1)):
+            p.positions = p.n
     temporal = [p for p in pieces if p.side not in SPATIAL and p.positions > 1]
-    triples = [(p.positions, p.strides[0], p.strides[1]) for p in temporal]
+    violations += _chip_loops(temporal, source, destination)
+    raw = [(p.positions, p.strides[0], p.strides[1]) for p in temporal]
     terms = [p.term for p in temporal]
-    final, groups, more = merge_policy(triples, terms)
+    packet_elems = math.prod(p.positions for p in temporal if p.side == "packet")
+    violations += packet_violations("dma", "read", source.dtype, stream.dims["packet"], [])
+    final, final_terms, stride0, more = _entries(raw, terms, packet_elems)
     violations += more
-    final_terms = [" * ".join(dict.fromkeys(terms[g] for g in grp)) for grp in groups]
-    packet_elems = stream.dims["packet"].size
-    stride0 = _stride0(final, packet_elems)
-    violations += _packet_rules(source, destination, stride0 * eb, packet_elems * eb)
     if violations:
         raise TcplanError(violations)
-    final, final_terms = _split_packet(final, final_terms, stride0)
-    engines = _engines(source, destination, stream, spatial, pieces, temporal, final,
-                       final_terms, rl, wl, engine_at)
+    engines = _engines(source, destination, stream, temporal, raw, terms, rl, wl, engine_at)
     if not pcie:
-        violations += _alignment(source, destination, engines, final, stride0)
+        for e in engines:
+            for c in e.commands:
+                violations += _alignment(source, destination, e, c)
     if violations:
-        raise TcplanError(violations)
+        raise TcplanError(_dedupe(violations))
     read = Side(source.tier, [(n, r) for n, r, _ in final], stride0, eb)
     write = Side(destination.tier, [(n, w) for n, _, w in final], stride0, eb)
     plan = DmaPlan(source, destination, final_terms, final, stride0, read, write, engines, eb)
@@ -229,6 +237,53 @@ def lower(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     plan.default_stream = bool(stream.meta.get("default"))
     plan.stream_dims = stream.dims
     return plan
+
+
+def _entries(raw: list[tuple[int, int, int]], terms: list[str], packet: int
+             ) -> tuple[list, list[str], int, list[Violation]]:
+    """Raw unified entries -> the merge policy, stride0 and the innermost entry cut to it."""
+    final, groups, violations = merge_policy(raw, terms)
+    final_terms = [" * ".join(dict.fromkeys(terms[g] for g in grp)) for grp in groups]
+    stride0 = _stride0(final, packet)
+    final, final_terms = _split_packet(final, final_terms, stride0)
+    return final, final_terms, stride0, violations
+
+
+def _room(p: _Piece, pieces: list[_Piece], L: Layout, k: int) -> bool:
+    """Do the padding positions of stream piece ``p`` land inside the same factor of side
+    ``k`` (its padding), so that moving them touches no other data?"""
+    j = p.bufs[k]
+    if j is None:
+        return k == 0  # a broadcast re-reads one address; a write would overwrite it
+    f = L.factors[j]
+    reach = (p.positions - 1) * (p.lo // f.lo)
+    for q in pieces:
+        if q is not p and q.bufs[k] == j:
+            reach += (q.n - 1) * (q.lo // f.lo)
+    return reach < f.size
+
+
+def _chip_loops(temporal: list[_Piece], src: Tensor, dst: Tensor) -> list[Violation]:
+    """A command runs on one chip: Time and Packet must not step across chips."""
+    out = []
+    for p in temporal:
+        for k, t in ((0, src), (1, dst)):
+            if p.strides[k] >= CHIP_SPACE_BYTES // t.elem_bytes:
+                out.append(Violation("dma-chip-loop", (p.term,), {
+                    "term": p.term, "side": "source" if k == 0 else "destination",
+                    "tensor": t.describe()}))
+                break
+    return out
+
+
+def _dedupe(vs: list[Violation]) -> list[Violation]:
+    seen, out = set(), []
+    for v in vs:
+        key = (v.rule, v.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(v)
+    return out
 
 
 def _stream_engine_violations(stream: Tensor, chips: int) -> list[Violation]:
@@ -282,43 +337,28 @@ def _split_packet(final: list, terms: list[str], stride0: int) -> tuple[list, li
     return out, t
 
 
-def _packet_rules(src: Tensor, dst: Tensor, stride0_bytes: int, packet_bytes: int
-                  ) -> list[Violation]:
-    out = []
-    if packet_bytes > hw.DMA_MAX_PACKET_BYTES:
-        out.append(Violation("dma-packet-max", (), {
-            "packet": packet_bytes // src.elem_bytes, "elem_bytes": src.elem_bytes,
-            "bytes": packet_bytes,
-            "suggestion": "moving its outermost term into Time"}))
-    return out
-
-
-def _alignment(src: Tensor, dst: Tensor, engines: list[EngineWork],
-               final: list[tuple[int, int, int]], stride0: int) -> list[Violation]:
-    """Seed 002 "제약 조건": DM writes 8-byte aligned; HBM <-> DM also reads and packets."""
+def _alignment(src: Tensor, dst: Tensor, e: "EngineWork", c: "Command") -> list[Violation]:
+    """Seed 002 "제약 조건", per command: DM writes 8-byte aligned; HBM <-> DM also reads, and
+    the packet, on both sides."""
     eb = src.elem_bytes
     out: list[Violation] = []
-    tiers = {src.tier, dst.tier}
-    hbm_dm = tiers == {"hbm", "dm"}
+    hbm_dm = {src.tier, dst.tier} == {"hbm", "dm"}
     checks = []
     if dst.tier == "dm" or hbm_dm:
-        checks.append(("write", 2, "write_base", hw.DMA_DM_WRITE_ALIGN))
+        checks.append(("write", 2, c.write_base, hw.DMA_DM_WRITE_ALIGN))
     if hbm_dm:
-        checks.append(("read", 1, "read_base", hw.DMA_HBM_DM_ALIGN))
-    for side, k, base_attr, align in checks:
-        bad = [f"{n} : {e[k] * eb} B" for e in final[:-1] for n in (e[0],)
-               if (e[k] * eb) % align]
-        if (stride0 * eb) % align:
-            bad.append(f"packet {stride0 * eb} B")
-        for e in engines:
-            for c in e.commands:
-                base = getattr(c, base_attr)
-                if base % align:
-                    bad.append(f"{side} base {base} of engine {e.engine}")
-                    break
+        checks.append(("read", 1, c.read_base, hw.DMA_HBM_DM_ALIGN))
+    for side, k, base, align in checks:
+        bad = [f"stride {x[k] * eb} B of entry {x[0]}" for x in c.entries[:-1]
+               if (x[k] * eb) % align]
+        if (c.packet * eb) % align:
+            bad.append(f"packet {c.packet * eb} B")
+        if base % align:
+            bad.append(f"{side} base {base}")
         if bad:
+            where = f" (engine {e.engine}" + (", a boundary command" if c.covers else "") + ")"
             detail = {"side": side, "align": align, "what": ", ".join(bad[:4])
-                      + (f" (and {len(bad) - 4} more)" if len(bad) > 4 else "")}
+                      + (f" (and {len(bad) - 4} more)" if len(bad) > 4 else "") + where}
             if hbm_dm:
                 out.append(Violation("dma-hbm-dm-align", tuple(bad[:4]), detail))
             else:
@@ -326,14 +366,16 @@ def _alignment(src: Tensor, dst: Tensor, engines: list[EngineWork],
     return out
 
 
-def _engines(src: Tensor, dst: Tensor, stream: Tensor, spatial: list[_Piece],
-             pieces: list[_Piece], temporal: list[_Piece], final: list, final_terms: list[str],
-             rl: Layout, wl: Layout, engine_at: dict[str, int] | None) -> list[EngineWork]:
+def _engines(src: Tensor, dst: Tensor, stream: Tensor, temporal: list[_Piece], raw: list,
+             terms: list[str], rl: Layout, wl: Layout, engine_at: dict[str, int] | None
+             ) -> list[EngineWork]:
     eb = src.elem_bytes
     chip_m, cluster_m, slice_m = (stream.dims[d] for d in SPATIAL)
     ccoords, cstat = chip_m.evaluate()
     lcoords, lstat = cluster_m.evaluate()
     scoords, sstat = slice_m.evaluate()
+    single = chip_m.size == cluster_m.size == slice_m.size == 1
+    packet_side = [p.side == "packet" for p in temporal]
     out: list[EngineWork] = []
     for chip in range(chip_m.size):
         for cluster in range(cluster_m.size):
@@ -344,22 +386,22 @@ def _engines(src: Tensor, dst: Tensor, stream: Tensor, spatial: list[_Piece],
                 for coords, pos in ((ccoords, chip), (lcoords, cluster), (scoords, pair)):
                     for a, c in coords.items():
                         index[a] = index.get(a, 0) + int(c[pos])
-                rb = src.address + _address(rl, index) * eb
-                wb = dst.address + _address(wl, index) * eb
-                rchip, rb = divmod(rb, CHIP_SPACE_BYTES)
-                wchip, wb = divmod(wb, CHIP_SPACE_BYTES)
-                commands = _commands(index, temporal, final, final_terms, rb, wb, eb,
-                                     stream, rl, wl)
+                rchip, rb = divmod(src.address + _address(rl, index) * eb, CHIP_SPACE_BYTES)
+                wchip, wb = divmod(dst.address + _address(wl, index) * eb, CHIP_SPACE_BYTES)
+                commands = _commands(index, temporal, raw, terms, packet_side, rb, wb, eb,
+                                     stream)
                 if not commands:
                     continue
                 # the engine's chip: the stream's Chip position, else the source's chip
                 eng = (chip if chip_m.size > 1 else rchip, cluster, pair)
-                if engine_at and chip_m.size == cluster_m.size == slice_m.size == 1:
+                if single and engine_at:
                     eng = (engine_at.get("chip", eng[0]), engine_at.get("cluster", eng[1]),
                            engine_at.get("pair", eng[2]))
-                elif src.tier == "dm" and chip_m.size == cluster_m.size == slice_m.size == 1:
+                elif single and src.tier == "dm":
                     eng = _local_engine(src, rchip)
-                out.append(EngineWork(*eng, rb, wb, commands))
+                work = EngineWork(*eng, rb, wb, commands)
+                work.read_chip, work.write_chip = rchip, wchip
+                out.append(work)
     return out
 
 
@@ -382,50 +424,51 @@ def _address(L: Layout, index: dict[str, int]) -> int:
     return addr
 
 
-def _commands(index: dict[str, int], temporal: list[_Piece], final: list,
-              final_terms: list[str], rb: int, wb: int, eb: int, stream: Tensor,
-              rl: Layout, wl: Layout) -> list[Command]:
+def _commands(index: dict[str, int], temporal: list[_Piece], raw: list, terms: list[str],
+              packet_side: list[bool], rb: int, wb: int, eb: int, stream: Tensor
+              ) -> list[Command]:
     """The engine's commands: one when its whole part is live, else boxes covering exactly
-    the positions whose indices stay inside every axis (Example 6)."""
-    # the engine's base coordinate per axis and the stream digits of each axis
+    the positions whose indices stay inside every axis (Example 6).  Each command gets the
+    merge policy and its own packet (stride0)."""
     limits: dict[str, int] = {}
-    for a, size in stream.dims["time"].axes.items() | stream.dims["packet"].axes.items():
-        limits[a] = size - index.get(a, 0)
+    for m in (stream.dims["time"], stream.dims["packet"]):
+        for a, size in m.axes.items():
+            limits[a] = size - index.get(a, 0)
     per_axis: dict[str, list[int]] = {}
     for k, p in enumerate(temporal):
         if p.axis is not None and p.lo:
             per_axis.setdefault(p.axis, []).append(k)
     boxes: list[dict[int, tuple[int, int]]] = [{}]
     for a, ks in per_axis.items():
+        # live values only: padding a piece keeps (room on both sides) is not an index
         span = sum((temporal[k].n - 1) * temporal[k].lo for k in ks) + 1
         if span <= limits.get(a, span):
             continue  # every value fits
         if limits[a] <= 0:
             return []
         ks = sorted(ks, key=lambda k: -temporal[k].lo)
-        axis_boxes = _prefix_boxes([(k, temporal[k].lo, temporal[k].n) for k in ks], limits[a],
-                                   a)
+        axis_boxes = _prefix_boxes([(k, temporal[k].lo, temporal[k].positions) for k in ks],
+                                   limits[a], a)
         boxes = [{**b, **ab} for b in boxes for ab in axis_boxes]
-    if boxes == [{}]:
-        return [Command(list(final), rb, wb)]
-    # boxes are over raw temporal entries; the template was not merged when boxes are needed
-    if len(final) != len(temporal):
-        raise fail("dma-split", detail="the boundary engine's entries were merged; its "
-                   "commands cannot be split", fix="reduce the number of stream terms to 8")
     commands = []
     for box in boxes:
-        entries = []
+        entries, ts = [], []
         r, w = rb, wb
         covers = {}
-        for k, (n, rs, ws) in enumerate(final):
+        packet = 1
+        for k, (n, rs, ws) in enumerate(raw):
             lo_, hi_ = box.get(k, (0, n))
             r += lo_ * rs * eb
             w += lo_ * ws * eb
             if (lo_, hi_) != (0, n):
-                covers[f"{k}:{final_terms[k]}"] = (lo_, hi_)
+                covers[f"{k}:{terms[k]}"] = (lo_, hi_)
             if hi_ - lo_ > 1:
                 entries.append((hi_ - lo_, rs, ws))
-        commands.append(Command(entries, r, w, covers))
+                ts.append(terms[k])
+                if packet_side[k]:
+                    packet *= hi_ - lo_
+        final, _, stride0, _ = _entries(entries, ts, packet)
+        commands.append(Command(final, r, w, covers, stride0))
     return commands
 
 

@@ -208,6 +208,14 @@ RULES: dict[str, Rule] = _rules(
         scope="dma",
     ),
     Rule(
+        "dma-chip-loop", "hardware", "a DMA command runs on one chip",
+        "stream term {term} steps across the Chip dimension of the {side} ({tensor})",
+        "give the Chip digits to the stream's Chip mapping so that each chip's engines move "
+        "their own part",
+        "seed 002 (engines per chip); decisions.md item 8",
+        scope="dma",
+    ),
+    Rule(
         "dma-tiers", "hardware", "which tiers a DMA engine moves between",
         "{detail}",
         "{fix}",

@@ -116,10 +116,10 @@ def placement_violations(t: Tensor, chips: int) -> list[Violation]:
         cap, unit, spread, dim = CAPACITY[t.tier]
         el = t.dims["element"]
         nbytes = el.size * t.elem_bytes
-        # SRAM addresses are offsets inside each slice or lane: the tensor must end inside it
-        end = nbytes + (t.address if t.tier != "hbm" else 0)
+        # addresses are offsets inside each chip, slice or lane: the tensor must end inside it
+        end = nbytes + t.address
         if end > cap:
-            where = f" from offset {t.address:,}" if t.address and t.tier != "hbm" else ""
+            where = f" from offset {t.address:,}" if t.address else ""
             out.append(Violation("capacity", (el.text(),), {
                 "tensor": t.name, "mapping": el.text(), "elements": el.size,
                 "elem_bytes": t.elem_bytes, "bytes": end, "unit": unit, "capacity": cap,
