@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+import numpy as np
 from typing import Any
 
 from . import hardware as hw
@@ -195,6 +197,7 @@ def lower(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     for t in (source, destination):
         violations += placement_violations(t, chips)
     violations += _stream_engine_violations(stream, chips)
+    violations += _overlap(source, destination)
     if source.dtype != destination.dtype:
         violations.append(Violation("dma-dtype", (), {
             "src": source.dtype, "dst": destination.dtype}))
@@ -208,7 +211,6 @@ def lower(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     v_read, _ = check_side(rl, 0, pieces, "read", "dma")
     v_write, _ = check_side(wl, 1, pieces, "write", "dma")
     violations += v_read + v_write
-    spatial = [p for p in pieces if p.side in SPATIAL and p.positions > 1]
     for p in pieces:  # stream padding is moved only where both sides have room for it
         if p.side not in SPATIAL and p.positions > p.n and not (
                 _room(p, pieces, rl, 0) and _room(p, pieces, wl, 1)):
@@ -284,6 +286,32 @@ def _dedupe(vs: list[Violation]) -> list[Violation]:
             seen.add(key)
             out.append(v)
     return out
+
+
+def _units(t: Tensor) -> set[tuple[int, ...]]:
+    """The (chip, cluster, slice) units a tensor occupies."""
+    dims = [d for d in ("chip", "cluster", "slice") if d in t.dims]
+    lives = [np.flatnonzero(t.dims[d].evaluate()[1] == 0).tolist() for d in dims]
+    out: set[tuple[int, ...]] = {()}
+    for lv in lives:
+        out = {u + (x,) for u in out for x in lv}
+    return out
+
+
+def _overlap(src: Tensor, dst: Tensor) -> list[Violation]:
+    """A transfer whose source and destination share bytes has no defined result."""
+    if src.tier != dst.tier:
+        return []
+    s0, s1 = src.address, src.address + src.dims["element"].size * src.elem_bytes
+    d0, d1 = dst.address, dst.address + dst.dims["element"].size * dst.elem_bytes
+    if s0 >= d1 or d0 >= s1:
+        return []
+    shared = _units(src) & _units(dst)
+    if not shared:
+        return []
+    return [Violation("dma-overlap", (), {
+        "tier": src.tier.upper(), "src": f"[{s0:,}, {s1:,})", "dst": f"[{d0:,}, {d1:,})",
+        "units": len(shared)})]
 
 
 def _stream_engine_violations(stream: Tensor, chips: int) -> list[Violation]:

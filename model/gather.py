@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from . import hardware as hw
 from .mapping import parse
 from .rules import TcplanError, Violation
 from .sequencer import check_side, stream_pieces
@@ -77,6 +78,10 @@ class IndexedMove:
                 "index_values": "byte offsets" if self.variant == "scaled" else "row positions"}
 
 
+def _positions(items: list[str], axes: dict[str, int]) -> int:
+    return parse("m![" + (", ".join(items) or "1") + "]", axes, "rows").size
+
+
 def plan(kind: str, variant: str, table: Tensor, rows_side: Tensor, index: Tensor, chips: int
          ) -> IndexedMove:
     violations: list[Violation] = []
@@ -92,6 +97,10 @@ def plan(kind: str, variant: str, table: Tensor, rows_side: Tensor, index: Tenso
             "detail": f"a {variant} {kind} reads an i32 index from {want_tier.upper()} "
                       f"({'raw row positions' if variant == 'unscaled' else 'byte offsets'}); "
                       f"got {index.dtype} in {index.tier.upper()}"}))
+    if table.dtype != rows_side.dtype:
+        violations.append(Violation("indexed-shape", (table.dtype, rows_side.dtype), {
+            "detail": f"the table is {table.dtype} but the DM tensor is {rows_side.dtype}: a "
+                      f"{kind} moves rows unchanged"}))
     if violations:
         raise TcplanError(violations)
     items = table.dims["element"].items()
@@ -117,6 +126,23 @@ def plan(kind: str, variant: str, table: Tensor, rows_side: Tensor, index: Tenso
         violations.append(Violation("indexed-shape", tuple(sorted(outer_axes)), {
             "detail": f"the DM tensor's rows are indexed by {', '.join(sorted(outer_axes))}, "
                       f"the index tensor by {', '.join(sorted(set(idx_axes)))}"}))
+    index_entries = 1
+    for m in index.dims.values():
+        index_entries *= m.size
+    if not violations and _positions(outer, axes) != index_entries:
+        violations.append(Violation("indexed-shape", tuple(outer), {
+            "detail": f"the DM tensor holds {_positions(outer, axes)} rows but the index has "
+                      f"{index_entries} entries"}))
+    row_bytes = row.size * table.elem_bytes
+    if row_bytes > hw.DMA_MAX_PACKET_BYTES:
+        violations.append(Violation("dma-packet-max", (row.text(),), {
+            "packet": row.size, "elem_bytes": table.elem_bytes, "bytes": row_bytes,
+            "suggestion": "gathering narrower rows (split the row axis into the table's outer "
+                          "terms)"}))
+    if row_bytes % hw.DMA_HBM_DM_ALIGN:
+        violations.append(Violation("dma-hbm-dm-align", (row.text(),), {
+            "side": "row", "align": hw.DMA_HBM_DM_ALIGN,
+            "what": f"{row_bytes}-byte rows (HBM <-> DM packets must be multiples of 8 bytes)"}))
     if violations:
         raise TcplanError(violations)
     from .dma import _layout  # the DM address space (same as a DMA's)

@@ -465,7 +465,8 @@ def validate_axes(axes: object, what: str = "axes") -> dict[str, int]:
             raise fail("bad-request", detail=f"{what}: {name!r} is not an axis name",
                        fix="axis names are identifiers")
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_SIZE:
-            shown = repr(size) if not isinstance(size, int) or size < 1 else "too large"
+            shown = (repr(size) if isinstance(size, bool) or not isinstance(size, int)
+                     or size < 1 else "too large")
             raise fail("bad-request", detail=f"{what}: axis {name} has size {shown}",
                        fix=f"axis sizes are integers from 1 to {MAX_SIZE:,}")
         out[name] = size

@@ -23,7 +23,7 @@ import numpy as np
 from . import hardware as hw
 from .mapping import LIVE, Mapping, coalesce_factors
 from .rules import TcplanError, Violation
-from .tiers import Tensor
+from .tiers import Tensor, placement_violations
 
 ORDER = ("chip_shuffle", "cluster_swap", "chip_slice", "cluster_slice")
 SUB_CONTEXT = ("asymmetric_chip_slice", "asymmetric_cluster_slice")
@@ -95,7 +95,7 @@ class Redistribution:
 
 def plan(source: Tensor, steps: list[Step], chips: int) -> Redistribution:
     """Check a plan against every constraint and derive its result, or raise naming them."""
-    violations: list[Violation] = []
+    violations: list[Violation] = list(placement_violations(source, chips))
     ops = [s.op for s in steps]
     hbm = source.tier == "hbm"
     if hbm:
@@ -150,13 +150,13 @@ def plan(source: Tensor, steps: list[Step], chips: int) -> Redistribution:
         elif s.op == "cluster_swap":
             if n_clusters != hw.CLUSTERS_PER_CHIP or not cluster_live.all():
                 violations.append(Violation("swap-two-clusters", (cluster_m.text(),), {
-                    "mapping": cluster_m.text(), "size": n_clusters}))
+                    "mapping": cluster_m.text(), "size": int(cluster_live.sum())}))
                 continue
             syncs.append("ClusterSync")
         else:  # a slice
             per = n_chips if "chip" in s.op else n_clusters
             live = chip_live if "chip" in s.op else cluster_live
-            v = _place_slice(s, element, per, live, chip_m if "chip" in s.op else cluster_m)
+            v = _place_slice(s, element, per, live)
             if v:
                 violations += v
                 continue
@@ -169,8 +169,7 @@ def plan(source: Tensor, steps: list[Step], chips: int) -> Redistribution:
     return Redistribution(source, result, steps, syncs)
 
 
-def _place_slice(s: Step, element: Mapping, per: int, live: np.ndarray, unit_m: Mapping
-                 ) -> list[Violation]:
+def _place_slice(s: Step, element: Mapping, per: int, live: np.ndarray) -> list[Violation]:
     """Find the sliced axis inside Element; check Out and the indices."""
     out: list[Violation] = []
     ef = list(coalesce_factors(element.factors))

@@ -216,6 +216,14 @@ RULES: dict[str, Rule] = _rules(
         scope="dma",
     ),
     Rule(
+        "dma-overlap", "hardware", "source and destination must not share bytes",
+        "{tier} source bytes {src} and destination bytes {dst} overlap in {units} shared "
+        "chip/cluster/slice unit(s): the result would depend on the order of the moves",
+        "place the destination at an address past the source (or in other units)",
+        "seed 002 (a DMA is a tensor move: the output holds the input's values)",
+        scope="dma",
+    ),
+    Rule(
         "dma-tiers", "hardware", "which tiers a DMA engine moves between",
         "{detail}",
         "{fix}",

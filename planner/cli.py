@@ -277,8 +277,40 @@ def lower_problem(problem: Any) -> Any:
         return derive(t["buffer"].dims["element"], t["stream"].dims["time"],
                       t["stream"].dims["packet"], t["buffer"].dtype,
                       _default_mode(engine, problem.params["mode"]), engine)
-    raise fail("bad-request", detail=f"a {problem.kind} problem has nothing to lower",
-               fix="lower dma or sequence problems; trace layout problems")
+    return LayoutReport(problem)
+
+
+class LayoutReport:
+    """What `lower` says of a layout problem: each tensor's dimensions, footprint and
+    placement-rule warnings (a layout has no operation to lower)."""
+
+    def __init__(self, problem: Any):
+        self.problem = problem
+        self.rows = []
+        for name, t in problem.tensors.items():
+            el = t.dims.get("element")
+            self.rows.append({
+                "tensor": name, "tier": t.tier, "dtype": t.dtype,
+                "dims": {d: {"mapping": m.text(), "size": m.size} for d, m in t.dims.items()},
+                "bytes_per_unit": el.size * t.elem_bytes if el is not None else None,
+                "warnings": [v.to_json() for v in tiers.placement_violations(t, problem.chips)],
+            })
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tensors": self.rows}
+
+    def text(self) -> str:
+        lines = [f"{self.problem.name}: layout of {len(self.rows)} tensor(s), "
+                 f"{self.problem.chips} chip(s)"]
+        for r in self.rows:
+            dims = ", ".join(f"{tiers.DIM_TITLES[d]} {v['mapping']} ({v['size']})"
+                             for d, v in r["dims"].items())
+            foot = (f"; {r['bytes_per_unit']:,} B per unit" if r["bytes_per_unit"] is not None
+                    else "")
+            lines.append(f"  {r['tensor']}: {r['tier'].upper()} <{r['dtype']}> {dims}{foot}")
+            for w in r["warnings"]:
+                lines.append(f"    warning [{w['code']}] {w['message']}")
+        return "\n".join(lines)
 
 
 def _cmd_lower(args: argparse.Namespace, stdout: TextIO) -> int:
@@ -287,6 +319,8 @@ def _cmd_lower(args: argparse.Namespace, stdout: TextIO) -> int:
     if args.json:
         print(json.dumps({"problem": problem.name, "kind": problem.kind, **plan.to_json()}),
               file=stdout)
+    elif problem.kind == "layout":
+        print(plan.text(), file=stdout)
     elif problem.kind == "redistribute":
         print(format_redistribution(problem.name, plan), file=stdout)
     elif problem.kind in ("gather", "scatter"):
@@ -374,7 +408,10 @@ def format_dma(name: str, plan: Any) -> str:
     lines.append(f"] : {plan.packet_bytes} B   (strides in bytes)")
     lines.append("")
     for e in plan.engines:
-        head = f"engine chip {e.chip}, cluster {e.cluster}, DMN pair {e.pair}"
+        head = (f"PCIe engine of chip {e.chip}" if plan.pcie else
+                f"engine chip {e.chip}, cluster {e.cluster}, DMN pair {e.pair}")
+        if e.read_chip != e.chip or e.write_chip != e.chip:
+            head += f" (reads chip {e.read_chip}, writes chip {e.write_chip})"
         if len(e.commands) == 1 and not e.commands[0].covers:
             lines.append(f"{head}: read {src.upper()} @ {e.read_base:,}, write {dst.upper()} "
                          f"@ {e.write_base:,}")
@@ -417,8 +454,13 @@ def _cmd_trace(args: argparse.Namespace, stdout: TextIO) -> int:
     index = _parse_index(args.index, problem.axes)
     full = {a: index.get(a, 0) for a in problem.axes}
     rows = {name: tiers.trace(t, full) for name, t in problem.tensors.items()}
-    warnings = [v for t in problem.tensors.values()
-                for v in tiers.placement_violations(t, problem.chips)]
+    warnings = []
+    for name, t in problem.tensors.items():
+        if problem.kind in ("dma", "pcie") and name == "stream":
+            # a DMA stream's Chip/Cluster/Slice select engines, not placements
+            warnings += dma._stream_engine_violations(t, problem.chips)
+        else:
+            warnings += tiers.placement_violations(t, problem.chips)
     if args.json:
         out = {"problem": problem.name, "index": full, "tensors": rows,
                "warnings": [v.to_json() for v in warnings]}

@@ -85,7 +85,7 @@ class _Doc:
             if isinstance(node, yaml.MappingNode):
                 nxt = None
                 for kn, vn in node.value:
-                    if kn.value == k:
+                    if kn.value == str(k):
                         nxt = vn
                 node = nxt if nxt is not None else node
                 if nxt is None:
@@ -101,7 +101,7 @@ class _Doc:
         parent = self.node_at(keys[:-1])
         if isinstance(parent, yaml.MappingNode):
             for kn, _ in parent.value:
-                if kn.value == keys[-1]:
+                if kn.value == str(keys[-1]):
                     return kn
         return None
 
@@ -155,13 +155,13 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
         raise doc.error((), "a problem is a YAML mapping (key: value lines)",
                         "start from docs/problem-format.md")
     kind = data.get("kind")
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise doc.error(("kind",), f"{kind!r} is not a problem kind" if "kind" in data
                         else "missing", "use one of " + ", ".join(KINDS))
     extra, required = KIND_KEYS[kind]
     allowed = COMMON_KEYS | extra
     for k in data:
-        if k not in allowed:
+        if not isinstance(k, str) or k not in allowed:
             raise doc.error((k,), f"unknown key for a {kind} problem",
                             "allowed keys: " + ", ".join(sorted(allowed)), at_key=True)
     for k in sorted(required | {"axes"}):
@@ -178,11 +178,20 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
     if isinstance(chips, bool) or not isinstance(chips, int) or not 1 <= chips <= 1024:
         raise doc.error(("chips",), f"{chips!r} is not a chip count", "chips: 1 (up to 1024)")
     dtype = data.get("dtype", "i8")
-    if dtype not in hw.DTYPE_BYTES:
+    if not isinstance(dtype, str) or dtype not in hw.DTYPE_BYTES:
         raise doc.error(("dtype",), f"{dtype!r} is not a dtype",
                         "use one of " + ", ".join(hw.DTYPE_BYTES))
+    raw_axes = data["axes"]
+    if isinstance(raw_axes, dict):
+        for axis, size in raw_axes.items():
+            try:
+                validate_axes({axis: size}, "axes")
+            except TcplanError as e:
+                raise doc.error(("axes", axis),
+                                e.violations[0].detail["detail"].split(": ", 1)[-1],
+                                e.violations[0].fix, at_key=not isinstance(axis, str)) from None
     try:
-        axes = validate_axes(data["axes"], "axes")
+        axes = validate_axes(raw_axes, "axes")
     except TcplanError as e:
         raise doc.error(("axes",), e.violations[0].detail["detail"].split(": ", 1)[-1],
                         e.violations[0].fix) from None
@@ -215,6 +224,12 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
             tensors["stream"] = default_stream(tensors["source"], tensors["destination"])
         if "engine_at" in data:
             params["engine_at"] = ctx.engine_at(data["engine_at"])
+            st = tensors["stream"]
+            if any(st.dims[d].size > 1 for d in ("chip", "cluster", "slice")):
+                raise doc.error(("engine_at",), "applies to a single-engine transfer; this "
+                                "stream's Chip/Cluster/Slice mappings select the engines",
+                                "drop engine_at, or the stream's spatial mappings",
+                                at_key=True)
     elif kind == "redistribute":
         tensors["source"] = ctx.tensor(("source",), data["source"], "source")
         params["steps"] = ctx.steps(data["steps"])
@@ -230,7 +245,7 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
     if not isinstance(expect, dict):
         raise doc.error(("expect",), "expected a mapping", "expect: {cycles: 628}")
     for k in expect:
-        if k not in EXPECT_KEYS:
+        if not isinstance(k, str) or k not in EXPECT_KEYS:
             raise doc.error(("expect", k), "unknown expectation",
                             "use " + ", ".join(sorted(EXPECT_KEYS)), at_key=True)
     return Problem(path, name, kind, chips, dtype, axes, tensors, params, expect)
@@ -242,7 +257,7 @@ class _Ctx:
 
     def choice(self, data: dict, key: str, allowed: tuple, default: Any) -> Any:
         v = data.get(key, default)
-        if v is not None and v not in allowed:
+        if v is not None and (not isinstance(v, str) or v not in allowed):
             raise self.doc.error((key,), f"{v!r} is not one of {', '.join(allowed)}",
                                  f"use one of {', '.join(allowed)}")
         return v
@@ -336,6 +351,9 @@ class _Ctx:
             raise self.doc.error(keys, "expected a mapping with a tier and one mapping per "
                                  "dimension", "e.g. {tier: hbm, element: 'm![A, B]'}")
         t = spec.get("tier", tier)
+        if not isinstance(t, (str, type(None))):
+            raise self.doc.error(keys + ("tier",), f"{t!r} is not a tier",
+                                 "tier: one of host, hbm, dm, trf, vrf")
         if tier == "stream":
             t = "stream"
             if "tier" in spec and spec["tier"] != "stream":
@@ -348,7 +366,7 @@ class _Ctx:
                                  f"tier: one of {tiers}")
         dims_allowed = TIER_DIMS[t]
         for k in spec:
-            if k not in TENSOR_KEYS or (k in TIER_DIMS["stream"] + TIER_DIMS["trf"]
+            if not isinstance(k, str) or k not in TENSOR_KEYS or (k in TIER_DIMS["stream"] + TIER_DIMS["trf"]
                                         and k not in dims_allowed):
                 what = (f"a {t} tensor has no {k} dimension" if k in TENSOR_KEYS
                         else "unknown key")
@@ -373,7 +391,7 @@ class _Ctx:
             raise self.doc.error(keys + ("address",), f"{address!r} is not a byte address",
                                  "address: a non-negative integer (bytes)")
         dtype = spec.get("dtype", self.dtype)
-        if dtype not in hw.DTYPE_BYTES:
+        if not isinstance(dtype, str) or dtype not in hw.DTYPE_BYTES:
             raise self.doc.error(keys + ("dtype",), f"{dtype!r} is not a dtype",
                                  "use one of " + ", ".join(hw.DTYPE_BYTES))
         return Tensor(name, t, dtype, dims, address)

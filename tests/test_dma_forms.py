@@ -107,3 +107,63 @@ def test_hbm_to_dm_with_cluster_padding():
     assert plan.read.entries == [(256, 8), (8, 1)]
     assert plan.write.entries_bytes == [(256, 2**22), (8, 1)]
     assert plan.packet_bytes == 8
+
+
+def _gather(**repl):
+    text = (SEED / "gather_scaled.yaml").read_text()
+    for old, new in repl.items():
+        assert old in text
+        text = text.replace(old, new)
+    return load_problem_text(text)
+
+
+@pytest.mark.parametrize("old,new,rule", [
+    ("destination: {tier: dm, chip", "destination: {tier: dm, dtype: i8, chip", "indexed-shape"),
+    ("axes: {K: 512, D: 128, G: 512}", "axes: {K: 512, D: 4096, G: 512}", "dma-packet-max"),
+    ("axes: {K: 512, D: 128, G: 512}", "axes: {K: 512, D: 3, G: 512}", "dma-hbm-dm-align"),
+    ("element: 'm![G % 2, D]'", "element: 'm![D]'", "indexed-shape"),  # 256 rows, 512 indices
+])
+def test_gather_dma_rules(old, new, rule):
+    with pytest.raises(TcplanError) as ei:
+        lower_problem(_gather(**{old: new}))
+    assert ei.value.code == rule
+
+
+def test_overlapping_source_and_destination():
+    p = load_problem_text("""
+kind: dma
+axes: {A: 8, B: 8}
+source: {tier: hbm, address: 0, element: 'm![A, B]'}
+destination: {tier: hbm, address: 8, element: 'm![B, A]'}
+stream: {time: 'm![A]', packet: 'm![B]'}
+""")
+    with pytest.raises(TcplanError) as ei:
+        lower_problem(p)
+    assert ei.value.code == "dma-overlap" and "[0, 64)" in ei.value.message
+
+
+def test_chip_loop_rule():
+    p = load_problem_text("""
+kind: dma
+chips: 2
+axes: {A: 2, B: 16}
+source: {tier: hbm, chip: 'm![A]', element: 'm![B]'}
+destination: {tier: hbm, chip: 'm![A]', address: 4096, element: 'm![B]'}
+stream: {time: 'm![A]', packet: 'm![B]'}
+""")
+    with pytest.raises(TcplanError) as ei:
+        lower_problem(p)
+    assert ei.value.code == "dma-chip-loop"
+
+
+def test_trace_of_a_dma_stream_checks_engines_not_slices():
+    import io
+    import json
+    from planner.cli import main
+    out = io.StringIO()
+    code = main(["trace", str(SEED / "dma_example_6.yaml"), "--index", "A=3,B=1,C=2,D=5",
+                 "--json"], stdout=out, stderr=io.StringIO())
+    assert code == 0
+    obj = json.loads(out.getvalue())
+    assert obj["warnings"] == []  # the stream's Slice (4) selects DMN pairs: no slice-size
+    assert obj["tensors"]["destination"]["chip"] == 2  # D / 2
