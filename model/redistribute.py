@@ -21,9 +21,12 @@ from typing import Any
 import numpy as np
 
 from . import hardware as hw
+import math
+
 from .mapping import LIVE, Mapping, coalesce_factors
+from .sequencer import coalesce
 from .rules import TcplanError, Violation
-from .tiers import Tensor, placement_violations
+from .tiers import Tensor, dm_address, placement_violations
 
 ORDER = ("chip_shuffle", "cluster_swap", "chip_slice", "cluster_slice")
 SUB_CONTEXT = ("asymmetric_chip_slice", "asymmetric_cluster_slice")
@@ -82,8 +85,65 @@ class Redistribution:
                 out[t, k] = arr[p, q, e]
         return out[:, 0, :] if hbm else out
 
+    def descriptors(self) -> list[dict[str, Any]]:
+        """The fused DMA, one command per target chip and cluster: unified entries over the
+        result's slices and element positions, read and write addresses (bytes, DM virtual
+        addresses of decisions.md item 10, or HBM per-chip addresses) on their chips."""
+        eb = self.source.elem_bytes
+        hbm = self.source.tier == "hbm"
+        out_el = self.result.dims["element"]
+        fs = list(coalesce_factors(out_el.factors))
+        weights, w = [], 1
+        for f in reversed(fs):
+            weights.append(w)
+            w *= f.size
+        weights.reverse()
+        entries: list[tuple[int, int, int]] = []
+        if not hbm:  # the same slices on both sides
+            sl = self.result.dims["slice"]
+            sws, sw = [], 1
+            sfs = list(coalesce_factors(sl.factors))
+            for f in reversed(sfs):
+                sws.append(sw)
+                sw *= f.size
+            for f, x in zip(sfs, reversed(sws)):
+                if f.count > 1:
+                    step = x * hw.DM_SLICE_STRIDE // eb
+                    entries.append((f.count, step, step))
+        cmds = []
+        n_chips = self.source.dims["chip"].size
+        n_clusters = 1 if hbm else self.source.dims["cluster"].size
+        chip_live = self.source.dims["chip"].evaluate()[1] == LIVE
+        cl_live = np.ones(1, bool) if hbm else self.source.dims["cluster"].evaluate()[1] == LIVE
+        first_slice = 0 if hbm else int(np.flatnonzero(
+            self.result.dims["slice"].evaluate()[1] == LIVE)[0])
+        for t in range(n_chips):
+            for k in range(n_clusters):
+                if not chip_live[t] or not cl_live[k]:
+                    continue
+                p0, k0, e0 = self.source_of(t, k, 0)
+                ents = list(entries)
+                for f, x in zip(fs, weights):
+                    if f.size > 1:
+                        _, _, e1 = self.source_of(t, k, x)
+                        ents.append((f.size, e1 - e0, x))
+                if hbm:
+                    ra, wa = self.source.address + e0 * eb, self.result.address
+                else:
+                    ra = dm_address(k0, first_slice, self.source.address + e0 * eb)
+                    wa = dm_address(k, first_slice, self.result.address)
+                merged, _ = coalesce(ents)
+                run = merged[-1][0] if merged and merged[-1][1:] == (1, 1) else 1
+                packet = math.gcd(run, max(1, hw.DMA_MAX_PACKET_BYTES // eb))
+                cmds.append({"target": [t, k], "engine": [p0, k0, first_slice //
+                                                          (2 * hw.SLICES_PER_DMN)],
+                             "read": [p0, ra], "write": [t, wa],
+                             "entries": [list(e) for e in ents], "packet": packet})
+        return cmds
+
     def to_json(self) -> dict[str, Any]:
         return {
+            "descriptors": self.descriptors(),
             "source": self.source.describe(), "result": self.result.describe(),
             "element": self.result.dims["element"].text(), "syncs": self.syncs,
             "steps": [{"op": s.op, **({"sources": s.sources} if s.sources else {}),

@@ -359,6 +359,12 @@ def format_redistribution(name: str, plan: Any) -> str:
         else:
             lines.append(f"  {s.op}()")
     lines.append(f"-> {plan.result.describe()}")
+    eb = plan.source.elem_bytes
+    for d in plan.descriptors():
+        ent = ", ".join(f"{n} : ({r * eb:,}, {w * eb:,})" for n, r, w in d["entries"])
+        lines.append(f"  target chip {d['target'][0]} cluster {d['target'][1]}: read chip "
+                     f"{d['read'][0]} @ {d['read'][1]:,}, write chip {d['write'][0]} @ "
+                     f"{d['write'][1]:,}, [{ent}] : {d['packet'] * eb} B")
     if plan.source.tier == "hbm":
         lines.append("syncs: none derived (an HBM chip shuffle copies whole chips)")
     else:

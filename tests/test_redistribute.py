@@ -145,3 +145,35 @@ def test_inactive_source_chip():
     with pytest.raises(TcplanError) as ei:
         rd.plan(p.tensors["source"], p.params["steps"], p.chips)
     assert ei.value.code == "inactive-source" and "source chip 4" in ei.value.message
+
+
+def _walk(entries, base, k):
+    addrs = np.array([base], np.int64)
+    for e in entries:
+        addrs = (addrs[:, None] + np.arange(e[0]) * e[k] * 4).ravel()  # i32: 4 bytes
+    return addrs
+
+
+def test_fused_redistribution_descriptors():
+    _, plan, _ = run("fused_redistribution")
+    descs = plan.descriptors()
+    assert len(descs) == 8  # one command per target chip and cluster
+    for d in descs:
+        t, k = d["target"]
+        rchip, raddr = d["read"]
+        wchip, waddr = d["write"]
+        assert (rchip, wchip) == (SRC[t], t)
+        reads = _walk(d["entries"], raddr, 1)
+        writes = _walk(d["entries"], waddr, 2)
+        # out[t, k, d] = in[sources[t], 1 - k, t, [3, 7][k], d]: cluster 1 - k, slice 0,
+        # element (t * 8 + [3, 7][k]) * 8 + d
+        want_r = [(1 - k) * 2**30 + ((t * 8 + [3, 7][k]) * 8 + dd) * 4 for dd in range(8)]
+        want_w = [k * 2**30 + dd * 4 for dd in range(8)]
+        assert reads.tolist() == want_r and writes.tolist() == want_w
+
+
+def test_hbm_chip_shuffle_descriptors():
+    p = load_problem(SEED / "hbm_chip_shuffle.yaml")
+    plan = rd.plan(p.tensors["source"], p.params["steps"], p.chips)
+    assert [(d["read"][0], d["write"][0], d["entries"]) for d in plan.descriptors()] == [
+        (SRC[t], t, [[256, 1, 1]]) for t in range(4)]
