@@ -460,6 +460,8 @@ def _cmd_trace(args: argparse.Namespace, stdout: TextIO) -> int:
     index = _parse_index(args.index, problem.axes)
     full = {a: index.get(a, 0) for a in problem.axes}
     rows = {name: tiers.trace(t, full) for name, t in problem.tensors.items()}
+    if problem.kind in ("dma", "pcie") and rows.get("stream", {}).get("held"):
+        rows["stream"]["engine"] = True  # its Slice position is a DMN pair (an engine)
     warnings = []
     for name, t in problem.tensors.items():
         if problem.kind in ("dma", "pcie") and name == "stream":
@@ -489,7 +491,8 @@ def _trace_text(r: dict[str, Any]) -> str:
     if not r["held"]:
         return f"not held: {r['reason']}"
     if r["tier"] == "stream":
-        return (f"chip {r['chip']}, cluster {r['cluster']}, slice {r['slice']}, "
+        where = "engine: DMN pair" if r.get("engine") else "slice"
+        return (f"chip {r['chip']}, cluster {r['cluster']}, {where} {r['slice']}, "
                 f"time {r['time']:,}, packet {r['packet']}")
     parts = []
     for key in ("chip", "cluster"):
