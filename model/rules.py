@@ -224,6 +224,20 @@ RULES: dict[str, Rule] = _rules(
         scope="dma",
     ),
     Rule(
+        "memory-access", "hardware", "an access outside memory or into Bottom padding",
+        "{tier} access at {address}: {why}",
+        "check the strides and bases (this is a lowering or plan bug)",
+        "facts.md sections 1 (#{{!}} padding), 4 and 5",
+        scope="dma",
+    ),
+    Rule(
+        "verify-mismatch", "hardware", "the destination does not hold the source tensor",
+        "{detail}",
+        "the configs move data to the wrong place: compare them with `tcplan lower`",
+        "seed 002 (a DMA is a mathematical tensor move)",
+        scope="dma",
+    ),
+    Rule(
         "dma-tiers", "hardware", "which tiers a DMA engine moves between",
         "{detail}",
         "{fix}",

@@ -1,0 +1,112 @@
+"""Simulated memories: HBM per chip, DM per chip (virtual addresses), host memory.
+
+Arrays are ``np.zeros`` byte arrays sized to the address space a problem can touch; numpy's
+zeroed allocation maps pages lazily, so untouched parts cost no memory.  Every access is
+bounds-checked against its tier (HBM: 48 GB per chip; DM: the 512 KiB backed part of each 4 MiB
+slice window, decisions.md item 10), and addresses holding Bottom padding (``#{!}``) may not be
+read or written.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from model import hardware as hw
+from model.rules import TcplanError, Violation
+
+DM_BACKED_SHIFT = 19  # 512 KiB backed per slice
+DM_WINDOW_SHIFT = 22  # 4 MiB virtual window per slice
+
+
+class MemoryError_(TcplanError):
+    pass
+
+
+def _fail(tier: str, addr: int, why: str) -> TcplanError:
+    return TcplanError(Violation("memory-access", (f"{addr:#x}",), {
+        "tier": tier, "address": f"{addr:,} ({addr:#x})", "why": why}))
+
+
+class Space:
+    """One address space (one chip's HBM, one chip's DM, or the host)."""
+
+    def __init__(self, tier: str, limit: int, size: int):
+        self.tier = tier
+        self.limit = limit  # the tier's capacity in bytes
+        # zeroed allocation: pages are mapped when first touched
+        self.data = np.zeros(min(size, limit), np.uint8)
+        self.bottom: np.ndarray | None = None  # sorted physical addresses of Bottom padding
+
+    def physical(self, addr: np.ndarray) -> np.ndarray:
+        """Virtual -> physical byte index, bounds-checked."""
+        addr = np.asarray(addr, np.int64)
+        if addr.size == 0:
+            return addr
+        if self.tier == "dm":
+            off = addr & ((1 << DM_WINDOW_SHIFT) - 1)
+            bad = (off >> DM_BACKED_SHIFT) != 0
+            if bad.any() or (addr < 0).any():
+                a = int(addr[bad][0]) if bad.any() else int(addr[addr < 0][0])
+                raise _fail("dm", a, "past the 512 KiB backed part of its slice window")
+            phys = ((addr >> DM_WINDOW_SHIFT) << DM_BACKED_SHIFT) | off
+        else:
+            phys = addr
+        lo, hi = int(phys.min()), int(phys.max())
+        if lo < 0 or hi >= self.limit:
+            a = lo if lo < 0 else hi
+            raise _fail(self.tier, a, f"outside the {self.tier.upper()} address space "
+                                      f"({self.limit:,} B)")
+        if hi >= self.data.size:
+            raise _fail(self.tier, hi, f"past every tensor the problem placed in "
+                                       f"{self.tier.upper()} (first {self.data.size:,} B)")
+        return phys
+
+    def _check_bottom(self, phys: np.ndarray) -> None:
+        if self.bottom is not None and self.bottom.size:
+            hit = np.isin(phys, self.bottom)
+            if hit.any():
+                raise _fail(self.tier, int(phys[hit][0]), "Bottom padding (#{!}) is never "
+                                                          "read or written")
+
+    def read(self, addr: np.ndarray, nbytes: int = 1) -> np.ndarray:
+        """Bytes at ``addr`` (each of ``nbytes`` consecutive bytes): shape (len, nbytes)."""
+        phys = self.physical(addr)
+        if nbytes > 1 and phys.size:
+            self.physical(np.array([int(np.asarray(addr).max()) + nbytes - 1]))
+        idx = phys[:, None] + np.arange(nbytes, dtype=np.int64)
+        self._check_bottom(idx.ravel())
+        return self.data[idx]
+
+    def write(self, addr: np.ndarray, values: np.ndarray) -> None:
+        nbytes = values.shape[1]
+        phys = self.physical(addr)
+        if nbytes > 1 and phys.size:
+            self.physical(np.array([int(np.asarray(addr).max()) + nbytes - 1]))
+        idx = phys[:, None] + np.arange(nbytes, dtype=np.int64)
+        self._check_bottom(idx.ravel())
+        self.data[idx] = values
+
+
+class Memories:
+    """All address spaces of a run: ``space(tier, chip)``.  ``extent[tier]`` is how many bytes
+    of HBM / host memory the problem's tensors reach (DM always gets its whole 256 MiB, mapped
+    lazily)."""
+
+    DM_BYTES = hw.CLUSTERS_PER_CHIP * hw.SLICES_PER_CLUSTER * hw.DM_BYTES_PER_SLICE
+
+    def __init__(self, extent: dict[str, int] | None = None) -> None:
+        self.spaces: dict[tuple[str, int], Space] = {}
+        self.extent = extent or {}
+
+    def space(self, tier: str, chip: int = 0) -> Space:
+        key = (tier, 0 if tier == "host" else chip)
+        s = self.spaces.get(key)
+        if s is None:
+            limit = {"hbm": hw.HBM_BYTES_PER_CHIP, "dm": self.DM_BYTES, "host": 1 << 40}[tier]
+            size = self.DM_BYTES if tier == "dm" else self.extent.get(tier, 1 << 20)
+            s = self.spaces[key] = Space(tier, limit, size)
+        return s
+
+    @property
+    def resident_bytes(self) -> int:
+        return sum(s.data.nbytes for s in self.spaces.values())
