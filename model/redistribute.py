@@ -225,7 +225,9 @@ def plan(source: Tensor, steps: list[Step], chips: int) -> Redistribution:
         raise TcplanError(violations)
     dims = dict(source.dims)
     dims["element"] = element
-    result = Tensor(f"{source.name}'", source.tier, source.dtype, dims, source.address)
+    # a new tensor (to_dm materializes one): placed right after the source, 8-byte aligned
+    end = source.address + source.dims["element"].size * source.elem_bytes
+    result = Tensor(f"{source.name}'", source.tier, source.dtype, dims, -(-end // 8) * 8)
     return Redistribution(source, result, steps, syncs)
 
 

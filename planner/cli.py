@@ -70,6 +70,14 @@ def _build_parser() -> argparse.ArgumentParser:
                     "commands with their base addresses; for a sequence problem, the sequencer.")
     lo.add_argument("problem", metavar="PROBLEM.yaml")
     lo.add_argument("--json", action="store_true", help="print one JSON object")
+    v = sub.add_parser(
+        "verify", help="lower, execute on simulated memories, verify, and estimate cycles",
+        description="Lower a problem, run its configs over simulated memories filled from a "
+                    "seed, check that the destination holds the source tensor (the holding "
+                    "rule), and report cycles with a breakdown.")
+    v.add_argument("problem", metavar="PROBLEM.yaml")
+    v.add_argument("--json", action="store_true", help="print one JSON object")
+    v.add_argument("--seed", type=int, default=0, help="seed of the random source data")
     return p
 
 
@@ -255,7 +263,37 @@ def _cmd_sequence(args: argparse.Namespace, stdout: TextIO) -> int:
     return EXIT_OK
 
 
-COMMANDS = ("sequence", "trace", "lower")
+COMMANDS = ("sequence", "trace", "lower", "verify")
+
+
+def _cmd_verify(args: argparse.Namespace, stdout: TextIO) -> int:
+    from executor.verify import verify_problem
+    problem = load_problem(args.problem)
+    try:
+        report = verify_problem(problem, args.seed)
+    except TcplanError as err:
+        if err.kind == "input":
+            raise
+        out = {"problem": problem.name, "verified": False, "error": err.to_json()}
+        if args.json:
+            print(json.dumps(out), file=stdout)
+        else:
+            print(f"{problem.name}: NOT verified\n" + _format_error(err), file=stdout)
+        return EXIT_RULE
+    if args.json:
+        print(json.dumps({"problem": problem.name, **report}), file=stdout)
+    else:
+        b = report["breakdown"]
+        lines = [f"{problem.name}: verified ({report['checked']:,} destination elements "
+                 f"checked, seed {args.seed}; {report['method']})",
+                 "cycles: " + (f"{report['cycles']:,}" if report["cycles"] is not None
+                               else "not modelled for this kind yet")]
+        if b:
+            lines.append(f"  start-up {b['startup']:,}, read {b['read']:,.0f}, write "
+                         f"{b['write']:,.0f}; bottleneck: {b['bottleneck']}")
+            lines += [f"  penalty: {p}" for p in b["penalties"]]
+        print("\n".join(lines), file=stdout)
+    return EXIT_OK
 
 
 def lower_problem(problem: Any) -> Any:
@@ -532,6 +570,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
             return _cmd_trace(args, stdout)
         if args.command == "lower":
             return _cmd_lower(args, stdout)
+        if args.command == "verify":
+            return _cmd_verify(args, stdout)
         return _cmd_sequence(args, stdout)
     except TcplanError as err:
         if want_json:

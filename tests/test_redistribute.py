@@ -168,7 +168,8 @@ def test_fused_redistribution_descriptors():
         # out[t, k, d] = in[sources[t], 1 - k, t, [3, 7][k], d]: cluster 1 - k, slice 0,
         # element (t * 8 + [3, 7][k]) * 8 + d
         want_r = [(1 - k) * 2**30 + ((t * 8 + [3, 7][k]) * 8 + dd) * 4 for dd in range(8)]
-        want_w = [k * 2**30 + dd * 4 for dd in range(8)]
+        # the result is a new tensor placed after the source (4 * 8 * 8 i32 = 1,024 B)
+        want_w = [k * 2**30 + 1024 + dd * 4 for dd in range(8)]
         assert reads.tolist() == want_r and writes.tolist() == want_w
 
 

@@ -1,0 +1,208 @@
+"""The analytic DMA cycle model (facts.md sections 4-6; decisions.md item 12).
+
+One model, no per-example constants.  For every command of every engine:
+
+* start-up: ~500 cycles per command;
+* requests: each packet is ``ceil(bytes / 256)`` 256-byte AXI requests; an engine issues one
+  request per cycle (256 B/cycle);
+* DM side: each DMN moves 128 B/cycle; an engine's DM time is the busiest DMN's bytes / 128, so
+  a pattern alternating the two DMNs of its pair reaches 256 B/cycle and one that stays in one
+  DMN gets half;
+* HBM side: the address decode of facts.md section 5 (stack bit, channel hash, bank group,
+  bank, row); each channel serves its requests in issue order (engines interleaved), 16/3
+  cycles per request (256 B at 48 GB/s, 1 GHz), ~40 cycles for a request that switches its
+  bank's open row; the busiest channel bounds every engine on that chip (engines share HBM);
+  a read crossing a 256-byte boundary costs a second request; a partial or unaligned HBM write
+  is a read-modify-write (an extra read of the block and a row turnaround);
+* reads and writes pipeline across tiers; within one cluster's DM, and HBM -> HBM (Example 1),
+  they serialize;
+* PCIe moves 30 B/cycle;
+* an aggregate takes the longest engine (its commands run back to back), or the HBM bound.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import hardware as hw
+
+STARTUP = 500  # cycles per DMA command (decisions.md item 12)
+REQUEST_BYTES = 256  # one AXI request
+ENGINE_BYTES_PER_CYCLE = 256
+DMN_BYTES_PER_CYCLE = 128  # facts.md section 4
+HBM_SERVICE = 256 / 48  # cycles per 256-byte request per channel (48 GB/s at 1 GHz)
+ROW_SWITCH = 40  # cycles for a request that switches its bank's row
+PCIE_BYTES_PER_CYCLE = 30
+
+
+@dataclass
+class CycleReport:
+    cycles: int
+    startup: int
+    read: float
+    write: float
+    bottleneck: str
+    penalties: list[str] = field(default_factory=list)
+    engines: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cycles": self.cycles, "startup": self.startup, "read": round(self.read, 1),
+                "write": round(self.write, 1), "bottleneck": self.bottleneck,
+                "penalties": self.penalties, "engines": self.engines}
+
+
+def _packet_addresses(entries, base: int, k: int, eb: int, packet: int) -> np.ndarray:
+    """Byte address of every packet of a command on side ``k`` (1 read, 2 write)."""
+    outer = entries[:-1] if entries and packet > 1 and entries[-1][0] == packet else entries
+    addr = np.array([base], np.int64)
+    for e in outer:
+        addr = (addr[:, None] + np.arange(e[0], dtype=np.int64) * e[k] * eb).ravel()
+    return addr
+
+
+def _requests(addr: np.ndarray, nbytes: int) -> np.ndarray:
+    """The 256-byte blocks each packet touches (a packet crossing a boundary touches more)."""
+    first = addr // REQUEST_BYTES
+    last = (addr + nbytes - 1) // REQUEST_BYTES
+    span = int((last - first).max()) + 1 if addr.size else 1
+    blocks = first[:, None] + np.arange(span, dtype=np.int64)
+    keep = blocks <= last[:, None]
+    return (blocks * REQUEST_BYTES)[keep]
+
+
+def _decode(addr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(channel 0..31 including the stack bit, bank id, row) of HBM byte addresses."""
+    def bit(i: int) -> np.ndarray:
+        return (addr >> i) & 1
+    ch = np.zeros_like(addr)
+    for i, b in enumerate(hw.HBM_CHANNEL_BITS):
+        v = np.zeros_like(addr)
+        for off in hw.HBM_CHANNEL_XOR_OFFSETS:
+            v ^= bit(b + off)
+        ch |= v << i
+    channel = bit(hw.HBM_STACK_BIT) * 16 + ch
+    bank = (bit(hw.HBM_BANK_BITS[0]) | bit(hw.HBM_BANK_BITS[1]) << 1
+            | bit(hw.HBM_BANK_GROUP_BITS[0]) << 2 | bit(hw.HBM_BANK_GROUP_BITS[1]) << 3
+            | bit(hw.HBM_SLICE_BIT) << 4)
+    row = addr >> hw.HBM_ROW_LOW_BIT
+    return channel, bank, row
+
+
+def _hbm_time(reqs: list[tuple[int, np.ndarray, np.ndarray]], penalties: list[str]
+              ) -> tuple[float, dict[int, float]]:
+    """Busiest channel's time over all requests (chip, byte addresses, issue stamps)."""
+    worst, per_chip = 0.0, {}
+    by_chip: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for chip, addr, stamp in reqs:
+        by_chip.setdefault(chip, []).append((addr, stamp))
+    for chip, parts in by_chip.items():
+        addr = np.concatenate([a for a, _ in parts])
+        stamp = np.concatenate([s for _, s in parts])
+        if not addr.size:
+            continue
+        channel, bank, row = _decode(addr)
+        order = np.lexsort((stamp, bank, channel))
+        c, b, r = channel[order], bank[order], row[order]
+        same_bank = np.r_[False, (c[1:] == c[:-1]) & (b[1:] == b[:-1])]
+        switch = same_bank & np.r_[False, r[1:] != r[:-1]]
+        cost = np.where(switch, ROW_SWITCH, HBM_SERVICE)
+        busy = np.bincount(c, weights=cost, minlength=32)
+        used = int((np.bincount(c, minlength=32) > 0).sum())
+        t = float(busy.max())
+        per_chip[chip] = t
+        worst = max(worst, t)
+        hot = int(busy.argmax())
+        n_sw = int(np.bincount(c[switch], minlength=32)[hot])
+        if n_sw:
+            penalties.append(f"row switches on chip {chip} HBM channel {hot}: {n_sw:,} x "
+                             f"{ROW_SWITCH} cycles")
+        if used <= 16:
+            penalties.append(f"chip {chip}: requests reach only {used} of 32 HBM channels "
+                             f"(stack bit 8 not toggled: half the bandwidth)")
+    return worst, per_chip
+
+
+def dma_cycles(plan) -> CycleReport:
+    """Cycles of a lowered DmaPlan."""
+    eb = plan.elem_bytes
+    src, dst = plan.source.tier, plan.destination.tier
+    serial = (src == dst == "hbm") or (src == dst == "dm" and _same_cluster(plan))
+    penalties: list[str] = []
+    hbm_reqs: list[tuple[int, np.ndarray, np.ndarray]] = []
+    engines, startup_total = [], 0
+    worst_engine, worst_read, worst_write = 0.0, 0.0, 0.0
+    for e in plan.engines:
+        t_engine = 0.0
+        stamp0 = 0
+        r_sum = w_sum = 0.0
+        for c in e.commands:
+            pbytes = c.packet * eb
+            sides = {}
+            for k, tier, base, chip in ((1, src, c.read_base, e.read_chip),
+                                        (2, dst, c.write_base, e.write_chip)):
+                paddr = _packet_addresses(c.entries, base, k, eb, c.packet)
+                req = _requests(paddr, pbytes)
+                n = req.size
+                t = float(n)  # one 256-byte request per cycle per engine
+                if plan.pcie:
+                    t = max(t, paddr.size * pbytes / PCIE_BYTES_PER_CYCLE)
+                if tier == "dm":
+                    dmn = req >> 27  # (cluster * 8 + dmn), decisions.md item 10
+                    per = np.bincount(dmn - dmn.min(), minlength=1) * REQUEST_BYTES
+                    t_dm = float(per.max()) / DMN_BYTES_PER_CYCLE
+                    if t_dm > t and len(np.unique(dmn)) == 1:
+                        penalties.append(f"engine {e.engine}: {'reads' if k == 1 else 'writes'}"
+                                         f" stay in one DMN: {t_dm:,.0f} cycles at 128 B/cycle")
+                    t = max(t, t_dm)
+                if tier == "hbm":
+                    stamps = stamp0 + np.arange(n, dtype=np.int64)
+                    if k == 2 and (pbytes % REQUEST_BYTES or base % REQUEST_BYTES):
+                        penalties.append(f"engine {e.engine}: partial HBM writes of {pbytes} B "
+                                         f"need read-modify-write")
+                        req = np.repeat(req, 2)
+                        stamps = np.repeat(stamps, 2)
+                    hbm_reqs.append((chip, req, stamps))
+                sides[k] = t
+            stamp0 += max(sides.values())
+            data = sides[1] + sides[2] if serial else max(sides[1], sides[2])
+            r_sum += sides[1]
+            w_sum += sides[2]
+            t_engine += STARTUP + data
+            startup_total += STARTUP
+        engines.append({"engine": list(e.engine), "commands": len(e.commands),
+                        "cycles": round(t_engine)})
+        if t_engine > worst_engine:
+            worst_engine, worst_read, worst_write = t_engine, r_sum, w_sum
+    hbm, _ = _hbm_time(hbm_reqs, penalties)
+    hbm_total = STARTUP + hbm  # the channels serve every engine of the chip
+    if hbm_total > worst_engine:
+        cycles, bottleneck = hbm_total, "HBM channels"
+    else:
+        cycles = worst_engine
+        bottleneck = ("engine requests and DM" if not serial else
+                      "serialized read and write")
+    n_cmd_max = max((len(e.commands) for e in plan.engines), default=0)
+    return CycleReport(math.ceil(cycles), STARTUP * n_cmd_max, worst_read, worst_write,
+                       bottleneck, list(dict.fromkeys(_summarize(penalties))), engines)
+
+
+def _summarize(penalties: list[str]) -> list[str]:
+    """One line per kind of penalty: the first instance and how many engines share it."""
+    out: dict[str, list[str]] = {}
+    for p in penalties:
+        key = p.split(": ", 1)[-1] if p.startswith("engine") else p
+        out.setdefault(key, []).append(p)
+    lines = []
+    for items in out.values():
+        lines.append(items[0] + (f" (and {len(items) - 1} more like it)" if len(items) > 1
+                                 else ""))
+    return lines
+
+
+def _same_cluster(plan) -> bool:
+    return any(e.read_chip == e.write_chip and (c.read_base >> 30) == (c.write_base >> 30)
+               for e in plan.engines for c in e.commands)
