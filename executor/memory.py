@@ -22,7 +22,7 @@ class MemoryError_(TcplanError):
     pass
 
 
-def _fail(tier: str, addr: int, why: str) -> TcplanError:
+def _access_error(tier: str, addr: int, why: str) -> TcplanError:
     return TcplanError(Violation("memory-access", (f"{addr:#x}",), {
         "tier": tier, "address": f"{addr:,} ({addr:#x})", "why": why}))
 
@@ -47,17 +47,17 @@ class Space:
             bad = (off >> DM_BACKED_SHIFT) != 0
             if bad.any() or (addr < 0).any():
                 a = int(addr[bad][0]) if bad.any() else int(addr[addr < 0][0])
-                raise _fail("dm", a, "past the 512 KiB backed part of its slice window")
+                raise _access_error("dm", a, "past the 512 KiB backed part of its slice window")
             phys = ((addr >> DM_WINDOW_SHIFT) << DM_BACKED_SHIFT) | off
         else:
             phys = addr
         lo, hi = int(phys.min()), int(phys.max())
         if lo < 0 or hi >= self.limit:
             a = lo if lo < 0 else hi
-            raise _fail(self.tier, a, f"outside the {self.tier.upper()} address space "
+            raise _access_error(self.tier, a, f"outside the {self.tier.upper()} address space "
                                       f"({self.limit:,} B)")
         if hi >= self.data.size:
-            raise _fail(self.tier, hi, f"past every tensor the problem placed in "
+            raise _access_error(self.tier, hi, f"past every tensor the problem placed in "
                                        f"{self.tier.upper()} (first {self.data.size:,} B)")
         return phys
 
@@ -65,7 +65,7 @@ class Space:
         if self.bottom is not None and self.bottom.size:
             hit = np.isin(phys, self.bottom)
             if hit.any():
-                raise _fail(self.tier, int(phys[hit][0]), "Bottom padding (#{!}) is never "
+                raise _access_error(self.tier, int(phys[hit][0]), "Bottom padding (#{!}) is never "
                                                           "read or written")
 
     def read(self, addr: np.ndarray, nbytes: int = 1) -> np.ndarray:
