@@ -78,6 +78,16 @@ def _build_parser() -> argparse.ArgumentParser:
     v.add_argument("problem", metavar="PROBLEM.yaml")
     v.add_argument("--json", action="store_true", help="print one JSON object")
     v.add_argument("--seed", type=int, default=0, help="seed of the random source data")
+    r = sub.add_parser(
+        "run", help="run a DMA problem on your data and write the output tensors",
+        description="Run a DMA or PCIe problem on the given source tensor (a .npy array whose "
+                    "dimensions are the axes the source carries, in the order of the problem's "
+                    "axes block) and write every tensor to DIR/NAME.npy.")
+    r.add_argument("problem", metavar="PROBLEM.yaml")
+    r.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="an input tensor (NAME: source)")
+    r.add_argument("--out", default=".", metavar="DIR", help="where to write NAME.npy")
+    r.add_argument("--seed", type=int, default=0, help="seed for inputs not given")
     return p
 
 
@@ -263,7 +273,43 @@ def _cmd_sequence(args: argparse.Namespace, stdout: TextIO) -> int:
     return EXIT_OK
 
 
-COMMANDS = ("sequence", "trace", "lower", "verify")
+COMMANDS = ("sequence", "trace", "lower", "verify", "run")
+
+
+def _cmd_run(args: argparse.Namespace, stdout: TextIO) -> int:
+    import pathlib
+
+    import numpy as np
+
+    from executor.run import run_with_data
+    problem = load_problem(args.problem)
+    if problem.kind not in ("dma", "pcie"):
+        raise fail("bad-request", detail=f"tcplan run supports dma and pcie problems, not "
+                   f"{problem.kind}", fix="use tcplan verify for the other kinds")
+    inputs = {}
+    for item in args.input:
+        name, eq, path = item.partition("=")
+        if not eq or name != "source":
+            raise fail("bad-request", detail=f"--input {item!r}: expected source=FILE.npy",
+                       fix="the input of a DMA problem is its source tensor")
+        try:
+            inputs[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise fail("bad-request", detail=f"--input {item!r}: cannot load ({e})",
+                       fix="give a file written by numpy.save") from None
+    plan = lower_problem(problem)
+    tensors = run_with_data(problem, plan, inputs, args.seed)
+    out = pathlib.Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, arr in tensors.items():
+            np.save(out / f"{name}.npy", arr)
+    except OSError as e:
+        raise fail("bad-request", detail=f"--out {args.out}: {e.strerror}",
+                   fix="give a writable directory") from None
+    for name, arr in tensors.items():
+        print(f"{out / (name + '.npy')}: {arr.dtype} {arr.shape}", file=stdout)
+    return EXIT_OK
 
 
 def _cmd_verify(args: argparse.Namespace, stdout: TextIO) -> int:
@@ -572,6 +618,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
             return _cmd_lower(args, stdout)
         if args.command == "verify":
             return _cmd_verify(args, stdout)
+        if args.command == "run":
+            return _cmd_run(args, stdout)
         return _cmd_sequence(args, stdout)
     except TcplanError as err:
         if want_json:
