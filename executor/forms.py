@@ -13,7 +13,7 @@ from model.rules import TcplanError, Violation
 from model.tiers import dm_address
 
 from .memory import Memories
-from .run import extents, place, tensor_values, verify
+from .run import extents, place, positions, tensor_values, verify
 
 
 def _report(checked: int, method: str) -> dict[str, Any]:
@@ -173,21 +173,96 @@ def _redistribute(problem, plan, seed: int) -> dict[str, Any]:
 
 
 def _indexed(problem, plan, seed: int) -> dict[str, Any]:
-    """Move rows at random valid index values; compare with numpy's gather/scatter."""
+    """Gather/scatter over simulated memories: rows move between the HBM table and the DM
+    tensor at random valid index values, then the written tensor is read back through the
+    holding rule (gather: out[g, d] = table[index[g], d]; scatter: table[index[k], d] =
+    data[k, d])."""
+    from model.mapping import parse
     rng = np.random.default_rng(seed)
-    table_rows = plan.table.dims["element"].size // plan.row_elements
-    table = tensor_values({"r": table_rows, "e": plan.row_elements}, plan.table.dtype, seed)
-    rows = rng.integers(0, table_rows, size=plan.rows)
+    axes = problem.axes
+    strides = _strides(axes)
+    table, side = plan.table, plan.rows_side
+    eb, rb = table.elem_bytes, plan.row_bytes
+    table_rows = table.dims["element"].size // plan.row_elements
+    gather_axis = table.dims["element"].items()[0][1][0].axis  # the table's outermost digit
+    row_axes = set(parse(plan.row_terms, axes, "row").used_axes)
+    # the DM rows in the order the DM side's loop nest walks them, keyed by index coordinates
+    n_row = len(parse(plan.row_terms, axes, "row").items())
+    side_items = [text for d in ("cluster", "slice", "element")
+                  for text, fs in side.dims[d].items() if any(f.axis for f in fs)]
+    walk = parse("m![" + (", ".join(side_items[: len(side_items) - n_row]) or "1") + "]",
+                 axes, "rows")
+    wc, _ = walk.evaluate()
+    idx_axes = [a for a in axes if a in wc and a not in row_axes]
+    n_keys = int(np.prod([axes[a] for a in idx_axes])) if idx_axes else 1
+
+    def key_of(coords: dict[str, np.ndarray], n: int) -> np.ndarray:
+        k = np.zeros(n, np.int64)
+        for a in idx_axes:
+            k = k * axes[a] + coords[a]
+        return k
+
     if plan.kind == "scatter":
-        rows = rng.permutation(table_rows)[: plan.rows]
-    index = rows * plan.row_bytes if plan.variant == "scaled" else rows
-    side = tensor_values({"r": plan.rows, "e": plan.row_elements}, plan.table.dtype, seed + 1)
-    got = plan.apply(table, index, side)
-    if plan.kind == "gather":
-        ok = np.array_equal(got.view(np.uint8), table[rows].view(np.uint8))
+        if n_keys > table_rows:
+            raise _mismatch(f"{n_keys} scattered rows do not fit {table_rows} table rows")
+        row_of_key = rng.permutation(table_rows)[:n_keys]
     else:
-        ok = np.array_equal(got[rows].view(np.uint8), side.view(np.uint8))
-    if not ok:
-        raise _mismatch("rows moved to the wrong place")
-    return _report(int(plan.rows * plan.row_elements),
-                   "moved rows at random valid indices; compared with numpy")
+        row_of_key = rng.integers(0, table_rows, size=n_keys)
+    rows = row_of_key[key_of(wc, walk.size)]
+    plan.apply(np.zeros((table_rows, 1)), rows * rb if plan.variant == "scaled" else rows)
+    mem = Memories(extents([table]))
+    T = tensor_values(axes, table.dtype, seed)
+    flat = T.reshape(-1).view(np.uint8).reshape(-1, eb)
+    if plan.kind == "gather":
+        place(mem, table, axes, T)
+        place(mem, side, axes, None)
+    else:
+        place(mem, side, axes, T)
+        place(mem, table, axes, None)
+    addr = np.array([dm_address(0, 0, side.address)], np.int64)
+    for n, st in plan.dm_entries[:-1] if plan.row_elements > 1 else plan.dm_entries:
+        addr = (addr[:, None] + np.arange(n, dtype=np.int64) * st * eb).ravel()
+    hbm, dm = mem.space("hbm", 0), mem.space("dm", 0)
+    hbm_addr = table.address + rows * rb
+    if plan.kind == "gather":
+        dm.write(addr, hbm.read(hbm_addr, rb))
+        check_t, holder = side, dm
+    else:
+        hbm.write(hbm_addr, dm.read(addr, rb))
+        check_t, holder = table, hbm
+    key_of_row = np.full(table_rows, -1, np.int64)
+    key_of_row[row_of_key] = np.arange(n_keys) if plan.kind == "scatter" else -1
+    checked = 0
+    for chip, a, lin, status in positions(check_t, axes):
+        live = status == LIVE
+        if not live.any():
+            continue
+        coords = {x: (lin[live] // strides[x]) % axes[x] for x in axes}
+        want = np.zeros(int(live.sum()), np.int64)
+        if plan.kind == "gather":  # DM element (g..., d) holds table[row(g), d]
+            r = row_of_key[key_of(coords, want.size)]
+            for x in axes:
+                if x == gather_axis:
+                    want += r * strides[x]
+                elif x in row_axes:
+                    want += coords[x] * strides[x]
+            keep = np.ones(want.size, bool)
+        else:  # table element (r, d) of a scattered row holds data[key(r), d]
+            k = key_of_row[coords[gather_axis]]
+            keep = k >= 0
+            rem = k[keep]
+            for x in reversed(idx_axes):
+                want[keep] += (rem % axes[x]) * strides[x]
+                rem //= axes[x]
+            for x in axes:
+                if x in row_axes:
+                    want[keep] += coords[x][keep] * strides[x]
+        got = holder.read(a[live][keep], eb)
+        bad = (got != flat[want[keep]]).any(axis=1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise _mismatch(f"{plan.kind}: the element at address {int(a[live][keep][i]):,} "
+                            f"holds the wrong value")
+        checked += int(keep.sum())
+    return _report(checked, f"moved {plan.rows} rows over simulated memories at random valid "
+                            f"indices; holding rule")
