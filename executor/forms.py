@@ -172,11 +172,12 @@ def _redistribute(problem, plan, seed: int) -> dict[str, Any]:
                    "executed the fused commands over memory; value semantics")
 
 
-def _indexed(problem, plan, seed: int) -> dict[str, Any]:
+def _indexed(problem, plan, seed: int, T: np.ndarray | None = None,
+             keys: np.ndarray | None = None, want_mem: bool = False) -> Any:
     """Gather/scatter over simulated memories: rows move between the HBM table and the DM
-    tensor at random valid index values, then the written tensor is read back through the
-    holding rule (gather: out[g, d] = table[index[g], d]; scatter: table[index[k], d] =
-    data[k, d])."""
+    tensor at random valid index values (or the given ``keys``: the table row of each index
+    entry), then the written tensor is read back through the holding rule (gather:
+    out[g, d] = table[index[g], d]; scatter: table[index[k], d] = data[k, d])."""
     from model.mapping import parse
     rng = np.random.default_rng(seed)
     axes = problem.axes
@@ -202,7 +203,9 @@ def _indexed(problem, plan, seed: int) -> dict[str, Any]:
             k = k * axes[a] + coords[a]
         return k
 
-    if plan.kind == "scatter":
+    if keys is not None:
+        row_of_key = keys
+    elif plan.kind == "scatter":
         if n_keys > table_rows:
             raise _mismatch(f"{n_keys} scattered rows do not fit {table_rows} table rows")
         row_of_key = rng.permutation(table_rows)[:n_keys]
@@ -211,7 +214,8 @@ def _indexed(problem, plan, seed: int) -> dict[str, Any]:
     rows = row_of_key[key_of(wc, walk.size)]
     plan.apply(np.zeros((table_rows, 1)), rows * rb if plan.variant == "scaled" else rows)
     mem = Memories(extents([table]))
-    T = tensor_values(axes, table.dtype, seed)
+    if T is None:
+        T = tensor_values(axes, table.dtype, seed)
     flat = T.reshape(-1).view(np.uint8).reshape(-1, eb)
     if plan.kind == "gather":
         place(mem, table, axes, T)
@@ -230,10 +234,14 @@ def _indexed(problem, plan, seed: int) -> dict[str, Any]:
     else:
         hbm.write(hbm_addr, dm.read(addr, rb))
         check_t, holder = table, hbm
+    if want_mem:
+        index = row_of_key * rb if plan.variant == "scaled" else row_of_key
+        shape = tuple(axes[a] for a in idx_axes)
+        return check_t, holder, index.astype(np.int32).reshape(shape)
     key_of_row = np.full(table_rows, -1, np.int64)
     key_of_row[row_of_key] = np.arange(n_keys) if plan.kind == "scatter" else -1
     checked = 0
-    for chip, a, lin, status in positions(check_t, axes):
+    for _, a, lin, status in positions(check_t, axes):
         live = status == LIVE
         if not live.any():
             continue
@@ -266,3 +274,34 @@ def _indexed(problem, plan, seed: int) -> dict[str, Any]:
         checked += int(keep.sum())
     return _report(checked, f"moved {plan.rows} rows over simulated memories at random valid "
                             f"indices; holding rule")
+
+
+def index_keys(problem, plan, index: np.ndarray) -> np.ndarray:
+    """The table row of every index entry, from a user's index tensor."""
+    vals = np.asarray(index, np.int64).reshape(-1)
+    plan.apply(np.zeros((plan.table.dims["element"].size // plan.row_elements, 1)), vals)
+    return vals // plan.row_bytes if plan.variant == "scaled" else vals
+
+
+def run_indexed(problem, plan, T: np.ndarray, keys: np.ndarray | None, seed: int):
+    """Execute a gather/scatter on T (and index keys); return (tensor written, values)."""
+    return _indexed(problem, plan, seed, T=T, keys=keys, want_mem=True)
+
+
+def run_redistribution(problem, plan, T: np.ndarray):
+    """Execute a redistribution's commands on T; return the result tensor's memory space."""
+    src, res = plan.source, plan.result
+    mem = Memories(extents([src, res]))
+    place(mem, src, problem.axes, T)
+    eb = src.elem_bytes
+    for d in plan.descriptors():
+        rchip, raddr = d["read"]
+        wchip, waddr = d["write"]
+        r = np.array([raddr], np.int64)
+        w = np.array([waddr], np.int64)
+        for n, rs, ws in d["entries"]:
+            k = np.arange(n, dtype=np.int64)
+            r = (r[:, None] + k * rs * eb).ravel()
+            w = (w[:, None] + k * ws * eb).ravel()
+        mem.space(src.tier, wchip).write(w, mem.space(src.tier, rchip).read(r, eb))
+    return mem

@@ -254,3 +254,42 @@ def run_with_data(problem, plan, inputs: dict[str, np.ndarray], seed: int = 0
     d_axes = carried_axes(dst, axes)
     return {"source": T[tuple(slice(None) if a in s_axes else 0 for a in axes)],
             "destination": out[tuple(slice(None) if a in d_axes else 0 for a in axes)]}
+
+
+def read_tensor(mem_or_space, t: Tensor, axes: dict[str, int], dtype) -> np.ndarray:
+    """The mathematical tensor a placed tensor holds, over the axes it carries."""
+    out = np.zeros(tuple(axes.values()), dtype)
+    flat = out.reshape(-1)
+    eb = t.elem_bytes
+    for chip, addr, lin, status in positions(t, axes):
+        live = status == LIVE
+        if live.any():
+            space = (mem_or_space.space(t.tier, chip) if isinstance(mem_or_space, Memories)
+                     else mem_or_space)
+            flat[lin[live]] = space.read(addr[live], eb).reshape(-1).view(dtype)
+    kept = carried_axes(t, axes)
+    return out[tuple(slice(None) if a in kept else 0 for a in axes)]
+
+
+def embed(given: np.ndarray | None, t: Tensor, axes: dict[str, int], name: str,
+          seed: int) -> np.ndarray:
+    """A user's tensor (over the axes ``t`` carries) as T over all axes; seeded if None."""
+    if given is None:
+        return tensor_values(axes, t.dtype, seed)
+    kept = carried_axes(t, axes)
+    want = tuple(axes[a] for a in kept)
+    dt = NP_DTYPES[t.dtype]
+    if given.shape != want or given.dtype != dt:
+        raise TcplanError(Violation("bad-request", (), {
+            "detail": f"--input {name}: expected an array of shape {want} ({', '.join(kept)}) "
+                      f"and dtype {dt}, got {given.shape} {given.dtype}",
+            "fix": "save the tensor with numpy.save in that shape and dtype"}))
+    T = np.zeros(tuple(axes.values()), dt)
+    T[tuple(slice(None) if a in kept else 0 for a in axes)] = given
+    return T
+
+
+def read_tensor_from(T: np.ndarray, t: Tensor, axes: dict[str, int]) -> np.ndarray:
+    """T restricted to the axes ``t`` carries (what the user gave, or what the seed made)."""
+    kept = carried_axes(t, axes)
+    return T[tuple(slice(None) if a in kept else 0 for a in axes)]

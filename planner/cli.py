@@ -276,29 +276,61 @@ def _cmd_sequence(args: argparse.Namespace, stdout: TextIO) -> int:
 COMMANDS = ("sequence", "trace", "lower", "verify", "run")
 
 
+def _run_data(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
+    """Execute a problem on inputs (seeded where missing); the mathematical output tensors."""
+    import numpy as np
+
+    from executor import forms, run
+    axes = problem.axes
+    if problem.kind in ("dma", "pcie"):
+        return run.run_with_data(problem, plan, inputs, seed)
+    if problem.kind == "redistribute":
+        T = run.embed(inputs.get("source"), plan.source, axes, "source", seed)
+        mem = forms.run_redistribution(problem, plan, T)
+        return {"source": run.read_tensor(mem, plan.source, axes, T.dtype),
+                "result": run.read_tensor(mem, plan.result, axes, T.dtype)}
+    data_t = plan.table if problem.kind == "gather" else plan.rows_side
+    name = "table" if problem.kind == "gather" else "source"
+    T = run.embed(inputs.get(name), data_t, axes, name, seed)
+    keys = None
+    if "index" in inputs:
+        idx = inputs["index"]
+        want = tuple(axes[a] for a in run.carried_axes(plan.index, axes))
+        if idx.shape != want or not np.issubdtype(idx.dtype, np.integer):
+            raise fail("bad-request", detail=f"--input index: expected an integer array of "
+                       f"shape {want}, got {idx.shape} {idx.dtype}",
+                       fix="save the index tensor with numpy.save")
+        keys = forms.index_keys(problem, plan, idx)
+    written, holder, index = forms.run_indexed(problem, plan, T, keys, seed)
+    return {name: run.read_tensor_from(T, data_t, axes), "index": index,
+            "destination": run.read_tensor(holder, written, axes, T.dtype)}
+
+
 def _cmd_run(args: argparse.Namespace, stdout: TextIO) -> int:
     import pathlib
 
     import numpy as np
 
-    from executor.run import run_with_data
     problem = load_problem(args.problem)
-    if problem.kind not in ("dma", "pcie"):
-        raise fail("bad-request", detail=f"tcplan run supports dma and pcie problems, not "
-                   f"{problem.kind}", fix="use tcplan verify for the other kinds")
+    names = {"dma": ("source",), "pcie": ("source",), "redistribute": ("source",),
+             "gather": ("table", "index"), "scatter": ("source", "index")}
+    if problem.kind not in names:
+        raise fail("bad-request", detail=f"tcplan run executes data moves; a {problem.kind} "
+                   "problem has none", fix="use tcplan verify or trace")
     inputs = {}
     for item in args.input:
         name, eq, path = item.partition("=")
-        if not eq or name != "source":
-            raise fail("bad-request", detail=f"--input {item!r}: expected source=FILE.npy",
-                       fix="the input of a DMA problem is its source tensor")
+        if not eq or name not in names[problem.kind]:
+            raise fail("bad-request", detail=f"--input {item!r}: a {problem.kind} problem "
+                       f"takes {', '.join(n + '=FILE.npy' for n in names[problem.kind])}",
+                       fix="name one of the problem's input tensors")
         try:
             inputs[name] = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as e:
             raise fail("bad-request", detail=f"--input {item!r}: cannot load ({e})",
                        fix="give a file written by numpy.save") from None
     plan = lower_problem(problem)
-    tensors = run_with_data(problem, plan, inputs, args.seed)
+    tensors = _run_data(problem, plan, inputs, args.seed)
     out = pathlib.Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -150,7 +150,7 @@ def test_run_cli_on_user_data(tmp_path):
 
 @pytest.mark.parametrize("argv_tail,fragment", [
     (["--input", "source=/nonexistent.npy"], "cannot load"),
-    (["--input", "weights=x.npy"], "expected source=FILE.npy"),
+    (["--input", "weights=x.npy"], "takes source=FILE.npy"),
 ])
 def test_run_cli_bad_input(argv_tail, fragment):
     code, out, err = run(["run", str(SEED / "dma_example_1.yaml"), *argv_tail])
@@ -164,3 +164,22 @@ def test_run_cli_wrong_shape(tmp_path):
     code, out, err = run(["run", str(SEED / "dma_example_1.yaml"), "--input", f"source={f}",
                           "--out", str(tmp_path)])
     assert code == 2 and "expected an array of shape (8, 8, 256)" in err
+
+
+def test_run_cli_redistribution_and_gather(tmp_path):
+    import numpy as np
+    out = tmp_path / "r"
+    code, _, err = run(["run", str(SEED / "fused_redistribution.yaml"), "--out", str(out)])
+    assert code == 0, err
+    src, res = np.load(out / "source.npy"), np.load(out / "result.npy")
+    assert src.shape == (4, 2, 4, 8, 8) and res.shape == (4, 2, 8)
+    for t in range(4):  # out[t, k, d] = in[sources[t], 1 - k, t, [3, 7][k], d]
+        for k in range(2):
+            assert np.array_equal(res[t, k], src[[1, 2, 3, 0][t], 1 - k, t, [3, 7][k]])
+    g = tmp_path / "g"
+    code, _, err = run(["run", str(SEED / "gather_scaled.yaml"), "--out", str(g)])
+    assert code == 0, err
+    tab, idx, dst = (np.load(g / f"{n}.npy") for n in ("table", "index", "destination"))
+    assert dst.shape == (128, 512)  # axes order K, D, G: the destination carries D, G
+    rows = idx // 256  # scaled: byte offsets of 128 bf16 = 256-byte rows
+    assert np.array_equal(dst.T.view(np.uint16), tab[rows].view(np.uint16))
