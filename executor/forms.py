@@ -127,48 +127,35 @@ def _mismatch(detail: str) -> TcplanError:
 
 
 def _redistribute(problem, plan, seed: int) -> dict[str, Any]:
-    """Execute the fused plan's commands over memory; compare with its value semantics run on
-    the source's memory image."""
+    """Execute the fused plan's commands over memory; compare every result element with the
+    source element the plan's value semantics names."""
     src, res = plan.source, plan.result
-    axes = problem.axes
     eb = src.elem_bytes
-    mem = Memories(extents([src, res]))
-    T = tensor_values(axes, src.dtype, seed)
-    place(mem, src, axes, T)
-    n_el = src.dims["element"].size
+    T = tensor_values(problem.axes, src.dtype, seed)
+    mem = run_redistribution(problem, plan, T)
     hbm = src.tier == "hbm"
     chips = src.dims["chip"].size
     clusters = 1 if hbm else src.dims["cluster"].size
     first = 0 if hbm else int(np.flatnonzero(src.dims["slice"].evaluate()[1] == LIVE)[0])
-    image = np.zeros((chips, clusters, n_el, eb), np.uint8)
-    for p in range(chips):
+
+    def image(t) -> np.ndarray:
+        n = t.dims["element"].size
+        out = np.zeros((chips, clusters, n, eb), np.uint8)
+        for p in range(chips):
+            for k in range(clusters):
+                base = t.address if hbm else dm_address(k, first, t.address)
+                out[p, k] = mem.space(t.tier, p).read(base + np.arange(n) * eb, eb)
+        return out
+
+    before, after = image(src), image(res)
+    for t in range(chips):
         for k in range(clusters):
-            base = src.address if hbm else dm_address(k, first, src.address)
-            image[p, k] = mem.space(src.tier, p).read(base + np.arange(n_el) * eb, eb)
-    out_image = np.zeros_like(image[:, :, : res.dims["element"].size])
-    for d in plan.descriptors():
-        rchip, raddr = d["read"]
-        wchip, waddr = d["write"]
-        r = np.array([raddr], np.int64)
-        w = np.array([waddr], np.int64)
-        for n, rs, ws in d["entries"]:
-            k = np.arange(n, dtype=np.int64)
-            r = (r[:, None] + k * rs * eb).ravel()
-            w = (w[:, None] + k * ws * eb).ravel()
-        vals = mem.space(src.tier, rchip).read(r, eb)
-        mem.space(src.tier, wchip).write(w, vals)
-        t, kk = d["target"]
-        base = res.address if hbm else dm_address(kk, first, res.address)
-        out_image[t, kk] = mem.space(src.tier, wchip).read(
-            base + np.arange(out_image.shape[2]) * eb, eb)
-    for t_ in range(chips):
-        for k in range(clusters):
-            for e in range(out_image.shape[2]):
-                p, q, ein = plan.source_of(t_, k, e)
-                if not (out_image[t_, k, e] == image[p, q, ein]).all():
-                    raise _mismatch(f"target chip {t_} cluster {k} element {e} differs from "
+            for e in range(after.shape[2]):
+                p, q, ein = plan.source_of(t, k, e)
+                if not (after[t, k, e] == before[p, q, ein]).all():
+                    raise _mismatch(f"target chip {t} cluster {k} element {e} differs from "
                                     f"source chip {p} cluster {q} element {ein}")
-    return _report(int(out_image.shape[0] * out_image.shape[1] * out_image.shape[2]),
+    return _report(int(after.shape[0] * after.shape[1] * after.shape[2]),
                    "executed the fused commands over memory; value semantics")
 
 
@@ -276,7 +263,7 @@ def _indexed(problem, plan, seed: int, T: np.ndarray | None = None,
                             f"indices; holding rule")
 
 
-def index_keys(problem, plan, index: np.ndarray) -> np.ndarray:
+def index_keys(plan, index: np.ndarray) -> np.ndarray:
     """The table row of every index entry, from a user's index tensor."""
     vals = np.asarray(index, np.int64).reshape(-1)
     plan.apply(np.zeros((plan.table.dims["element"].size // plan.row_elements, 1)), vals)

@@ -218,42 +218,19 @@ def carried_axes(t: Tensor, axes: dict[str, int]) -> list[str]:
 
 def run_with_data(problem, plan, inputs: dict[str, np.ndarray], seed: int = 0
                   ) -> dict[str, np.ndarray]:
-    """Run a DMA/PCIe problem on the user's source tensor; return the destination tensor.
+    """Run a DMA/PCIe problem on the user's source tensor; return source and destination.
 
     Arrays are mathematical tensors: one dimension per axis the tensor carries, in the order
     of the problem's axes block.  A source not given is filled by ``seed``."""
     src, dst = plan.source, plan.destination
     axes = problem.axes
-    full_shape = tuple(axes.values())
-    s_axes = carried_axes(src, axes)
-    given = inputs.get("source")
-    if given is None:
-        T = tensor_values(axes, src.dtype, seed)
-    else:
-        want = tuple(axes[a] for a in s_axes)
-        dt = NP_DTYPES[src.dtype]
-        if given.shape != want or given.dtype != dt:
-            raise TcplanError(Violation("bad-request", (), {
-                "detail": f"--input source: expected an array of shape {want} ({', '.join(s_axes)}) "
-                          f"and dtype {dt}, got {given.shape} {given.dtype}",
-                "fix": "save the source tensor with numpy.save in that shape and dtype"}))
-        T = np.zeros(full_shape, dt)
-        T[tuple(slice(None) if a in s_axes else 0 for a in axes)] = given
+    T = embed(inputs.get("source"), src, axes, "source", seed)
     mem = Memories(extents([src, dst]))
     place(mem, src, axes, T)
     place(mem, dst, axes, None)
     execute(mem, plan)
-    out = np.zeros(full_shape, T.dtype)
-    flat = out.reshape(-1)
-    eb = dst.elem_bytes
-    for chip, addr, lin, status in positions(dst, axes):
-        live = status == LIVE
-        if live.any():
-            flat[lin[live]] = mem.space(dst.tier, chip).read(addr[live], eb).reshape(-1).view(
-                T.dtype)
-    d_axes = carried_axes(dst, axes)
-    return {"source": T[tuple(slice(None) if a in s_axes else 0 for a in axes)],
-            "destination": out[tuple(slice(None) if a in d_axes else 0 for a in axes)]}
+    return {"source": read_tensor_from(T, src, axes),
+            "destination": read_tensor(mem, dst, axes, T.dtype)}
 
 
 def read_tensor(mem_or_space, t: Tensor, axes: dict[str, int], dtype) -> np.ndarray:

@@ -300,7 +300,7 @@ def _run_data(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
             raise fail("bad-request", detail=f"--input index: expected an integer array of "
                        f"shape {want}, got {idx.shape} {idx.dtype}",
                        fix="save the index tensor with numpy.save")
-        keys = forms.index_keys(problem, plan, idx)
+        keys = forms.index_keys(plan, idx)
     written, holder, index = forms.run_indexed(problem, plan, T, keys, seed)
     return {name: run.read_tensor_from(T, data_t, axes), "index": index,
             "destination": run.read_tensor(holder, written, axes, T.dtype)}
