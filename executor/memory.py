@@ -30,11 +30,13 @@ def _access_error(tier: str, addr: int, why: str) -> TcplanError:
 class Space:
     """One address space (one chip's HBM, one chip's DM, or the host)."""
 
-    def __init__(self, tier: str, limit: int, size: int):
+    def __init__(self, tier: str, limit: int, size: int, lo: int = 0):
         self.tier = tier
         self.limit = limit  # the tier's capacity in bytes
-        # zeroed allocation: pages are mapped when first touched
-        self.data = np.zeros(min(size, limit), np.uint8)
+        self.lo = lo  # first physical byte held (HBM tensors may sit high in 48 GB)
+        # zeroed allocations: pages are mapped when first touched
+        self.data = np.zeros(max(0, min(size, limit - lo)), np.uint8)
+        self.writes = np.zeros(self.data.size, np.uint8)  # writes per byte (saturating)
         self.bottom: np.ndarray | None = None  # sorted physical addresses of Bottom padding
 
     def physical(self, addr: np.ndarray) -> np.ndarray:
@@ -56,17 +58,27 @@ class Space:
             a = lo if lo < 0 else hi
             raise _access_error(self.tier, a, f"outside the {self.tier.upper()} address space "
                                       f"({self.limit:,} B)")
-        if hi >= self.data.size:
-            raise _access_error(self.tier, hi, f"past every tensor the problem placed in "
-                                       f"{self.tier.upper()} (first {self.data.size:,} B)")
-        return phys
+        if lo < self.lo or hi >= self.lo + self.data.size:
+            a = lo if lo < self.lo else hi
+            raise _access_error(self.tier, a, f"outside every tensor the problem placed in "
+                                              f"{self.tier.upper()} ([{self.lo:,}, "
+                                              f"{self.lo + self.data.size:,}))")
+        return phys - self.lo
 
     def _check_bottom(self, phys: np.ndarray) -> None:
         if self.bottom is not None and self.bottom.size:
             hit = np.isin(phys, self.bottom)
             if hit.any():
-                raise _access_error(self.tier, int(phys[hit][0]), "Bottom padding (#{!}) is never "
-                                                          "read or written")
+                raise _access_error(self.tier, int(phys[hit][0]) + self.lo,
+                                    "Bottom padding (#{!}) is never read or written")
+
+    def forbid(self, phys: np.ndarray) -> None:
+        """Add Bottom-padding bytes (physical indices) to the forbidden set."""
+        cur = self.bottom if self.bottom is not None else np.zeros(0, np.int64)
+        self.bottom = np.union1d(cur, phys)
+
+    def reset_writes(self) -> None:
+        self.writes[:] = 0
 
     def read(self, addr: np.ndarray, nbytes: int = 1) -> np.ndarray:
         """Bytes at ``addr`` (each of ``nbytes`` consecutive bytes): shape (len, nbytes)."""
@@ -85,6 +97,8 @@ class Space:
         idx = phys[:, None] + np.arange(nbytes, dtype=np.int64)
         self._check_bottom(idx.ravel())
         self.data[idx] = values
+        w = self.writes[phys]
+        self.writes[phys] = np.minimum(w, 254) + 1
 
 
 class Memories:
@@ -94,17 +108,20 @@ class Memories:
 
     DM_BYTES = hw.CLUSTERS_PER_CHIP * hw.SLICES_PER_CLUSTER * hw.DM_BYTES_PER_SLICE
 
-    def __init__(self, extent: dict[str, int] | None = None) -> None:
+    def __init__(self, extent: dict[str, tuple[int, int]] | None = None) -> None:
         self.spaces: dict[tuple[str, int], Space] = {}
-        self.extent = extent or {}
+        self.extent = extent or {}  # tier -> (first byte, end byte) the tensors reach
 
     def space(self, tier: str, chip: int = 0) -> Space:
         key = (tier, 0 if tier == "host" else chip)
         s = self.spaces.get(key)
         if s is None:
             limit = {"hbm": hw.HBM_BYTES_PER_CHIP, "dm": self.DM_BYTES, "host": 1 << 40}[tier]
-            size = self.DM_BYTES if tier == "dm" else self.extent.get(tier, 1 << 20)
-            s = self.spaces[key] = Space(tier, limit, size)
+            if tier == "dm":
+                lo, hi = 0, self.DM_BYTES
+            else:
+                lo, hi = self.extent.get(tier, (0, 1 << 20))
+            s = self.spaces[key] = Space(tier, limit, hi - lo, lo)
         return s
 
     @property

@@ -119,8 +119,7 @@ def place(mem: Memories, t: Tensor, axes: dict[str, int], T: np.ndarray | None) 
             bottoms.setdefault(chip, []).append(
                 (phys[:, None] + np.arange(eb)).ravel())
     for chip, parts in bottoms.items():
-        space = mem.space(t.tier, chip)
-        space.bottom = np.unique(np.concatenate(parts))
+        mem.space(t.tier, chip).forbid(np.concatenate(parts))
 
 
 def execute(mem: Memories, plan) -> int:
@@ -159,12 +158,33 @@ def _addresses(entries, rbase: int, wbase: int, eb: int) -> Iterator[tuple[np.nd
         yield rb + r_off, wb + w_off
 
 
-def verify(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray) -> dict:
-    """Compare every live destination position with T at its index (the holding rule)."""
+def verify(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray,
+           moved: int | None = None) -> dict:
+    """Compare every live destination position with T at its index (the holding rule); Zero
+    padding must still hold zeros; with ``moved``, every write must have landed on the
+    destination and every live slot exactly once."""
     eb = dst.elem_bytes
     flat = T.reshape(-1).view(np.uint8).reshape(-1, eb)
     checked = 0
+    landed = 0
     for chip, addr, lin, status in positions(dst, axes):
+        space = mem.space(dst.tier, chip)
+        zero = status == ZERO
+        if zero.any():
+            z = space.read(addr[zero], eb)
+            if z.any():
+                k = int(np.flatnonzero(z.any(axis=1))[0])
+                raise TcplanError(Violation("verify-mismatch", (), {"detail": (
+                    f"Zero padding (#{{0}}) at chip {chip} address {int(addr[zero][k]):,} "
+                    f"holds {z[k].tolist()} after the move")}))
+        if moved is not None:
+            counts = space.writes[space.physical(addr)]
+            landed += int(counts.sum())
+            twice = (status == LIVE) & (counts > 1)
+            if twice.any():
+                raise TcplanError(Violation("verify-mismatch", (), {"detail": (
+                    f"destination slot at chip {chip} address {int(addr[twice][0]):,} was "
+                    f"written {int(counts[twice][0])} times")}))
         live = status == LIVE
         if not live.any():
             continue
@@ -181,16 +201,21 @@ def verify(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray) -> d
                 f"at chip {chip} address {int(addr[live][k]):,} holds {act!r}, expected "
                 f"{exp!r}" + (" (never written)" if (got[k] == UNWRITTEN).all() else ""))}))
         checked += int(live.sum())
+    if moved is not None and landed != moved:
+        raise TcplanError(Violation("verify-mismatch", (), {"detail": (
+            f"{moved - landed:,} of {moved:,} moved elements were written outside the "
+            f"destination")}))
     return {"checked": checked}
 
 
-def extents(tensors: list[Tensor]) -> dict[str, int]:
-    """Bytes of HBM / host memory the tensors reach (for the memories' sizes)."""
-    out: dict[str, int] = {}
+def extents(tensors: list[Tensor]) -> dict[str, tuple[int, int]]:
+    """The byte range of HBM / host memory the tensors reach (for the memories' sizes)."""
+    out: dict[str, tuple[int, int]] = {}
     for t in tensors:
         if t.tier in ("hbm", "host"):
-            end = t.address + t.dims["element"].size * t.elem_bytes
-            out[t.tier] = max(out.get(t.tier, 0), end)
+            lo, hi = t.address, t.address + t.dims["element"].size * t.elem_bytes
+            a, b = out.get(t.tier, (lo, hi))
+            out[t.tier] = (min(a, lo), max(b, hi))
     return out
 
 
@@ -201,8 +226,10 @@ def run_dma(problem, plan, seed: int = 0) -> dict:
     T = tensor_values(problem.axes, src.dtype, seed)
     place(mem, src, problem.axes, T)
     place(mem, dst, problem.axes, None)
+    for s in mem.spaces.values():
+        s.reset_writes()
     moved = execute(mem, plan)
-    result = verify(mem, dst, problem.axes, T)
+    result = verify(mem, dst, problem.axes, T, moved)
     result["moved"] = moved
     result["allocated_bytes"] = mem.resident_bytes
     return result

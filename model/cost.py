@@ -64,14 +64,18 @@ def _packet_addresses(entries, base: int, k: int, eb: int, packet: int) -> np.nd
     return addr
 
 
-def _requests(addr: np.ndarray, nbytes: int) -> np.ndarray:
-    """The 256-byte blocks each packet touches (a packet crossing a boundary touches more)."""
+def _requests(addr: np.ndarray, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The 256-byte blocks each packet touches (a packet crossing a boundary touches more),
+    and whether each block is only partly covered."""
     first = addr // REQUEST_BYTES
     last = (addr + nbytes - 1) // REQUEST_BYTES
     span = int((last - first).max()) + 1 if addr.size else 1
     blocks = first[:, None] + np.arange(span, dtype=np.int64)
     keep = blocks <= last[:, None]
-    return (blocks * REQUEST_BYTES)[keep]
+    start = blocks * REQUEST_BYTES
+    covered = (np.minimum(start + REQUEST_BYTES, (addr + nbytes)[:, None])
+               - np.maximum(start, addr[:, None]))
+    return start[keep], (covered < REQUEST_BYTES)[keep]
 
 
 def _decode(addr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -120,9 +124,12 @@ def _hbm_time(reqs: list[tuple[int, np.ndarray, np.ndarray]], penalties: list[st
         if n_sw:
             penalties.append(f"row switches on chip {chip} HBM channel {hot}: {n_sw:,} x "
                              f"{ROW_SWITCH} cycles")
-        if used <= 16:
+        stacks = np.unique((addr >> hw.HBM_STACK_BIT) & 1)
+        if stacks.size == 1 and addr.size >= 32:
             penalties.append(f"chip {chip}: requests reach only {used} of 32 HBM channels "
-                             f"(stack bit 8 not toggled: half the bandwidth)")
+                             f"(stack bit 8 never toggles: half the bandwidth)")
+        elif used < 32 and addr.size >= 64:
+            penalties.append(f"chip {chip}: requests reach only {used} of 32 HBM channels")
     return worst, per_chip
 
 
@@ -130,7 +137,7 @@ def dma_cycles(plan) -> CycleReport:
     """Cycles of a lowered DmaPlan."""
     eb = plan.elem_bytes
     src, dst = plan.source.tier, plan.destination.tier
-    serial = (src == dst == "hbm") or (src == dst == "dm" and _same_cluster(plan))
+    hbm_hbm = src == dst == "hbm"
     penalties: list[str] = []
     hbm_reqs: list[tuple[int, np.ndarray, np.ndarray]] = []
     engines, startup_total = [], 0
@@ -145,14 +152,14 @@ def dma_cycles(plan) -> CycleReport:
             for k, tier, base, chip in ((1, src, c.read_base, e.read_chip),
                                         (2, dst, c.write_base, e.write_chip)):
                 paddr = _packet_addresses(c.entries, base, k, eb, c.packet)
-                req = _requests(paddr, pbytes)
+                req, partial = _requests(paddr, pbytes)
                 n = req.size
                 t = float(n)  # one 256-byte request per cycle per engine
                 if plan.pcie:
                     t = max(t, paddr.size * pbytes / PCIE_BYTES_PER_CYCLE)
                 if tier == "dm":
-                    dmn = req >> 27  # (cluster * 8 + dmn), decisions.md item 10
-                    per = np.bincount(dmn - dmn.min(), minlength=1) * REQUEST_BYTES
+                    dmn = paddr >> 27  # (cluster * 8 + dmn), decisions.md item 10
+                    per = np.bincount(dmn - dmn.min(), minlength=1) * pbytes  # bytes moved
                     t_dm = float(per.max()) / DMN_BYTES_PER_CYCLE
                     if t_dm > t and len(np.unique(dmn)) == 1:
                         penalties.append(f"engine {e.engine}: {'reads' if k == 1 else 'writes'}"
@@ -160,14 +167,16 @@ def dma_cycles(plan) -> CycleReport:
                     t = max(t, t_dm)
                 if tier == "hbm":
                     stamps = stamp0 + np.arange(n, dtype=np.int64)
-                    if k == 2 and (pbytes % REQUEST_BYTES or base % REQUEST_BYTES):
-                        penalties.append(f"engine {e.engine}: partial HBM writes of {pbytes} B "
-                                         f"need read-modify-write")
-                        req = np.repeat(req, 2)
-                        stamps = np.repeat(stamps, 2)
+                    if k == 2 and partial.any():  # partly covered blocks: read-modify-write
+                        penalties.append(f"engine {e.engine}: {int(partial.sum()):,} HBM write "
+                                         f"blocks are partial or unaligned: read-modify-write")
+                        req = np.concatenate([req, req[partial]])
+                        stamps = np.concatenate([stamps, stamps[partial]])
                     hbm_reqs.append((chip, req, stamps))
                 sides[k] = t
             stamp0 += max(sides.values())
+            serial = hbm_hbm or (src == dst == "dm" and e.read_chip == e.write_chip
+                                 and (c.read_base >> 30) == (c.write_base >> 30))
             data = sides[1] + sides[2] if serial else max(sides[1], sides[2])
             r_sum += sides[1]
             w_sum += sides[2]
@@ -183,7 +192,8 @@ def dma_cycles(plan) -> CycleReport:
         cycles, bottleneck = hbm_total, "HBM channels"
     else:
         cycles = worst_engine
-        bottleneck = ("engine requests and DM" if not serial else
+        serial_any = hbm_hbm or (src == dst == "dm")
+        bottleneck = ("engine requests and DM" if not serial_any else
                       "serialized read and write")
     n_cmd_max = max((len(e.commands) for e in plan.engines), default=0)
     return CycleReport(math.ceil(cycles), STARTUP * n_cmd_max, worst_read, worst_write,
@@ -201,8 +211,3 @@ def _summarize(penalties: list[str]) -> list[str]:
         lines.append(items[0] + (f" (and {len(items) - 1} more like it)" if len(items) > 1
                                  else ""))
     return lines
-
-
-def _same_cluster(plan) -> bool:
-    return any(e.read_chip == e.write_chip and (c.read_base >> 30) == (c.write_base >> 30)
-               for e in plan.engines for c in e.commands)

@@ -26,7 +26,7 @@ from . import hardware as hw
 from .rules import TcplanError, Violation, fail
 from .sequencer import (Layout, _Piece, check_side, coalesce, layout_of_dims, merge_policy,
                         packet_violations, stream_pieces)
-from .mapping import parse
+from .mapping import TOP, parse
 from .tiers import Tensor, placement_violations
 
 #: address distance between two chips in the combined address space used for the Chip
@@ -262,7 +262,11 @@ def _room(p: _Piece, pieces: list[_Piece], L: Layout, k: int) -> bool:
     for q in pieces:
         if q is not p and q.bufs[k] == j:
             reach += (q.n - 1) * (q.lo // f.lo)
-    return reach < f.size
+    if reach >= f.size:
+        return False
+    # a destination's padding must be Top (arbitrary) to take moved padding lanes: Zero padding
+    # promises zeros and Bottom padding may not be touched
+    return k == 0 or all(kind == TOP for _, kind in f.pads)
 
 
 def _chip_loops(temporal: list[_Piece], src: Tensor, dst: Tensor) -> list[Violation]:

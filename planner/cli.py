@@ -77,7 +77,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     "rule), and report cycles with a breakdown.")
     v.add_argument("problem", metavar="PROBLEM.yaml")
     v.add_argument("--json", action="store_true", help="print one JSON object")
-    v.add_argument("--seed", type=int, default=0, help="seed of the random source data")
+    v.add_argument("--seed", type=_seed, default=0, help="seed of the random source data")
     r = sub.add_parser(
         "run", help="run a DMA problem on your data and write the output tensors",
         description="Run a DMA or PCIe problem on the given source tensor (a .npy array whose "
@@ -87,8 +87,18 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                    help="an input tensor (NAME: source)")
     r.add_argument("--out", default=".", metavar="DIR", help="where to write NAME.npy")
-    r.add_argument("--seed", type=int, default=0, help="seed for inputs not given")
+    r.add_argument("--seed", type=_seed, default=0, help="seed for inputs not given")
     return p
+
+
+def _seed(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a seed") from None
+    if not 0 <= v < 2**63:
+        raise argparse.ArgumentTypeError(f"{v} is not a seed (0 or more)")
+    return v
 
 
 def _default_mode(engine: str, mode: str | None) -> str:
@@ -325,10 +335,14 @@ def _cmd_run(args: argparse.Namespace, stdout: TextIO) -> int:
                        f"takes {', '.join(n + '=FILE.npy' for n in names[problem.kind])}",
                        fix="name one of the problem's input tensors")
         try:
-            inputs[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
+            arr = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:
             raise fail("bad-request", detail=f"--input {item!r}: cannot load ({e})",
-                       fix="give a file written by numpy.save") from None
+                       fix="give a .npy file written by numpy.save") from None
+        if not isinstance(arr, np.ndarray):
+            raise fail("bad-request", detail=f"--input {item!r}: not a single array "
+                       f"(a .npz archive?)", fix="give a .npy file written by numpy.save")
+        inputs[name] = arr
     plan = lower_problem(problem)
     tensors = _run_data(problem, plan, inputs, args.seed)
     out = pathlib.Path(args.out)

@@ -183,3 +183,83 @@ def test_run_cli_redistribution_and_gather(tmp_path):
     assert dst.shape == (128, 512)  # axes order K, D, G: the destination carries D, G
     rows = idx // 256  # scaled: byte offsets of 128 bf16 = 256-byte rows
     assert np.array_equal(dst.T.view(np.uint16), tab[rows].view(np.uint16))
+
+
+def _problem(text):
+    p = load_problem_text(text)
+    return p, lower_problem(p)
+
+
+def test_zero_padding_is_kept_and_checked():
+    # moving Top-padding lanes into Zero padding would break its promise: the packet shrinks
+    p, plan = _problem("""
+kind: dma
+axes: {A: 4, B: 6}
+source: {tier: hbm, element: 'm![A, B # 8]'}
+destination: {tier: hbm, address: 4096, element: 'm![A, B #{0} 8]'}
+stream: {time: 'm![A]', packet: 'm![B # 8]'}
+""")
+    assert plan.packet == 6
+    run_dma(p, plan)
+    # and a plan that writes garbage into Zero padding is caught
+    bad = copy.deepcopy(plan)
+    c = bad.engines[0].commands[0]
+    c.entries[-1] = (8, 1, 1)
+    with pytest.raises(TcplanError) as ei:
+        run_dma(p, bad)
+    assert ei.value.code == "verify-mismatch" and "Zero padding" in ei.value.message
+
+
+def test_two_tensors_bottom_padding_both_forbidden():
+    p, plan = _problem("""
+kind: dma
+axes: {A: 4, B: 6}
+source: {tier: hbm, element: 'm![A, B #{!} 8]'}
+destination: {tier: hbm, address: 4096, element: 'm![A #{!} 8, B # 8]'}
+stream: {time: 'm![A]', packet: 'm![B # 8]'}
+""")
+    with pytest.raises(TcplanError) as ei:
+        run_dma(p, plan)
+    assert ei.value.code == "memory-access" and "Bottom padding" in ei.value.message
+
+
+def test_hbm_tensors_high_in_the_address_space():
+    p, plan = _problem("""
+kind: dma
+axes: {A: 8, B: 256}
+source: {tier: hbm, address: 40000000000, element: 'm![A, B]'}
+destination: {tier: hbm, address: 45000000000, element: 'm![B, A]'}
+stream: {time: 'm![A]', packet: 'm![B]'}
+""")
+    assert run_dma(p, plan)["checked"] == 2048
+
+
+@pytest.mark.parametrize("how", ["duplicate", "stray"])
+def test_extra_writes_are_caught(how):
+    p = load_problem(SEED / "dma_example_1.yaml")
+    plan = copy.deepcopy(lower_problem(p))
+    e = plan.engines[0]
+    c = e.commands[0]
+    if how == "duplicate":
+        e.commands.append(copy.deepcopy(c))
+    else:  # a command that writes over the source region
+        extra = copy.deepcopy(c)
+        extra.write_base = 0
+        e.commands.append(extra)
+    with pytest.raises(TcplanError) as ei:
+        run_dma(p, plan)
+    assert ei.value.code == "verify-mismatch"
+
+
+def test_run_cli_rejects_non_npy_inputs(tmp_path):
+    import numpy as np
+    z = tmp_path / "a.npz"
+    np.savez(z, x=np.zeros(3))
+    empty = tmp_path / "e.npy"
+    empty.write_bytes(b"")
+    for f in (z, empty):
+        code, _, err = run(["run", str(SEED / "dma_example_1.yaml"), "--input",
+                            f"source={f}", "--out", str(tmp_path)])
+        assert code == 2 and "bad-request" in err and "Traceback" not in err
+    code, _, err = run(["verify", str(SEED / "dma_example_1.yaml"), "--seed", "-1"])
+    assert code == 2 and "not a seed" in err
