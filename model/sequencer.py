@@ -444,6 +444,18 @@ def _cut(s: Factor, term: str, side: str, layouts: tuple[Layout, ...], axes: dic
     hi_s = s.lo * s.count
     cur = s.lo
     nl = len(layouts)
+    if nl == 1:  # fast path: the whole term inside one buffer digit (the common case)
+        L = layouts[0]
+        for lo, hi, j in L.by_axis.get(a, ()):
+            if lo <= cur < hi:
+                if hi >= hi_s and cur % lo == 0:
+                    p = _Piece(cur, s.count, s.size, (j,), (L.weights[j] * (cur // lo),), term,
+                               side, None, hi_s, a)
+                    if multi:
+                        p.label = _piece_label(a, cur, s.count,
+                                               "top" if hi_s >= axes[a] else hi_s)
+                    return [p]
+                break
     out: list[_Piece] = []  # low to high
     while cur < hi_s:
         top = hi_s
