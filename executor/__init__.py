@@ -1,5 +1,3 @@
-"""tcplan executor: functional simulation and cycle model.
-
-Empty until the executor issue (#4) lands; the package exists so the project layout is the one
-the design card fixes (model -> planner -> executor).
-"""
+"""tcplan executor: functional simulation of lowered configs over simulated memories,
+verification by the holding rule, and `tcplan verify` / `tcplan run` (the cycle model itself is
+the pure function in :mod:`model.cost`)."""

@@ -18,10 +18,6 @@ DM_BACKED_SHIFT = 19  # 512 KiB backed per slice
 DM_WINDOW_SHIFT = 22  # 4 MiB virtual window per slice
 
 
-class MemoryError_(TcplanError):
-    pass
-
-
 def _access_error(tier: str, addr: int, why: str) -> TcplanError:
     return TcplanError(Violation("memory-access", (f"{addr:#x}",), {
         "tier": tier, "address": f"{addr:,} ({addr:#x})", "why": why}))
@@ -125,5 +121,6 @@ class Memories:
         return s
 
     @property
-    def resident_bytes(self) -> int:
-        return sum(s.data.nbytes for s in self.spaces.values())
+    def allocated_bytes(self) -> int:
+        """Bytes allocated (virtually: pages are mapped only when touched)."""
+        return sum(s.data.nbytes + s.writes.nbytes for s in self.spaces.values())

@@ -231,7 +231,7 @@ def run_dma(problem, plan, seed: int = 0) -> dict:
     moved = execute(mem, plan)
     result = verify(mem, dst, problem.axes, T, moved)
     result["moved"] = moved
-    result["allocated_bytes"] = mem.resident_bytes
+    result["allocated_bytes"] = mem.allocated_bytes
     return result
 
 
