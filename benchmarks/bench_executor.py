@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from executor.memory import Memories  # noqa: E402
 from executor.run import execute, extents, place, run_dma, tensor_values  # noqa: E402
-from planner.cli import lower_problem  # noqa: E402
+from planner.lowering import lower_problem  # noqa: E402
 from planner.spec import load_problem  # noqa: E402
 
 

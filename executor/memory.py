@@ -14,8 +14,8 @@ import numpy as np
 from model import hardware as hw
 from model.rules import TcplanError, Violation
 
-DM_BACKED_SHIFT = 19  # 512 KiB backed per slice
-DM_WINDOW_SHIFT = 22  # 4 MiB virtual window per slice
+DM_BACKED_SHIFT = hw.DM_BYTES_PER_SLICE.bit_length() - 1  # 512 KiB backed per slice
+DM_WINDOW_SHIFT = hw.DM_SLICE_STRIDE.bit_length() - 1  # 4 MiB virtual window per slice
 
 
 def _access_error(tier: str, addr: int, why: str) -> TcplanError:

@@ -18,7 +18,7 @@ import numpy as np
 
 from model.mapping import BOTTOM, LIVE, TOP, ZERO
 from model.rules import TcplanError, Violation
-from model.tiers import Tensor, dm_address
+from model.tiers import TIER_DIMS, Tensor, dm_address
 
 from .memory import Memories
 
@@ -31,8 +31,6 @@ NP_DTYPES = {
 TOP_BYTE = 0xA5  # recognizable garbage in Top padding
 UNWRITTEN = 0x5A  # what a destination holds before the move
 CHUNK = 1 << 22  # elements per vectorized step: bounds the memory of large transfers
-DIMS = {"hbm": ("chip", "element"), "host": ("element",),
-        "dm": ("chip", "cluster", "slice", "element")}
 
 
 def tensor_values(axes: dict[str, int], dtype: str, seed: int) -> np.ndarray:
@@ -51,7 +49,7 @@ def positions(t: Tensor, axes: dict[str, int]) -> Iterator[tuple[int, np.ndarray
                                                                    np.ndarray]]:
     """Every position of a tensor in chunks: (chip, byte address, linear index into T,
     status).  An index past an axis is Top padding (decisions.md item 21)."""
-    dims = DIMS[t.tier]
+    dims = TIER_DIMS[t.tier]
     units = [d for d in dims if d != "element"]
     evals = {d: t.dims[d].evaluate() for d in units}
     el = t.dims["element"]

@@ -11,7 +11,7 @@ from .run import run_dma
 
 def verify_problem(problem, seed: int = 0) -> dict[str, Any]:
     """Raises TcplanError (a rule, or a verification mismatch) or returns the report."""
-    from planner.cli import lower_problem  # the planner owns lowering a problem
+    from planner.lowering import lower_problem  # the planner owns lowering a problem
     plan = lower_problem(problem)
     if problem.kind in ("dma", "pcie"):
         result = run_dma(problem, plan, seed)

@@ -30,13 +30,15 @@ import numpy as np
 
 from . import hardware as hw
 
-STARTUP = 500  # cycles per DMA command (decisions.md item 12)
-REQUEST_BYTES = 256  # one AXI request
-ENGINE_BYTES_PER_CYCLE = 256
-DMN_BYTES_PER_CYCLE = 128  # facts.md section 4
-HBM_SERVICE = 256 / 48  # cycles per 256-byte request per channel (48 GB/s at 1 GHz)
-ROW_SWITCH = 40  # cycles for a request that switches its bank's row
-PCIE_BYTES_PER_CYCLE = 30
+STARTUP = hw.DMA_STARTUP_CYCLES
+REQUEST_BYTES = hw.DMA_REQUEST_BYTES
+DMN_BYTES_PER_CYCLE = hw.DMN_BYTES_PER_CYCLE
+HBM_SERVICE = hw.HBM_REQUEST_CYCLES
+ROW_SWITCH = hw.HBM_ROW_SWITCH_CYCLES
+PCIE_BYTES_PER_CYCLE = hw.PCIE_BYTES_PER_CYCLE
+REQUESTS_PER_CYCLE = hw.DMA_ENGINE_BYTES_PER_CYCLE / hw.DMA_REQUEST_BYTES
+DMN_SHIFT = hw.DM_DMN_STRIDE.bit_length() - 1  # address bits above a DMN's slices
+CLUSTER_SHIFT = hw.DM_CLUSTER_STRIDE.bit_length() - 1
 
 
 @dataclass
@@ -154,11 +156,11 @@ def dma_cycles(plan) -> CycleReport:
                 paddr = _packet_addresses(c.entries, base, k, eb, c.packet)
                 req, partial = _requests(paddr, pbytes)
                 n = req.size
-                t = float(n)  # one 256-byte request per cycle per engine
+                t = n / REQUESTS_PER_CYCLE  # one 256-byte request per cycle per engine
                 if plan.pcie:
                     t = max(t, paddr.size * pbytes / PCIE_BYTES_PER_CYCLE)
                 if tier == "dm":
-                    dmn = paddr >> 27  # (cluster * 8 + dmn), decisions.md item 10
+                    dmn = paddr >> DMN_SHIFT  # cluster * 8 + dmn (decisions.md item 10)
                     per = np.bincount(dmn - dmn.min(), minlength=1) * pbytes  # bytes moved
                     t_dm = float(per.max()) / DMN_BYTES_PER_CYCLE
                     if t_dm > t and len(np.unique(dmn)) == 1:
@@ -176,7 +178,8 @@ def dma_cycles(plan) -> CycleReport:
                 sides[k] = t
             stamp0 += max(sides.values())
             serial = hbm_hbm or (src == dst == "dm" and e.read_chip == e.write_chip
-                                 and (c.read_base >> 30) == (c.write_base >> 30))
+                                 and (c.read_base >> CLUSTER_SHIFT)
+                                 == (c.write_base >> CLUSTER_SHIFT))
             data = sides[1] + sides[2] if serial else max(sides[1], sides[2])
             r_sum += sides[1]
             w_sum += sides[2]

@@ -77,3 +77,19 @@ HBM_BANK_BITS = (17, 18)
 HBM_BANK_GROUP_BITS = (13, 19)
 HBM_SLICE_BIT = 20
 HBM_ROW_LOW_BIT = 21
+
+# --- DMA timing (facts.md sections 4-6; decisions.md item 12; the cycle model) ---------
+#: Start-up cycles of every DMA command.
+DMA_STARTUP_CYCLES = 500
+#: One AXI request moves at most this many bytes; a packet is ceil(bytes / 256) requests.
+DMA_REQUEST_BYTES = 256
+#: An engine moves one request per cycle when both sides keep up (256 B/cycle).
+DMA_ENGINE_BYTES_PER_CYCLE = 256
+#: Each DMN moves 128 B/cycle (facts.md section 4).
+DMN_BYTES_PER_CYCLE = 128
+#: A 256-byte request occupies its HBM channel 256 B / 48 GB/s = 5.33 cycles at 1 GHz.
+HBM_REQUEST_CYCLES = 256 / 48
+#: A request that switches its bank's open row costs ~40 cycles (facts.md section 5).
+HBM_ROW_SWITCH_CYCLES = 40
+#: PCIe DMA bandwidth (facts.md section 6).
+PCIE_BYTES_PER_CYCLE = 30

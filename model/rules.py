@@ -339,10 +339,6 @@ RULES: dict[str, Rule] = _rules(
 )
 
 
-def rule(rule_id: str) -> Rule:
-    return RULES[rule_id]
-
-
 @dataclass
 class Violation:
     """One broken rule: which rule, the offending terms or entries, and the details."""

@@ -70,9 +70,6 @@ class Tensor:
     def elem_bytes(self) -> int:
         return hw.DTYPE_BYTES[self.dtype]
 
-    def dim(self, name: str) -> Mapping:
-        return self.dims[name]
-
     def describe(self) -> str:
         parts = ", ".join(f"{DIM_TITLES[d]} {m.text()}" for d, m in self.dims.items())
         return f"{self.tier.upper()} {self.name} <{self.dtype}, {parts}>"

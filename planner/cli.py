@@ -16,8 +16,9 @@ from typing import Any, Iterable, Iterator, Sequence, TextIO
 from model import hardware as hw
 from model.mapping import parse, parse_axes, validate_axes
 from model.rules import MODES, PROFILES, TcplanError, fail
-from model import dma, gather, redistribute, tiers
+from model import dma, tiers
 from model.sequencer import SequencerConfig, derive
+from planner.lowering import default_mode, lower_problem
 from planner.spec import load_problem
 
 EXIT_OK, EXIT_RULE, EXIT_INPUT = 0, 1, 2
@@ -99,12 +100,6 @@ def _seed(text: str) -> int:
     if not 0 <= v < 2**63:
         raise argparse.ArgumentTypeError(f"{v} is not a seed (0 or more)")
     return v
-
-
-def _default_mode(engine: str, mode: str | None) -> str:
-    if mode is not None:
-        return mode
-    return "write" if engine == "commit" else "read"
 
 
 def _error_obj(err: TcplanError) -> dict[str, Any]:
@@ -194,7 +189,7 @@ def answer_request(req: Any) -> dict[str, Any]:
             opts[key] = req.get(key)
         cfg = derive(parse(req["buf"], axes, "buf"), parse(req["time"], axes, "time"),
                      parse(req["packet"], axes, "packet"), opts["dtype"] or "i8",
-                     _default_mode(engine, opts["mode"]), engine)
+                     default_mode(engine, opts["mode"]), engine)
         out = cfg.to_json()
     except TcplanError as err:
         out = _error_obj(err)
@@ -274,7 +269,7 @@ def _cmd_sequence(args: argparse.Namespace, stdout: TextIO) -> int:
     buf = parse(args.buf, axes, "--buf")
     time = parse(args.time, axes, "--time")
     packet = parse(args.packet, axes, "--packet")
-    cfg = derive(buf, time, packet, args.dtype, _default_mode(args.engine, args.mode),
+    cfg = derive(buf, time, packet, args.dtype, default_mode(args.engine, args.mode),
                  args.engine)
     if args.json:
         print(json.dumps(cfg.to_json()), file=stdout)
@@ -386,61 +381,6 @@ def _cmd_verify(args: argparse.Namespace, stdout: TextIO) -> int:
             lines += [f"  penalty: {p}" for p in b["penalties"]]
         print("\n".join(lines), file=stdout)
     return EXIT_OK
-
-
-def lower_problem(problem: Any) -> Any:
-    """The configs of a problem: a DmaPlan or a SequencerConfig (raises TcplanError)."""
-    t = problem.tensors
-    if problem.kind in ("dma", "pcie"):
-        return dma.lower(t["source"], t["destination"], t["stream"], problem.chips,
-                         problem.params.get("engine_at"), pcie=problem.kind == "pcie")
-    if problem.kind == "redistribute":
-        return redistribute.plan(t["source"], problem.params["steps"], problem.chips)
-    if problem.kind == "gather":
-        return gather.plan("gather", problem.params["variant"], t["table"], t["destination"],
-                           t["index"], problem.chips)
-    if problem.kind == "scatter":
-        return gather.plan("scatter", "scaled", t["destination"], t["source"], t["index"],
-                           problem.chips)
-    if problem.kind == "sequence":
-        engine = problem.params["engine"]
-        return derive(t["buffer"].dims["element"], t["stream"].dims["time"],
-                      t["stream"].dims["packet"], t["buffer"].dtype,
-                      _default_mode(engine, problem.params["mode"]), engine)
-    return LayoutReport(problem)
-
-
-class LayoutReport:
-    """What `lower` says of a layout problem: each tensor's dimensions, footprint and
-    placement-rule warnings (a layout has no operation to lower)."""
-
-    def __init__(self, problem: Any):
-        self.problem = problem
-        self.rows = []
-        for name, t in problem.tensors.items():
-            el = t.dims.get("element")
-            self.rows.append({
-                "tensor": name, "tier": t.tier, "dtype": t.dtype,
-                "dims": {d: {"mapping": m.text(), "size": m.size} for d, m in t.dims.items()},
-                "bytes_per_unit": el.size * t.elem_bytes if el is not None else None,
-                "warnings": [v.to_json() for v in tiers.placement_violations(t, problem.chips)],
-            })
-
-    def to_json(self) -> dict[str, Any]:
-        return {"tensors": self.rows}
-
-    def text(self) -> str:
-        lines = [f"{self.problem.name}: layout of {len(self.rows)} tensor(s), "
-                 f"{self.problem.chips} chip(s)"]
-        for r in self.rows:
-            dims = ", ".join(f"{tiers.DIM_TITLES[d]} {v['mapping']} ({v['size']})"
-                             for d, v in r["dims"].items())
-            foot = (f"; {r['bytes_per_unit']:,} B per unit" if r["bytes_per_unit"] is not None
-                    else "")
-            lines.append(f"  {r['tensor']}: {r['tier'].upper()} <{r['dtype']}> {dims}{foot}")
-            for w in r["warnings"]:
-                lines.append(f"    warning [{w['code']}] {w['message']}")
-        return "\n".join(lines)
 
 
 def _cmd_lower(args: argparse.Namespace, stdout: TextIO) -> int:

@@ -16,7 +16,7 @@ import yaml
 from model import hardware as hw
 from model.mapping import MAX_SIZE, Mapping, parse, validate_axes
 from model.rules import TcplanError, Violation, fail
-from model.tiers import REQUIRED_DIMS, TIER_DIMS, Tensor, default_dim
+from model.tiers import DIM_TITLES, REQUIRED_DIMS, TIER_DIMS, Tensor, default_dim
 
 FORMAT_VERSION = 1
 KINDS = ("layout", "sequence", "dma", "pcie", "redistribute", "gather", "scatter")
@@ -330,7 +330,7 @@ class _Ctx:
             raise self.doc.error(keys, f"expected a mapping such as 'm![A, B]', got "
                                  f"{type(value).__name__}", "quote the mapping")
         try:
-            return parse(value, self.axes, DIM_WHAT.get(dim, dim))
+            return parse(value, self.axes, DIM_TITLES.get(dim, dim))
         except TcplanError as e:
             v = e.violations[0]
             line = self.doc.node_at(keys)
@@ -395,7 +395,3 @@ class _Ctx:
             raise self.doc.error(keys + ("dtype",), f"{dtype!r} is not a dtype",
                                  "use one of " + ", ".join(hw.DTYPE_BYTES))
         return Tensor(name, t, dtype, dims, address)
-
-
-DIM_WHAT = {"chip": "Chip", "cluster": "Cluster", "slice": "Slice", "lane": "Lane",
-            "element": "Element", "time": "Time", "packet": "Packet"}
