@@ -19,5 +19,11 @@ def verify_problem(problem, seed: int = 0) -> dict[str, Any]:
         return {"verified": True, "cycles": cost.cycles, "checked": result["checked"],
                 "method": "executed every command over simulated memories; holding rule",
                 "breakdown": cost.to_json()}
+    if problem.kind == "vector":
+        from .chains import verify_vector
+        return verify_vector(problem, plan, seed)
+    if problem.kind == "lane_fold":
+        from .chains import verify_lane_fold
+        return verify_lane_fold(problem, plan, seed)
     from .forms import verify_other
     return verify_other(problem, plan, seed)

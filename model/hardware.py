@@ -93,3 +93,24 @@ HBM_REQUEST_CYCLES = 256 / 48
 HBM_ROW_SWITCH_CYCLES = 40
 #: PCIe DMA bandwidth (facts.md section 6).
 PCIE_BYTES_PER_CYCLE = 30
+
+# --- Vector Engine (seed 003; facts.md section 7) ----------------------------------------
+#: Lanes of an 8-way flit; a 4-way flit carries half (seed 003 "Narrow").
+VE_PACKET_LANES = 8
+#: VRF bytes a Tensor Unit invocation reserves when it stashes (seed 003 "피연산자").
+VE_STASH_RESERVED_BYTES = 1_024
+#: Elements one group may hold inside the pair axis: the VE register-file cache, 1,024 B of
+#: 4-byte elements (furiosa-opt vector_intra_slice_unzip check).
+VE_UNZIP_MAX_INNER = 256
+#: Accumulator slots of the intra-slice reducer (furiosa-opt IntraSliceReduce check).
+VE_REDUCE_SLOTS = 8
+#: Immediate registers per pass; the register-file port comes last (seed 003 "Tag").
+VE_IMMEDIATES = 3
+
+# --- Contraction Engine Lane Folder (seed 004; facts.md section 8) -------------------------
+#: Input Packet sizes after the Packet Reducer, per lane.
+LANE_FOLD_PACKETS = (1, 2, 4, 8, 16, 32)
+#: Lane sizes the folder accepts (furiosa-opt contract_lane check).
+LANE_FOLD_LANES = (1, 2, 4, 8)
+#: Width of the output bus in elements (one flit per cycle).
+LANE_FOLD_BUS = 8

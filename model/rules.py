@@ -336,6 +336,251 @@ RULES: dict[str, Rule] = _rules(
         "facts.md section 6; decisions.md item 1",
         profiles=frozenset({"dma"}),
     ),
+    Rule(
+        "bad-formula", "input", "formula is not valid",
+        "{what}: column {column}: {detail}",
+        "write the formula in the grammar of docs/problem-format.md (Formulas)",
+        "docs/problem-format.md", scope="input",
+    ),
+    # ---- Vector Engine: Intra-Slice Chain (seed 003; facts.md section 7) ------------------
+    Rule(
+        "ve-entry", "hardware", "a chain enters with a tag or an unzip",
+        "{step}: {detail}",
+        "start the chain with tag (or unzip for pair mode) and never repeat it",
+        "seed 003 (파이프라인); facts.md section 7", scope="vector",
+    ),
+    Rule(
+        "ve-stage-order", "hardware", "stages run in their fixed order",
+        "{step}: the {stage} stage cannot follow the {current} stage (order: Tag, Logic, "
+        "Fxp, FxpToFp, Narrow, Fp, IntraSliceReduce, FpDiv, Widen, FpToFxp, Clip, Filter; "
+        "only Logic, Fxp, Fp and Clip take several ops)",
+        "move the op before the later stages, or split the chain into two Tensor Unit "
+        "invocations", "seed 003 (파이프라인, 단계); facts.md section 7", scope="vector",
+    ),
+    Rule(
+        "ve-way", "hardware", "each stage runs at its way",
+        "{step}: this stage runs {need}-way but the stream is {way}-way here",
+        "{remedy}", "seed 003 (Narrow, Widen); facts.md section 7", scope="vector",
+    ),
+    Rule(
+        "ve-exit-way", "hardware", "a chain exits at 8-way",
+        "{step}: the stream is {way}-way; vector_final and vector_inter_slice_reduce need "
+        "8-way", "widen first (vector_widen_concat or vector_widen_pad)",
+        "seed 003 (파이프라인); facts.md section 7", scope="vector",
+    ),
+    Rule(
+        "ve-no-exit", "hardware", "a chain ends with an exit",
+        "{step} is the last step; a chain ends with vector_final or "
+        "vector_inter_slice_reduce", "add final", "seed 003 (파이프라인)", scope="vector",
+    ),
+    Rule(
+        "ve-after-exit", "hardware", "nothing follows the exit",
+        "{step} follows the exit at {other}", "end the chain at its exit, or move the step "
+        "before it", "seed 003 (파이프라인)", scope="vector",
+    ),
+    Rule(
+        "ve-handover-stage", "hardware", "the Inter-Slice hand-over leaves from its stages",
+        "{step}: the chain is at the {stage} stage, which cannot hand over to the "
+        "Inter-Slice Reducer (Logic, Fxp, FxpToFp, Widen, FpToFxp and Clip can)",
+        "add a step of a hand-over stage, or widen first", "facts.md section 7 (table)",
+        scope="vector",
+    ),
+    Rule(
+        "ve-alu-busy", "hardware", "each ALU at most once per Tensor Unit invocation",
+        "{step}: {alu} is already in use by {other}",
+        "pick an op on another ALU (e.g. MulF(Mul1) instead of MulF(Mul0)) or split the "
+        "chain into two invocations", "seed 003 (단계); facts.md section 7 (ALU table)",
+        scope="vector",
+    ),
+    Rule(
+        "ve-op-dtype", "hardware", "an op runs on its dtype",
+        "{step}: {op} takes {takes} but the stream is {dtype} here",
+        "convert first (vector_fxp_to_fp / vector_fp_to_fxp) or reinterpret the bits",
+        "seed 003 (Logic/Fxp/Float/Clip Cluster); facts.md section 7", scope="vector",
+    ),
+    Rule(
+        "ve-packet-size", "hardware", "an 8-way stream carries 8-lane packets",
+        "the stream's Packet {packet} has {size} lanes; the Vector Engine takes one flit of "
+        "8 lanes", "pad the Packet to 8 (e.g. m![... # 8])", "seed 003 (Narrow)",
+        scope="vector",
+    ),
+    Rule(
+        "ve-shape", "hardware", "a step's declared mappings are the ones it produces",
+        "{step}: the declared Time {time} / Packet {packet} do not match what the step "
+        "produces: {why}", "declare the mappings the shape semantics give (facts.md "
+        "section 7: split [T, P / 4], [P % 4]; trim [T], [P = 4]; concat the inverse; pad "
+        "[P # 8])", "seed 003 (Narrow, Widen); facts.md section 7", scope="vector",
+    ),
+    Rule(
+        "ve-trim-live", "hardware", "narrow_trim drops only padding",
+        "{step}: lane {lane} of time step {time} holds data, but trim keeps only the front "
+        "four lanes of {packet}", "use vector_narrow_split", "seed 003 (Narrow)",
+        scope="vector",
+    ),
+    Rule(
+        "ve-reduce-axis", "hardware", "intra-slice reduce folds a Time axis",
+        "{step}: cannot reduce {axis}: {detail}",
+        "reduce an axis the stream carries in Time", "seed 003 (IntraSliceReduce)",
+        scope="vector",
+    ),
+    Rule(
+        "ve-reduce-slots", "hardware", "the reducer holds at most 8 partial sums",
+        "{step}: reducing {axis} keeps {slots} partial sums open at once; the accumulator "
+        "holds {limit}", "move {axis} inward in Time so fewer other time steps sit inside it",
+        "furiosa-opt IntraSliceReduce check", scope="vector",
+    ),
+    Rule(
+        "ve-stash-stage", "hardware", "stash at a Stashable stage",
+        "{step}: the {stage} stage has no VRF write port (Stashable: Tag, Logic, Fxp, "
+        "Narrow, Fp, FpDiv, Clip)", "stash before this stage, or after a later Clip op",
+        "seed 003 (피연산자)", scope="vector",
+    ),
+    Rule(
+        "ve-stash-twice", "hardware", "the stash is written once",
+        "{step}: the stash was already written by {other}",
+        "keep one stash per invocation; put a value needed more often in the VRF",
+        "seed 003 (피연산자)", scope="vector",
+    ),
+    Rule(
+        "ve-stash-read-twice", "hardware", "the stash is read once",
+        "{step}: the stash was already read by {other}",
+        "put a value read twice in the VRF and pass it as &vrf", "seed 003 (피연산자)",
+        scope="vector",
+    ),
+    Rule(
+        "ve-stash-empty", "hardware", "a Stash read needs an earlier stash",
+        "{step}: reads the stash, but nothing was stashed", "add vector_stash where the "
+        "value is on the stream", "seed 003 (피연산자)", scope="vector",
+    ),
+    Rule(
+        "ve-stash-type", "hardware", "the stash is typed",
+        "{step}: the stash holds {stashed} but the stream is {here} here",
+        "reinterpret (or narrow / widen) back before reading the stash",
+        "seed 003 (피연산자)", scope="vector",
+    ),
+    Rule(
+        "ve-stash-dropped", "hardware", "the stash is dropped at the Inter-Slice hand-over",
+        "{step}: reads a stash dropped at the hand-over in {other}",
+        "read the stash before vector_inter_slice_reduce", "seed 003 (피연산자)",
+        scope="vector",
+    ),
+    Rule(
+        "vrf-operand-partition", "hardware", "a VRF operand is partitioned like the stream",
+        "{step}: VRF operand {name} has {dim} {operand} but the stream has {stream}",
+        "place the operand under the stream's Chip / Cluster / Slice mappings",
+        "seed 003 (피연산자, rule 1)", scope="vector",
+    ),
+    Rule(
+        "vrf-operand-packet", "hardware", "one VRF access is a broadcast or a contiguous run",
+        "{step}: VRF operand {name} ({element}) would be read at elements {addresses} in time "
+        "step {time}: neither one broadcast address nor consecutive elements",
+        "make the packet axes the operand's innermost contiguous axes, or drop them from it",
+        "seed 003 (피연산자, rule 2)", scope="vector",
+    ),
+    Rule(
+        "vrf-operand-axes", "hardware", "a VRF operand's axes are the stream's",
+        "{step}: the stream leaves operand axes unmatched: {axes} (VRF operand {name})",
+        "drop the axis from the operand (a broadcast), or widen the stream to cover it",
+        "seed 003 (피연산자, rule 3)", scope="vector",
+    ),
+    Rule(
+        "vrf-operand-coverage", "hardware", "a VRF operand holds what the stream reads",
+        "{step}: VRF operand {name} ({element}) holds no element for {index}",
+        "give the operand's Element mapping the stream's per-slice coordinates",
+        "seed 003 (피연산자)", scope="vector",
+    ),
+    Rule(
+        "vrf-capacity", "hardware", "VRF operands fit the slice's VRF",
+        "the invocation's VRF operands take {need:,} B per slice; {room:,} B are free{stash}",
+        "shrink the operands or split the work", "seed 003 (피연산자: 8 KiB, stash 1 KiB)",
+        scope="vector",
+    ),
+    Rule(
+        "ve-tag-mode", "hardware", "TagMode AxisToggle is not compilable",
+        "{step}: TagMode::AxisToggle is declared but not compilable",
+        "use vector_intra_slice_unzip for groups, or a Comparison tag", "seed 003 (Tag)",
+        scope="vector",
+    ),
+    Rule(
+        "ve-guard-dead", "hardware", "a guard must admit some tag",
+        "{step}: {slot}'s guard {guard} is satisfied by no execution id, so it would never "
+        "fire", "drop the slot, or guard it with a pattern some tag matches",
+        "seed 003 (Tag)", scope="vector",
+    ),
+    Rule(
+        "ve-slot-order", "hardware", "no slot after an unconditional one",
+        "{step}: slot {before} is unconditional and claims every element left, so slot "
+        "{slot} could never fire", "fill the slot before the unconditional one, or guard it",
+        "seed 003 (Tag)", scope="vector",
+    ),
+    Rule(
+        "ve-operand-slots", "hardware", "a pass has three immediates and one rf port",
+        "{step}: {detail}", "use at most three immediates, then at most one VRF / stash slot "
+        "last", "seed 003 (Tag)", scope="vector",
+    ),
+    Rule(
+        "ve-pair-forbidden", "hardware", "pair mode has no stash, filter, reduce or guards",
+        "{step}: {what} is not available in pair mode",
+        "run it in a separate invocation, outside pair mode", "seed 003 (Pair Mode)",
+        scope="vector",
+    ),
+    Rule(
+        "ve-pair-trim", "hardware", "pairs narrow by split and widen by concat",
+        "{step}: trim and pad are not available on a pair", "use {alt}",
+        "seed 003 (Pair Mode)", scope="vector",
+    ),
+    Rule(
+        "ve-pair-unzipped", "hardware", "the groups are zipped before the exit",
+        "{step}: the stream is still two groups; no exit or inter-slice reduce before the zip",
+        "merge the groups with a _zip op first", "seed 003 (Pair Mode)", scope="vector",
+    ),
+    Rule(
+        "ve-pair-args", "hardware", "pair-mode ops take one argument per group",
+        "{step}: in pair mode an op takes one argument per group (groups: [g0, g1], null to "
+        "skip a side)", "give groups: [...] with at least one side", "seed 003 (Pair Mode)",
+        scope="vector",
+    ),
+    Rule(
+        "ve-pair-only", "hardware", "per-group arguments need pair mode",
+        "{step}: groups are given but the stream is not unzipped",
+        "start the chain with unzip, or give a single operand", "seed 003 (Pair Mode)",
+        scope="vector",
+    ),
+    Rule(
+        "ve-zip-unpaired", "hardware", "a _zip op merges the two groups of a pair",
+        "{step}: there are no groups to zip", "start the chain with unzip",
+        "seed 003 (Pair Mode)", scope="vector",
+    ),
+    Rule(
+        "ve-unzip-axis", "hardware", "unzip splits a 2-way Time axis",
+        "{step}: cannot unzip {axis}: {detail}", "unzip along a size-2 axis of the Time "
+        "mapping", "seed 003 (Pair Mode)", scope="vector",
+    ),
+    Rule(
+        "ve-unzip-cache", "hardware", "a group fits the VE register-file cache",
+        "{step}: {inner} elements sit inside the group axis {axis}, over the {max} one group "
+        "may hold", "move {axis} inward in Time so at most {max} elements follow it",
+        "furiosa-opt vector_intra_slice_unzip check", scope="vector",
+    ),
+    # ---- Contraction Engine: Lane Folder (seed 004; facts.md section 8) -------------------
+    Rule(
+        "lane-fold-packet", "hardware", "the folder takes packets of 1 to 32 elements",
+        "Packet {packet} has {size} elements per lane; the Lane Folder takes 1, 2, 4, 8, 16 "
+        "or 32", "reduce or pad the packet to one of those sizes", "seed 004; facts.md "
+        "section 8", scope="lane",
+    ),
+    Rule(
+        "lane-fold-lanes", "hardware", "the folder takes 1, 2, 4 or 8 lanes",
+        "Lane {lane} has {size} lanes", "use 1, 2, 4 or 8 lanes", "seed 004; facts.md "
+        "section 8", scope="lane",
+    ),
+    Rule(
+        "lane-fold-shape", "hardware", "the declared output is the fold's",
+        "{mode}: the declared OutTime {time} / OutPacket {packet} do not match the fold: "
+        "{why}", "declare OutTime {want_time} and OutPacket {want_packet}",
+        "seed 004; facts.md section 8", scope="lane",
+    ),
+
 )
 
 

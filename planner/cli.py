@@ -371,11 +371,20 @@ def _cmd_verify(args: argparse.Namespace, stdout: TextIO) -> int:
         print(json.dumps({"problem": problem.name, **report}), file=stdout)
     else:
         b = report["breakdown"]
-        lines = [f"{problem.name}: verified ({report['checked']:,} destination elements "
+        status = "verified" if report["verified"] else "executed, NOT checked"
+        what = "destination" if problem.kind not in ("vector", "lane_fold") else "output"
+        lines = [f"{problem.name}: {status} ({report['checked']:,} {what} elements "
                  f"checked, seed {args.seed}; {report['method']})",
                  "cycles: " + (f"{report['cycles']:,}" if report["cycles"] is not None
                                else "not modelled for this kind yet")]
-        if b:
+        if b and problem.kind in ("vector", "expression"):
+            lines.append(f"  {b['flits']:,} flit(s) per slice + {b['latency']} cycle(s) of "
+                         f"ALU latency ({', '.join(b['alus']) or 'no ALU'}); bottleneck: "
+                         f"{b['bottleneck']}")
+        elif b and problem.kind == "lane_fold":
+            lines.append(f"  {b['flits']:,} flit(s); {b['elements_per_cycle']} of "
+                         f"{b['bus_width']} bus lanes carry data per cycle")
+        elif b:
             lines.append(f"  start-up {b['startup']:,}, read {b['read']:,.0f}, write "
                          f"{b['write']:,.0f}; bottleneck: {b['bottleneck']}")
             lines += [f"  penalty: {p}" for p in b["penalties"]]

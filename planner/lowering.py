@@ -34,6 +34,17 @@ def lower_problem(problem: Any) -> Any:
         return derive(t["buffer"].dims["element"], t["stream"].dims["time"],
                       t["stream"].dims["packet"], t["buffer"].dtype,
                       default_mode(engine, problem.params["mode"]), engine)
+    if problem.kind == "vector":
+        from model.vector import analyze
+
+        from .chains_spec import chain_of
+        return analyze(chain_of(problem))
+    if problem.kind == "lane_fold":
+        from model.lane import fold
+        m = problem.params["input"]
+        out = problem.params.get("output", {})
+        return fold(problem.axes, m["lane"], m["time"], m["packet"], problem.params["mode"],
+                    out.get("time"), out.get("packet"))
     return LayoutReport(problem)
 
 

@@ -19,7 +19,8 @@ from model.rules import TcplanError, Violation, fail
 from model.tiers import DIM_TITLES, REQUIRED_DIMS, TIER_DIMS, Tensor, default_dim
 
 FORMAT_VERSION = 1
-KINDS = ("layout", "sequence", "dma", "pcie", "redistribute", "gather", "scatter")
+KINDS = ("layout", "sequence", "dma", "pcie", "redistribute", "gather", "scatter", "vector",
+         "lane_fold", "expression")
 #: top-level keys every problem may have
 COMMON_KEYS = {"format", "name", "description", "kind", "chips", "dtype", "axes", "expect"}
 #: the keys each kind adds (and which of them it requires)
@@ -32,13 +33,18 @@ KIND_KEYS: dict[str, tuple[set[str], set[str]]] = {
     "gather": ({"variant", "table", "index", "destination"},
                {"variant", "table", "index", "destination"}),
     "scatter": ({"source", "index", "destination"}, {"source", "index", "destination"}),
+    "vector": ({"input", "vrf", "chain", "output", "reference"}, {"input", "chain"}),
+    "lane_fold": ({"input", "mode", "output"}, {"input", "mode"}),
+    "expression": ({"input", "vrf", "expression", "output", "pair_axis"},
+                   {"input", "expression"}),
 }
 STEP_OPS = ("chip_shuffle", "cluster_swap", "chip_slice", "cluster_slice",
             "asymmetric_chip_slice", "asymmetric_cluster_slice", "hbm_chip_shuffle")
 TENSOR_KEYS = {"tier", "address", "dtype"} | {d for ds in TIER_DIMS.values() for d in ds}
 EXPECT_KEYS = {"error", "cycles", "read", "write", "unified", "entries", "raw_entries",
                "packet", "engines", "commands", "trace", "warnings", "element", "syncs",
-               "semantics"}
+               "semantics", "verified", "invocations", "status", "alus", "out_time",
+               "out_packet", "explanation"}
 
 
 @dataclass
@@ -241,6 +247,12 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
         params["variant"] = "scaled"
         for k in ("source", "index", "destination"):
             tensors[k] = ctx.tensor((k,), data[k], k)
+    elif kind in ("vector", "expression"):
+        from .chains_spec import parse_vector
+        parse_vector(ctx, data, kind, tensors, params)
+    elif kind == "lane_fold":
+        from .chains_spec import parse_lane_fold
+        parse_lane_fold(ctx, data, tensors, params)
     expect = data.get("expect", {})
     if not isinstance(expect, dict):
         raise doc.error(("expect",), "expected a mapping", "expect: {cycles: 628}")

@@ -1,0 +1,205 @@
+"""`tcplan verify` / `run` for Vector Engine chains and lane folds: seeded inputs with edge
+values, execution, and the check against the reference formula (decisions.md item 13)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from model import expr as ex
+from model.mapping import LIVE
+from model.numeric import NP
+from model.rules import fail
+
+from .run import tensor_values
+from .vector import bits_of, output_tensor, run_chain
+
+EDGES = {
+    "i32": [-(2**31), 2**31 - 1, 0, -1, 1, -(2**31) + 1, 2**31 - 2, 100, -100, 7],
+    "f32": [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 3.4028235e38, 1.1754944e-38,
+            1e-45, -2.5, 0.5, 100.0, -100.0, 88.7, -88.7],
+}
+
+
+def with_edges(axes: dict[str, int], dtype: str, seed: int) -> np.ndarray:
+    """Seeded random values with the dtype's edge values planted at the first positions."""
+    v = tensor_values(axes, dtype, seed)
+    flat = v.reshape(-1)
+    e = np.array(EDGES[dtype], NP[dtype])
+    n = min(len(e), flat.size)
+    # spread the edges so they land in different lanes and time steps
+    pos = (np.arange(n) * max(1, flat.size // max(n, 1))) % max(flat.size, 1)
+    flat[pos] = e[:n]
+    return v
+
+
+def vrf_values(problem, seed: int) -> dict[str, np.ndarray]:
+    out = {}
+    for i, (name, t) in enumerate(sorted((n[4:], t) for n, t in problem.tensors.items()
+                                         if n.startswith("vrf:"))):
+        axes = {a: problem.axes[a] for a in problem.axes if a in _axes_of(t)}
+        out[name] = with_edges(axes, t.dtype, seed + 1 + i)
+    return out
+
+
+def _axes_of(t) -> list[str]:
+    return [a for m in t.dims.values() for a in m.used_axes]
+
+
+def formula_inputs(problem, X: np.ndarray, vrf: dict[str, np.ndarray], pair_axis: str | None
+                   ) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The formula's names as arrays over its frame (the problem's axes, less the pair axis)."""
+    axes = list(problem.axes)
+    frame = [a for a in axes if a != pair_axis]
+    inputs: dict[str, np.ndarray] = {}
+    if pair_axis is None:
+        inputs["x"] = X
+    else:
+        k = axes.index(pair_axis)
+        inputs["group0"] = np.take(X, 0, axis=k)
+        inputs["group1"] = np.take(X, 1, axis=k)
+    for name, V in vrf.items():
+        t = problem.tensors["vrf:" + name]
+        vax = [a for a in axes if a in _axes_of(t)]
+        inputs[name] = ex._align(V, vax, frame)
+    return inputs, frame
+
+
+def compare(got: np.ndarray, want: np.ndarray, mask: np.ndarray, dtype: str,
+            transcendental: bool) -> dict[str, Any] | None:
+    """The first disagreement (None when all agree): bit-exact (any NaN equals any NaN), or
+    within 2 ulp (f32) / 1 (i32 rounded from a transcendental) where the formula has a
+    transcendental function (decisions.md item 13)."""
+    want = np.broadcast_to(want, got.shape)
+    if dtype == "f32":
+        gn, wn = np.isnan(got), np.isnan(want)
+        gi = bits_of(got).astype(np.int64)
+        wi = bits_of(np.ascontiguousarray(want)).astype(np.int64)
+        # ulp distance on the ordered integer line of floats
+        go = np.where(gi >= 2**31, 2**31 - gi, gi)
+        wo = np.where(wi >= 2**31, 2**31 - wi, wi)
+        dist = np.abs(go - wo)
+        bad = ~(gn & wn) & ((gn != wn) | (dist > (2 if transcendental else 0)))
+    else:
+        diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
+        bad = diff > (1 if transcendental else 0)
+    bad &= mask
+    if not bad.any():
+        return None
+    idx = tuple(int(i) for i in np.argwhere(bad)[0])
+    return {"index": list(idx), "got": _show(got[idx]), "want": _show(want[idx]),
+            "mismatches": int(bad.sum())}
+
+
+def _show(v) -> Any:
+    v = v.item()
+    return repr(v) if isinstance(v, float) and not np.isfinite(v) else v
+
+
+def run_vector(problem, an, seed: int, inputs: dict[str, np.ndarray] | None = None
+               ) -> dict[str, Any]:
+    """Execute a chain on seeded (or given) inputs: the input and output tensors."""
+    inputs = inputs or {}
+    X = inputs.get("x")
+    if X is None:
+        X = with_edges(problem.axes, problem.dtype, seed)
+    vrf = vrf_values(problem, seed)
+    vrf.update({k: v for k, v in inputs.items() if k in vrf})
+    res = run_chain(an, X, vrf)
+    out, written = output_tensor(an, res)
+    return {"x": X, "vrf": vrf, "out": out, "written": written, "dtype": res.dtype}
+
+
+def input_coverage(an) -> np.ndarray:
+    """Which output coordinates the input stream holds (the kept axes of its live cells)."""
+    axes = [a for a in an.chain.axes if a not in an.dropped_axes]
+    arr = an.entry
+    live = (an.spatial_status[:, None, None] == LIVE) & arr.live[None]
+    S = live.shape[0]
+    held = np.zeros(tuple(an.chain.axes[a] for a in axes), bool)
+    idx = tuple((an.spatial.get(a, np.zeros(S, np.int64))[:, None, None]
+                 + arr.cells.get(a, np.zeros(arr.status.shape, np.int64))[None])[live]
+                for a in axes)
+    held[idx] = True
+    return held
+
+
+def verify_vector(problem, an, seed: int) -> dict[str, Any]:
+    r = run_vector(problem, an, seed)
+    f: ex.Formula | None = problem.params.get("reference") or problem.params.get("expression")
+    report: dict[str, Any] = {"cycles": an.cycles, "breakdown": an.breakdown(),
+                              "alus": an.alus}
+    filtered = any(i.step.kind == "filter" for i in an.infos)
+    held = input_coverage(an)
+    gap = held & ~r["written"] if not filtered else np.zeros_like(held)
+    extra = r["written"] & ~held
+    if gap.any() or extra.any():
+        idx = tuple(int(i) for i in np.argwhere(gap | extra)[0])
+        what = ("never writes", "holds") if gap[idx] else ("writes", "does not hold")
+        raise fail("verify-mismatch", detail=f"the chain's output {what[0]} index "
+                   f"{list(idx)}, which the input {what[1]}")
+    if f is None:
+        return {**report, "verified": None, "checked": 0,
+                "method": "executed; no reference formula to check against"}
+    pair_axis = next((i.step.axis for i in an.infos if i.step.kind == "unzip"), None)
+    ins, frame = formula_inputs(problem, r["x"], r["vrf"], pair_axis)
+    want = ex.evaluate(f, ins, frame)
+    kept = [a for a in problem.axes if a not in an.dropped_axes]
+    want = ex._align(want, [a for a in frame if a in kept], kept)
+    bad = compare(r["out"], want, r["written"], r["dtype"], f.transcendental)
+    if bad:
+        raise fail("verify-mismatch", detail=f"output index {bad['index']} holds {bad['got']} "
+                   f"but {f.text} gives {bad['want']} ({bad['mismatches']} mismatching "
+                   "element(s))")
+    tol = "within 2 ulp (transcendental)" if f.transcendental else "bit-exact"
+    return {**report, "verified": True, "checked": int(r["written"].sum()),
+            "method": f"executed the chain on seeded inputs with edge values; output equals "
+                      f"{f.text} {tol}"}
+
+
+def run_lane_fold(problem, lf, seed: int, X: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fold seeded (or given) values: (input tensor, output tensor, written mask)."""
+    if X is None:
+        X = tensor_values(problem.axes, problem.dtype, seed)
+    axes = list(problem.axes)
+    live = lf.entry_status == LIVE
+    idx = tuple(np.where(live, lf.entry.get(a, np.zeros(live.shape, np.int64)), 0)
+                for a in axes)
+    vals_in = X[idx] if axes else np.broadcast_to(X, live.shape)
+    flat = vals_in.reshape(-1)
+    src = lf.src
+    vals_out = np.where(src < 0, 0, flat[np.where(src < 0, 0, src)])
+    arr = lf.exit
+    out = np.zeros(X.shape, X.dtype)
+    written = np.zeros(X.shape, bool)
+    ol = arr.live
+    oidx = tuple(arr.cells.get(a, np.zeros(ol.shape, np.int64))[ol] for a in axes)
+    out[oidx] = vals_out[ol]
+    written[oidx] = True
+    return X, out, written
+
+
+def verify_lane_fold(problem, lf, seed: int) -> dict[str, Any]:
+    X, out, written = run_lane_fold(problem, lf, seed)
+    held = np.zeros(X.shape, bool)
+    live = lf.entry_status == LIVE
+    idx = tuple(lf.entry.get(a, np.zeros(live.shape, np.int64))[live] for a in problem.axes)
+    held[idx] = True
+    if not np.array_equal(written, held):
+        i = tuple(int(v) for v in np.argwhere(written != held)[0])
+        raise fail("verify-mismatch", detail=f"index {list(i)} is "
+                   f"{'written' if written[i] else 'not written'} by the fold but "
+                   f"{'held' if held[i] else 'not held'} by the input")
+    bad = written & (out.view(np.uint8 if out.dtype.itemsize == 1 else
+                              f"u{out.dtype.itemsize}") != X.view(
+        np.uint8 if X.dtype.itemsize == 1 else f"u{X.dtype.itemsize}"))
+    if bad.any():
+        i = tuple(int(v) for v in np.argwhere(bad)[0])
+        raise fail("verify-mismatch", detail=f"index {list(i)} holds {_show(out[i])} after "
+                   f"the fold, {_show(X[i])} before")
+    return {"verified": True, "checked": int(written.sum()), "cycles": lf.cycles,
+            "breakdown": lf.breakdown(),
+            "method": "folded seeded values; every input element lands once, unchanged, at "
+                      "the position the output mappings give it (no summing)"}

@@ -1,0 +1,371 @@
+"""YAML -> Vector Engine chains, expression problems and lane folds (docs/problem-format.md).
+
+Every mistake is a located ``bad-problem`` error (exit 2); what the hardware cannot run is left
+to the model's rules (exit 1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from model import vector as ve
+from model.lane import MODES as LANE_MODES
+from model.mapping import Mapping
+
+I32_LO, U32_HI = -(2**31), 2**32 - 1
+STEP_HELP = ("steps: tag, unzip, logic, fxp, fxp_to_fp, narrow_split, narrow_trim, fp_unary, "
+             "fp_binary, fp_ternary, reduce, fp_div, widen_concat, widen_pad, fp_to_fxp, clip, "
+             "filter, stash, reinterpret, logic_zip, fxp_zip, fp_zip, clip_zip, final, "
+             "inter_slice_reduce")
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def parse_vector(ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+    doc = ctx.doc
+    if ctx.dtype not in ve.DTYPES:
+        raise doc.error(("dtype",), f"a {kind} problem streams i32 or f32, not {ctx.dtype}",
+                        "dtype: i32 (or f32)")
+    tensors["input"] = ctx.tensor(("input",), data["input"], "input", tier="stream")
+    vrf = data.get("vrf", {})
+    if not isinstance(vrf, dict):
+        raise doc.error(("vrf",), "expected a mapping of names to VRF tensors",
+                        "vrf: {bias: {tier: vrf, slice: 'm![A / 8]', element: 'm![A % 8]'}}")
+    for name, spec in vrf.items():
+        if not isinstance(name, str) or not name.isidentifier() or name in (
+                "x", "group0", "group1"):
+            raise doc.error(("vrf", name), "a VRF operand name is an identifier other than x, "
+                            "group0 and group1", "e.g. bias", at_key=True)
+        t = ctx.tensor(("vrf", name), {"tier": "vrf", **spec} if isinstance(spec, dict)
+                       else spec, name)
+        if t.tier != "vrf" or t.dtype not in ve.DTYPES:
+            raise doc.error(("vrf", name), "a VRF operand is an i32 or f32 tensor on tier vrf",
+                            "tier: vrf, dtype: i32")
+        tensors["vrf:" + name] = t
+    ctx.vrf_names_set = {n for n in tensors if n.startswith("vrf:")}
+    out = data.get("output")
+    if out is not None:
+        if not isinstance(out, dict) or not set(out) <= {"time", "packet"} or not out:
+            raise doc.error(("output",), "expected {time, packet} mappings",
+                            "output: {time: 'm![1]', packet: 'm![A % 8]'}")
+        params["output"] = {k: ctx.mapping(("output", k), v, k) for k, v in out.items()}
+    if kind == "vector":
+        chain = data["chain"]
+        if not isinstance(chain, list) or not chain:
+            raise doc.error(("chain",), "expected a list of steps", STEP_HELP)
+        params["steps"] = [_step(ctx, ("chain", i), item) for i, item in enumerate(chain)]
+        ref = data.get("reference")
+        if ref is not None:
+            if not isinstance(ref, str):
+                raise doc.error(("reference",), "expected a formula as text",
+                                "reference: 'max(sigmoid(x + 100), 0)'")
+            params["reference"] = _formula(ctx, ("reference",), ref, tensors)
+    else:
+        e = data["expression"]
+        if not isinstance(e, str):
+            raise doc.error(("expression",), "expected a formula as text",
+                            "expression: 'exp(sqrt(((x + 1) * 2) * 3))'")
+        params["expression"] = _formula(ctx, ("expression",), e, tensors)
+        pa = data.get("pair_axis")
+        if pa is not None:
+            params["pair_axis"] = _axis(ctx, ("pair_axis",), pa)
+
+
+def _formula(ctx, keys: tuple, text: str, tensors: dict):
+    from model.expr import parse_formula
+    from model.rules import TcplanError
+    names = {n[4:] for n in tensors if n.startswith("vrf:")}
+    try:
+        return parse_formula(text, ctx.dtype, names, ctx.axes)
+    except TcplanError as e:
+        v = e.violations[0]
+        raise ctx.doc.error(keys, v.message, v.fix) from None
+
+
+def chain_of(problem) -> ve.Chain:
+    """The model's Chain for a loaded vector problem."""
+    t = problem.tensors
+    return ve.Chain(problem.dtype, problem.axes, t["input"], problem.params["steps"],
+                    {n[4:]: v for n, v in t.items() if n.startswith("vrf:")},
+                    problem.params.get("output", {}))
+
+
+def _step(ctx, keys: tuple, item: Any) -> ve.Step:
+    doc = ctx.doc
+    if isinstance(item, str):
+        kind, arg = item, None
+    elif isinstance(item, dict) and len(item) == 1:
+        (kind, arg), = item.items()
+        keys_k = keys + (kind,)
+    else:
+        raise doc.error(keys, "a step is a name or one {step: arguments} mapping", STEP_HELP)
+    if kind not in ve.STEP_KINDS:
+        raise doc.error(keys, f"unknown step {kind!r}", STEP_HELP)
+    keys_k = keys + (kind,) if isinstance(item, dict) else keys
+    st = ve.Step(kind, where=doc.where(keys_k))
+
+    def bad(detail: str, fix: str, sub: tuple = ()) -> Exception:
+        return doc.error(keys_k + sub, detail, fix)
+
+    def fields(allowed: set[str], required: set[str]) -> dict:
+        if isinstance(arg, str) and "op" in allowed:
+            return {"op": arg}
+        if arg is None and not required:
+            return {}
+        if not isinstance(arg, dict):
+            raise bad("expected a mapping of " + ", ".join(sorted(allowed)),
+                      f"e.g. {kind}: {{{', '.join(sorted(required or allowed))}: ...}}")
+        for k in arg:
+            if k not in allowed:
+                raise doc.error(keys_k + (k,), "unknown key", "allowed: "
+                                + ", ".join(sorted(allowed)), at_key=True)
+        for k in sorted(required):
+            if k not in arg:
+                raise bad(f"missing {k}", f"add {k}")
+        return arg
+
+    fam = ve.FAMILY.get(kind)
+    if kind == "tag":
+        st.tag = _tag(ctx, keys_k, arg)
+    elif kind == "unzip":
+        f = fields({"axis", "time"}, {"axis", "time"})
+        st.axis = _axis(ctx, keys_k + ("axis",), f["axis"])
+        st.time = ctx.mapping(keys_k + ("time",), f["time"], "time")
+    elif kind in ("fxp_to_fp", "fp_to_fxp"):
+        w = arg.get("int_width") if isinstance(arg, dict) and set(arg) == {"int_width"} \
+            else arg
+        if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w <= 31:
+            raise bad(f"{w!r} is not an int_width", f"{kind}: 31 (0 to 31; 31 is the plain "
+                      "integer conversion)")
+        st.int_width = w
+    elif kind in ("narrow_split", "widen_concat"):
+        f = fields({"time", "packet"}, {"time", "packet"})
+        st.time = ctx.mapping(keys_k + ("time",), f["time"], "time")
+        st.packet = ctx.mapping(keys_k + ("packet",), f["packet"], "packet")
+    elif kind in ("narrow_trim", "widen_pad"):
+        if isinstance(arg, str):
+            st.packet = ctx.mapping(keys_k, arg, "packet")
+        else:
+            f = fields({"packet"}, set())
+            if "packet" in f:
+                st.packet = ctx.mapping(keys_k + ("packet",), f["packet"], "packet")
+    elif kind == "reinterpret":
+        if arg not in ve.DTYPES:
+            raise bad(f"{arg!r} is not a 32-bit scalar", "reinterpret: i32 (or f32)")
+        st.dtype = arg
+    elif kind == "filter":
+        g = arg.get("guard") if isinstance(arg, dict) and set(arg) == {"guard"} else arg
+        st.guard = _guard(ctx, keys_k, g if g is not None else "all")
+    elif kind in ("stash", "final", "inter_slice_reduce"):
+        if arg not in (None, {}) and not (kind == "inter_slice_reduce" and isinstance(
+                arg, dict) and set(arg) <= {"op"}):
+            raise bad("takes no arguments", f"write - {kind}")
+        st.op = arg.get("op") if isinstance(arg, dict) else None
+    elif kind == "reduce":
+        f = fields({"op", "axis", "time", "packet"}, {"op", "axis", "time", "packet"})
+        st.op = _op(ctx, keys_k, f["op"], "reduce")
+        st.axis = _axis(ctx, keys_k + ("axis",), f["axis"])
+        st.time = ctx.mapping(keys_k + ("time",), f["time"], "time")
+        st.packet = ctx.mapping(keys_k + ("packet",), f["packet"], "packet")
+    elif kind == "fp_unary":
+        f = fields({"op", "groups"}, {"op"})
+        st.op = _op(ctx, keys_k, f["op"], "fp_unary")
+        if "groups" in f:
+            g = f["groups"]
+            if not isinstance(g, list) or len(g) != 2 or not all(isinstance(b, bool)
+                                                                for b in g):
+                raise bad("groups of a unary op are two flags", "groups: [true, false]",
+                          ("groups",))
+            st.groups = tuple(g)
+    else:  # ops with operands, and zips
+        is_zip = kind in ve.ZIPS
+        allowed = {"op", "mode"} if is_zip else {"op", "mode", "operand", "operands",
+                                                 "groups"}
+        f = fields(allowed, {"op"})
+        st.op = _op(ctx, keys_k, f["op"], fam)
+        if "mode" in f:
+            modes = ve.TERNARY_MODES if kind in ve.TERNARY else ve.BINARY_MODES
+            if f["mode"] not in modes:
+                raise bad(f"{f['mode']!r} is not an arg mode", "use one of "
+                          + ", ".join(modes), ("mode",))
+            st.mode = f["mode"]
+        if not is_zip:
+            ternary = kind in ve.TERNARY
+            if "operand" in f and "operands" in f:
+                raise bad("give operand or operands, not both", "drop one")
+            if "operands" in f:
+                ops = f["operands"]
+                if not isinstance(ops, list) or len(ops) != (2 if ternary else 1):
+                    raise bad("expected a list of " + ("two operands" if ternary else
+                                                       "one operand"), "operands: [1.0, 2.0]",
+                              ("operands",))
+                st.operands = tuple(_operand(ctx, keys_k + ("operands", i), o)
+                                    for i, o in enumerate(ops))
+            elif "operand" in f:
+                if ternary:
+                    raise bad("a ternary op takes operands: [o0, o1]", "operands: [2.0, 1.0]")
+                st.operands = (_operand(ctx, keys_k + ("operand",), f["operand"]),)
+            if "groups" in f:
+                g = f["groups"]
+                if not isinstance(g, list) or len(g) != 2:
+                    raise bad("groups is a list of two arguments (null skips a group)",
+                              "groups: [10, null]", ("groups",))
+                out = []
+                for i, x in enumerate(g):
+                    if x is None:
+                        out.append(None)
+                    elif ternary:
+                        if not isinstance(x, list) or len(x) != 2:
+                            raise bad("a ternary group argument is [o0, o1]",
+                                      "groups: [[2.0, 1.0], null]", ("groups", i))
+                        out.append(tuple(_operand(ctx, keys_k + ("groups", i, j), o)
+                                         for j, o in enumerate(x)))
+                    else:
+                        out.append((_operand(ctx, keys_k + ("groups", i), x),))
+                st.groups = tuple(out)
+            if not st.operands and st.groups is None and (st.mode or "") not in (
+                    "Mode00",):
+                raise bad("missing operand", f"e.g. {kind}: {{op: {st.op}, operand: 1}}")
+    return st
+
+
+def _op(ctx, keys: tuple, op: Any, fam: str) -> str:
+    names = ve.ops_of(fam)
+    if not isinstance(op, str) or op not in names:
+        raise ctx.doc.error(keys, f"{op!r} is not a {fam} op", "use one of " + ", ".join(
+                                sorted(names)))
+    return op
+
+
+def _axis(ctx, keys: tuple, a: Any) -> str:
+    if not isinstance(a, str) or a not in ctx.axes:
+        raise ctx.doc.error(keys, f"{a!r} is not a declared axis",
+                            "use one of " + ", ".join(ctx.axes))
+    return a
+
+
+def _tag(ctx, keys: tuple, arg: Any) -> tuple:
+    if arg is None or arg == "zero":
+        return ("zero",)
+    if isinstance(arg, dict) and set(arg) == {"axis_toggle"}:
+        return ("axis_toggle", _axis(ctx, keys + ("axis_toggle",), arg["axis_toggle"]))
+    if isinstance(arg, dict) and set(arg) == {"comparison"}:
+        cmps = arg["comparison"]
+        if not isinstance(cmps, list) or len(cmps) != 4:
+            raise ctx.doc.error(keys + ("comparison",), "expected four comparisons",
+                                "comparison: ['Less(0)', 'Equal(5)', 'Greater(100)', 'True']")
+        out = []
+        for i, c in enumerate(cmps):
+            out.append(_cmp(ctx, keys + ("comparison", i), c))
+        return ("comparison", tuple(out))
+    raise ctx.doc.error(keys, "a tag mode is zero, {comparison: [c0, c1, c2, c3]} or "
+                        "{axis_toggle: AXIS}", "tag: zero")
+
+
+def _cmp(ctx, keys: tuple, c: Any) -> tuple:
+    import re
+    if c in ("True", "False") or c is True or c is False:
+        return (str(c), None)
+    m = re.fullmatch(r"\s*(\w+)\s*\(\s*([^)]*?)\s*\)\s*", c) if isinstance(c, str) else None
+    if m and m.group(1) in ve.CMP_OPS:
+        try:
+            v = int(m.group(2), 0)
+        except ValueError:
+            try:
+                v = float(m.group(2))
+            except ValueError:
+                v = None
+        if v is not None:
+            return (m.group(1), v)
+    raise ctx.doc.error(keys, f"{c!r} is not a comparison", "e.g. 'Less(0)', 'Equal(5)', "
+                        "'GreaterUnsigned(7)', 'True'")
+
+
+def _guard(ctx, keys: tuple, g: Any) -> ve.Guard:
+    if g == "all":
+        return ve.Guard()
+    if isinstance(g, dict) and len(g) == 1:
+        (k, v), = g.items()
+        if k == "group" and v in (0, 1) and not isinstance(v, bool):
+            return ve.Guard("group", group=v)
+        if k in ("matches", "not_matches") and isinstance(v, list) and len(v) == 4 and all(
+                b in ve.BIT_REQS for b in v):
+            return ve.Guard(k, tuple(v)).canonical()
+    raise ctx.doc.error(keys, f"{g!r} is not a guard", "guard: all, {group: 1}, "
+                        "{matches: [One, Ignore, Ignore, Ignore]} or {not_matches: [...]}")
+
+
+def _value(ctx, keys: tuple, v: Any) -> ve.Operand:
+    if v == "stash":
+        return ve.Operand("stash")
+    if isinstance(v, dict) and set(v) == {"vrf"}:
+        name = v["vrf"]
+        if not isinstance(name, str) or f"vrf:{name}" not in getattr(ctx, "vrf_names_set", ()):
+            raise ctx.doc.error(keys + ("vrf",), f"{name!r} is not a declared VRF operand",
+                                "declare it under vrf:")
+        return ve.Operand("vrf", name=name)
+    if _num(v):
+        if isinstance(v, int) and not I32_LO <= v <= U32_HI:
+            raise ctx.doc.error(keys, f"{v} does not fit 32 bits",
+                                f"use {I32_LO} to {U32_HI} (hex for bit patterns)")
+        return ve.Operand("const", value=v)
+    raise ctx.doc.error(keys, f"{v!r} is not an operand", "a number, stash, {vrf: NAME} or a "
+                        "list of slots [{guard: ..., imm: 5}, {rf: stash}]")
+
+
+def _operand(ctx, keys: tuple, v: Any) -> tuple[ve.Slot, ...]:
+    if not isinstance(v, list):
+        return ve.plain(_value(ctx, keys, v))
+    if not v:
+        raise ctx.doc.error(keys, "this operand fills no slot", "give at least one slot")
+    out = []
+    for i, s in enumerate(v):
+        k = keys + (i,)
+        if not isinstance(s, dict) or not (set(s) <= {"guard", "imm", "rf"}) or \
+                len(set(s) & {"imm", "rf"}) != 1:
+            raise ctx.doc.error(k, "a slot is {guard: G, imm: VALUE} or {guard: G, rf: "
+                                "stash | {vrf: NAME}}", "e.g. {guard: {group: 1}, imm: 5}")
+        g = _guard(ctx, k + ("guard",), s.get("guard", "all"))
+        if "imm" in s:
+            op = _value(ctx, k + ("imm",), s["imm"])
+            if op.kind != "const":
+                raise ctx.doc.error(k + ("imm",), "an immediate slot holds a constant",
+                                    "use rf: for a VRF or stash operand")
+            out.append(ve.Slot(g, op, "imm"))
+        else:
+            op = _value(ctx, k + ("rf",), s["rf"])
+            if op.kind == "const":
+                raise ctx.doc.error(k + ("rf",), "the rf port reads the VRF or the stash",
+                                    "use imm: for a constant")
+            out.append(ve.Slot(g, op, "rf"))
+    return tuple(out)
+
+
+def parse_lane_fold(ctx, data: dict, tensors: dict, params: dict) -> None:
+    doc = ctx.doc
+    spec = data["input"]
+    dims = ("chip", "cluster", "slice", "lane", "time", "packet")
+    if not isinstance(spec, dict):
+        raise doc.error(("input",), "expected {lane, time, packet} mappings",
+                        "input: {lane: 'm![N]', time: 'm![M]', packet: 'm![P]'}")
+    for k in spec:
+        if k not in dims:
+            raise doc.error(("input", k), "unknown key", "allowed: " + ", ".join(dims),
+                            at_key=True)
+    for k in ("lane", "time", "packet"):
+        if k not in spec:
+            raise doc.error(("input",), f"missing {k}", f"add {k}: 'm![...]'")
+    maps: dict[str, Mapping] = {}
+    for k in dims:
+        if k in spec:
+            maps[k] = ctx.mapping(("input", k), spec[k], k)
+    params["input"] = maps
+    params["mode"] = ctx.choice(data, "mode", LANE_MODES, None)
+    out = data.get("output")
+    if out is not None:
+        if not isinstance(out, dict) or set(out) != {"time", "packet"}:
+            raise doc.error(("output",), "expected {time, packet}",
+                            "output: {time: 'm![M, P]', packet: 'm![N]'}")
+        params["output"] = {k: ctx.mapping(("output", k), v, k) for k, v in out.items()}
