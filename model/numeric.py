@@ -120,10 +120,16 @@ def _f64(fn):
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 
+
+def _sqrt(a):
+    """IEEE square root in f32 (correctly rounded; NaN below zero)."""
+    with np.errstate(invalid="ignore"):
+        return np.sqrt(np.asarray(a, np.float32))
+
 UNARY = {
     "Exp": _f64(np.exp),
     "NegExp": _f64(lambda x: np.exp(-x)),
-    "Sqrt": lambda a: np.sqrt(np.asarray(a, np.float32)),
+    "Sqrt": lambda a: _sqrt(a),
     "Tanh": _f64(np.tanh),
     "Sigmoid": _f64(lambda x: 1.0 / (1.0 + np.exp(-x))),
     "Erf": _f64(lambda x: _erf(x).astype(np.float64)),

@@ -562,6 +562,30 @@ RULES: dict[str, Rule] = _rules(
         "may hold", "move {axis} inward in Time so at most {max} elements follow it",
         "furiosa-opt vector_intra_slice_unzip check", scope="vector",
     ),
+    # ---- chain planning (planner/chains.py) --------------------------------------------------
+    Rule(
+        "plan-no-alu", "hardware", "every op of a formula has an ALU for its dtype",
+        "{formula}: no Vector Engine ALU computes {op} on {dtype}", "{hint}",
+        "facts.md section 7 (ALU table)", scope="planner",
+    ),
+    Rule(
+        "plan-two-streams", "hardware", "a chain carries one stream",
+        "{formula}: {a} and {b}: {detail}", "{fix}",
+        "seed 003 (피연산자: constant, VRF tensor or Stash)", scope="planner",
+    ),
+    Rule(
+        "plan-stash-reach", "hardware", "a value read again must be stashed in its invocation",
+        "{formula}: {value} is needed again by {reader}, but no plan keeps it: the stash is "
+        "written once, read once, lives for one Tensor Unit invocation and is typed by way, "
+        "and the ALUs force the reader into another invocation",
+        "load {value} as a VRF operand (it can be read many times), or restructure the "
+        "formula so the reader fits the value's invocation", "seed 003 (피연산자)",
+        scope="planner",
+    ),
+    Rule(
+        "plan-pair", "hardware", "a pair formula zips its two groups once",
+        "{formula}: {detail}", "{fix}", "seed 003 (Pair Mode)", scope="planner",
+    ),
     # ---- Contraction Engine: Lane Folder (seed 004; facts.md section 8) -------------------
     Rule(
         "lane-fold-packet", "hardware", "the folder takes packets of 1 to 32 elements",

@@ -89,7 +89,41 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="an input tensor (NAME: source)")
     r.add_argument("--out", default=".", metavar="DIR", help="where to write NAME.npy")
     r.add_argument("--seed", type=_seed, default=0, help="seed for inputs not given")
+    so = sub.add_parser(
+        "solve", help="plan a problem's free choices, lower, verify and estimate cycles",
+        description="Plan an expression problem: the fewest Tensor Unit invocations and a valid "
+                    "Intra-Slice Chain for each (CP-SAT over op -> invocation, stage, ALU); "
+                    "then run the chains on seeded inputs and check them against the formula. "
+                    "Exit 1 with the reason when no plan exists.")
+    so.add_argument("problem", metavar="PROBLEM.yaml")
+    so.add_argument("--json", action="store_true", help="print one JSON object")
+    so.add_argument("--time-limit", type=_positive, default=10.0, metavar="S",
+                    help="solver time limit in seconds (default 10)")
+    so.add_argument("--workers", type=_count, default=1, metavar="N",
+                    help="solver worker threads (default 1: deterministic)")
+    so.add_argument("--seed", type=_seed, default=0,
+                    help="solver seed and seed of the verification data")
     return p
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not v > 0 or v != v or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of seconds")
+    return v
+
+
+def _count(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= v <= 64:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 to 64")
+    return v
 
 
 def _seed(text: str) -> int:
@@ -278,7 +312,7 @@ def _cmd_sequence(args: argparse.Namespace, stdout: TextIO) -> int:
     return EXIT_OK
 
 
-COMMANDS = ("sequence", "trace", "lower", "verify", "run")
+COMMANDS = ("sequence", "trace", "lower", "verify", "run", "solve")
 
 
 def _run_data(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
@@ -389,6 +423,56 @@ def _cmd_verify(args: argparse.Namespace, stdout: TextIO) -> int:
                          f"{b['write']:,.0f}; bottleneck: {b['bottleneck']}")
             lines += [f"  penalty: {p}" for p in b["penalties"]]
         print("\n".join(lines), file=stdout)
+    return EXIT_OK
+
+
+def _cmd_solve(args: argparse.Namespace, stdout: TextIO) -> int:
+    import time
+
+    from executor.chains import verify_plan
+
+    from .chains import plan_expression
+    problem = load_problem(args.problem)
+    if problem.kind != "expression":
+        raise fail("bad-request", detail=f"tcplan solve plans expression problems; "
+                   f"{args.problem} is a {problem.kind} problem",
+                   fix="use tcplan verify for a problem with nothing to choose")
+    t0 = time.perf_counter()
+    try:
+        plan = plan_expression(problem, args.time_limit, args.workers, args.seed)
+    except TcplanError as err:
+        if err.kind == "input":
+            raise
+        if args.json:
+            print(json.dumps({"problem": problem.name, "status": "infeasible",
+                              "cycles": None, "plan": None, "verified": None,
+                              "explanation": err.to_json()}), file=stdout)
+        else:
+            print(f"{problem.name}: infeasible\n" + _format_error(err), file=stdout)
+        return EXIT_RULE
+    solve_s = time.perf_counter() - t0
+    report = verify_plan(problem, plan, args.seed)
+    out = {"problem": problem.name, "status": plan.solution.status, "cycles": plan.cycles,
+           "invocations": len(plan.chains), "plan": plan.to_json(),
+           "verified": report["verified"], "checked": report["checked"],
+           "method": report["method"], "solve_time": round(solve_s, 3)}
+    if plan.solution.status != "optimal":
+        out["note"] = "the time limit cut the search: the plan is not proven optimal"
+    if args.json:
+        print(json.dumps(out), file=stdout)
+        return EXIT_OK
+    f = problem.params["expression"]
+    lines = [f"{problem.name}: {f.text} ({problem.dtype}) -> {len(plan.chains)} Tensor Unit "
+             f"invocation(s), {plan.cycles:,} cycles ({out['status']}; solved in "
+             f"{solve_s:.2f} s)"]
+    if "note" in out:
+        lines.append("  note: " + out["note"])
+    for c in out["plan"]:
+        lines.append(f"  invocation {c['invocation']} ({c['cycles']:,} cycles; ALUs: "
+                     f"{', '.join(c['alus']) or 'none'}):")
+        lines += [f"    .{s}" for s in c["steps"]]
+    lines.append(f"verified: {report['checked']:,} output elements; {report['method']}")
+    print("\n".join(lines), file=stdout)
     return EXIT_OK
 
 
@@ -615,6 +699,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
             return _cmd_verify(args, stdout)
         if args.command == "run":
             return _cmd_run(args, stdout)
+        if args.command == "solve":
+            return _cmd_solve(args, stdout)
         return _cmd_sequence(args, stdout)
     except TcplanError as err:
         if want_json:

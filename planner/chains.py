@@ -1,0 +1,811 @@
+"""Chain planning: an elementwise formula over a stream -> the fewest Tensor Unit invocations,
+each a valid Intra-Slice Chain (seed 003; facts.md section 7).
+
+1. :func:`linearize` turns the formula into a *spine*: the ops the stream passes, in order, each
+   with its operand (a constant, a VRF tensor, or an earlier spine value read from the stash) and
+   the conversions an i32 formula's float islands need.  A pair formula has one spine per group
+   before the ``_zip`` op and one after it.
+2. :func:`solve` encodes the choices as CP-SAT: per op its invocation and its option (stage, ALU,
+   arg mode) from the ALU catalog of :mod:`model.vector`; invocations are non-decreasing along the
+   spine; inside an invocation stages are non-decreasing and every ALU is used at most once
+   (rule ``ve-alu-busy``); a stash read needs its value written in the same invocation at a
+   Stashable stage of the same way, or the value entering the invocation (``ve-stash-*``); one
+   stash per invocation.  The objective is the chain cycle model of :class:`model.vector.Analysis`
+   (flits per invocation, doubled on a split 4-way section, plus one cycle per ALU).
+3. :func:`build` turns the solution into chains (narrow/widen, conversions and stash inserted), and
+   every chain is validated by :func:`model.vector.analyze` -- the planner only chooses.
+
+When no plan exists the error names why (``plan-no-alu``, ``plan-two-streams``,
+``plan-stash-reach``, ``plan-pair``) with what to change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from model import expr as ex
+from model import vector as ve
+from model.mapping import Mapping, parse
+from model.rules import TcplanError, fail
+
+# abstract op -> candidate implementations: (step kind, op name, mode when the operand is on
+# the right, mode when it is on the left, operand transform)
+_I32 = {
+    "+": [("fxp", "AddFxp", "Mode01", "Mode10", None), ("clip", "AddFxp", "Mode01", "Mode10",
+                                                         None)],
+    "-": [("fxp", "SubFxp", "Mode01", "Mode10", None), ("clip", "AddFxp", "Mode01", None,
+                                                         "negate")],
+    "*": [("fxp", "MulInt", "Mode01", "Mode10", None)],
+    "max": [("clip", "Max", "Mode01", "Mode10", None)],
+    "min": [("clip", "Min", "Mode01", "Mode10", None)],
+    "&": [("logic", "BitAnd", "Mode01", "Mode10", None)],
+    "|": [("logic", "BitOr", "Mode01", "Mode10", None)],
+    "^": [("logic", "BitXor", "Mode01", "Mode10", None)],
+    "<<": [("logic", "LeftShift", "Mode01", "Mode10", None),
+           ("fxp", "LeftShift", "Mode01", "Mode10", None)],
+    ">>": [("logic", "ArithRightShift", "Mode01", "Mode10", None),
+           ("fxp", "ArithRightShift", "Mode01", "Mode10", None)],
+    "neg": [("fxp", "SubFxp", None, "Mode10", "zero")],
+}
+_F32 = {
+    "+": [("fp_binary", "AddF", "Mode01", "Mode10", None), ("clip", "Add", "Mode01", "Mode10",
+                                                            None)],
+    "-": [("fp_binary", "SubF", "Mode01", "Mode10", None), ("clip", "Add", "Mode01", None,
+                                                            "negate")],
+    "*": [("fp_binary", f"MulF({a})", "Mode01", "Mode10", None) for a in ("Mul0", "Mul1",
+                                                                          "Fma")],
+    "/": [("fp_binary", "DivF", "Mode01", "Mode10", None), ("fp_div", "DivF", "Mode01",
+                                                            "Mode10", None)],
+    "max": [("clip", "Max", "Mode01", "Mode10", None)],
+    "min": [("clip", "Min", "Mode01", "Mode10", None)],
+    "&": [("logic", "BitAnd", "Mode01", "Mode10", None)],
+    "|": [("logic", "BitOr", "Mode01", "Mode10", None)],
+    "^": [("logic", "BitXor", "Mode01", "Mode10", None)],
+    "abs": [("logic", "BitAnd", "Mode01", None, "abs")],
+    "neg": [("logic", "BitXor", "Mode01", None, "neg")],
+    "fma": [("fp_ternary", "FmaF", None, None, None)],
+    **{f: [("fp_unary", ex.UNARY_OP[f], None, None, None)] for f in ex.FLOAT_FUNCS},
+}
+#: what to write instead, for ops no ALU computes
+_NO_ALU_HINT = {
+    ("abs", "i32"): "write max(x, 0 - x) (the stash keeps x), or convert to f32",
+    ("/", "i32"): "no Vector Engine ALU divides integers: compute in f32 (dtype: f32) or "
+                  "multiply by a fixed-point reciprocal",
+    ("fma", "i32"): "write a * b + c",
+}
+#: a zip op per abstract op and dtype (pair mode)
+_ZIP = {
+    ("+", "i32"): [("clip_zip", "AddFxp"), ("fxp_zip", "AddFxp")],
+    ("-", "i32"): [("fxp_zip", "SubFxp")],
+    ("*", "i32"): [("fxp_zip", "MulInt")],
+    ("max", "i32"): [("clip_zip", "Max")], ("min", "i32"): [("clip_zip", "Min")],
+    ("&", "i32"): [("logic_zip", "BitAnd")], ("|", "i32"): [("logic_zip", "BitOr")],
+    ("^", "i32"): [("logic_zip", "BitXor")],
+    ("+", "f32"): [("fp_zip", "AddF"), ("clip_zip", "Add")],
+    ("-", "f32"): [("fp_zip", "SubF")],
+    ("*", "f32"): [("fp_zip", f"MulF({a})") for a in ("Mul0", "Mul1", "Fma")],
+    ("/", "f32"): [("fp_zip", "DivF")],
+    ("max", "f32"): [("clip_zip", "Max")], ("min", "f32"): [("clip_zip", "Min")],
+}
+_COMMUTATIVE = {"+", "*", "&", "|", "^"}
+STASHABLE = frozenset(n for n, s in ve.STAGES.items() if s[2])
+
+
+@dataclass
+class Option:
+    kind: str  # step kind, or "fxp_to_fp" / "fp_to_fxp" for conversions
+    op: str | None
+    mode: str | None
+    alu: str | None  # None for conversions (they are stages, not ALUs)
+    stage: int
+    transform: str | None = None
+
+    @property
+    def way(self) -> int:
+        return 4 if 6 <= self.stage <= 8 else 8
+
+    def label(self) -> str:
+        return f"{self.op or self.kind}" + (f" on {self.alu}" if self.alu else "")
+
+
+@dataclass
+class SpineOp:
+    what: str  # abstract op ("+", "exp", "tofloat", ...) for messages
+    node: ex.Node | None  # the value it produces
+    options: list[Option]
+    operands: tuple[ve.Operand, ...] = ()  # const / vrf / stash
+    stash_of: int | None = None  # spine value index read from the stash
+    left: bool = False  # the operand is the op's first argument
+    dtype: str = "i32"  # the stream's dtype after the op
+    group: int | None = None  # pair mode: 0 / 1 before the zip; None after
+    zip_: bool = False
+
+
+@dataclass
+class Spine:
+    ops: list[SpineOp]
+    pair: bool = False
+    start_dtype: str = "i32"
+    #: index of the zip op (pair mode); ops before it carry their group
+    zip_at: int | None = None
+
+
+def _unsupported(what: str, dtype: str, text: str) -> TcplanError:
+    return fail("plan-no-alu", (what,), op=what, dtype=dtype, formula=text,
+                hint=_NO_ALU_HINT.get((what, dtype), "rewrite the formula with ops the ALU "
+                                      "table lists"))
+
+
+def _options(what: str, dtype: str, left: bool, text: str) -> list[Option]:
+    table = _I32 if dtype == "i32" else _F32
+    out = []
+    for kind, op, mode_r, mode_l, tf in table.get(what, []):
+        mode = mode_l if left else mode_r
+        if kind in ve.BINARY and left and what in _COMMUTATIVE:
+            mode = mode_r  # op(c, s) == op(s, c)
+        if kind in ve.BINARY and mode is None:
+            continue
+        if tf == "negate" and left:
+            continue
+        fam = ve.FAMILY[kind]
+        alu = ve.ALU_CATALOG[(fam, dtype)][op]
+        out.append(Option(kind, op, mode, alu, ve.STEP_STAGE[kind], tf))
+    if not out:
+        raise _unsupported(what, dtype, text)
+    return out
+
+
+def _conv(to: str) -> Option:
+    kind = "fxp_to_fp" if to == "f32" else "fp_to_fxp"
+    return Option(kind, None, None, None, ve.STEP_STAGE[kind])
+
+
+def _fold(n: ex.Node, dtype: str) -> Any:
+    """A stream-free subformula's value (constant folding through the reference semantics)."""
+    import numpy as np
+    v = ex.evaluate(ex.Formula(n.text(), dtype, n, ()), {}, [])
+    v = np.asarray(v).reshape(-1)[0]
+    return int(v) if dtype == "i32" else float(v)
+
+
+def linearize(f: ex.Formula, vrf: set[str]) -> Spine:
+    """The formula as spines of ops (raises plan-* errors for what cannot be linearized)."""
+    text = f.text
+    streams = ("group0", "group1") if f.pair else ("x",)
+
+    def dep(n: ex.Node) -> set[str]:
+        return {m.value for m in n.walk() if m.op == "var" and m.value in streams}
+
+    if any(m.op in ex.REDUCTIONS for m in f.root.walk()):
+        raise fail("plan-pair", ("sum",), formula=text,
+                   detail="reductions are chain steps with declared mappings; the planner "
+                          "compiles elementwise formulas", fix="write the chain as a vector "
+                                                               "problem")
+
+    def operand(n: ex.Node, dtype: str) -> ve.Operand:
+        if n.op == "var" and n.value in vrf:
+            return ve.Operand("vrf", name=n.value)
+        if n.dtype != dtype and n.op != "num":
+            raise fail("plan-two-streams", (n.text(),), formula=text, a=n.text(), b="the "
+                       "stream", detail=f"{n.text()} is {n.dtype} where the op computes "
+                       f"{dtype}", fix="keep operands in the stream's type")
+        if dep(n):  # pragma: no cover - callers route stream values elsewhere
+            raise AssertionError(n.text())
+        if n.op == "var":
+            raise fail("plan-two-streams", (n.text(),), formula=text, a=n.text(), b="x",
+                       detail=f"{n.text()} is not a VRF operand of this problem",
+                       fix="declare it under vrf:")
+        return ve.Operand("const", value=_fold(n, dtype))
+
+    def lin(n: ex.Node, ops: list[SpineOp], values: dict[ex.Node, int], group: int | None,
+            want: str) -> None:
+        """Append the ops that turn the stream into n's value, converted to ``want``."""
+        if n.op == "var" and n.value in streams:
+            cur = f.dtype
+        else:
+            _lin_op(n, ops, values, group)
+            cur = n.dtype
+        if cur != want:  # an i32 formula's float island: enter or leave it
+            ops.append(SpineOp("to" + ("float" if want == "f32" else "int"), None,
+                               [_conv(want)], dtype=want, group=group))
+
+    def _lin_op(n: ex.Node, ops: list[SpineOp], values: dict, group: int | None) -> None:
+        args = n.args
+        deps = [bool(dep(a)) for a in args]
+        kind = n.op
+        if n.op in ex.FLOAT_FUNCS:
+            lin(args[0], ops, values, group, "f32")
+            ops.append(SpineOp(kind, n, _options(kind, "f32", False, text), dtype="f32",
+                               group=group))
+            values[n] = len(ops)
+            return
+        if n.op in ("abs", "neg"):
+            lin(args[0], ops, values, group, n.dtype)
+            opts = _options(kind, n.dtype, True if kind == "neg" and n.dtype == "i32" else
+                            False, text)
+            zero = ve.Operand("const", value=0 if n.dtype == "i32" else 0.0)
+            ops.append(SpineOp(kind, n, opts, (zero,) if n.dtype == "i32" else (),
+                               left=kind == "neg" and n.dtype == "i32", dtype=n.dtype,
+                               group=group))
+            values[n] = len(ops)
+            return
+        if n.op == "fma":
+            if sum(deps) != 1:
+                raise fail("plan-two-streams", (n.text(),), formula=text,
+                           a=args[0].text(), b=args[1].text(), detail="fma reads the stream "
+                           "once and two operands", fix="keep two of its arguments free of "
+                           "the stream")
+            s = deps.index(True)
+            lin(args[s], ops, values, group, n.dtype)
+            others = tuple(operand(a, n.dtype) for i, a in enumerate(args) if i != s)
+            mode = {0: "Mode012", 1: "Mode102", 2: "Mode120"}[s]
+            opt = _options("fma", n.dtype, False, text)
+            for o in opt:
+                o.mode = mode
+            ops.append(SpineOp("fma", n, opt, others, dtype=n.dtype, group=group))
+            values[n] = len(ops)
+            return
+        a, b = args
+        if deps == [True, True]:
+            for spine_side, other, left in ((a, b, False), (b, a, True)):
+                trial: list[SpineOp] = []
+                tv: dict = {}
+                try:
+                    lin(spine_side, trial, tv, group, n.dtype)
+                except TcplanError:
+                    continue
+                key = other
+                idx = tv.get(key)
+                if idx is None and other.op == "var" and other.dtype == n.dtype:
+                    idx = 0  # the stream's input value
+                if idx is None:
+                    continue
+                if left and kind not in _COMMUTATIVE and kind not in ("max", "min", "-", "/",
+                                                                       "<<", ">>"):
+                    continue
+                base = len(ops)
+                ops.extend(trial)
+                values.update({k: v + base for k, v in tv.items()})
+                ops.append(SpineOp(kind, n, _options(kind, n.dtype, left, text),
+                                   (ve.Operand("stash"),), stash_of=idx if idx == 0 else
+                                   idx + base, left=left, dtype=n.dtype, group=group))
+                values[n] = len(ops)
+                return
+            raise fail("plan-two-streams", (n.text(),), formula=text, a=a.text(), b=b.text(),
+                       detail="both operands depend on the stream and neither is an earlier "
+                              "value of the other's computation",
+                       fix="load one side as a VRF operand, or restructure the formula")
+        if deps == [False, False]:  # pragma: no cover - folded by the caller
+            raise AssertionError(n.text())
+        s = 0 if deps[0] else 1
+        lin(args[s], ops, values, group, n.dtype)
+        o = operand(args[1 - s], n.dtype)
+        ops.append(SpineOp(kind, n, _options(kind, n.dtype, s == 1, text), (o,),
+                           left=s == 1, dtype=n.dtype, group=group))
+        values[n] = len(ops)
+
+    root = f.root
+    if not dep(root):
+        raise fail("plan-two-streams", (text,), formula=text, a=text, b="x",
+                   detail="the formula does not read the stream", fix="use x")
+    if not f.pair:
+        ops: list[SpineOp] = []
+        lin(root, ops, {}, None, f.dtype)
+        return Spine(ops, False, f.dtype)
+    # pair: find the zip -- the node whose two arguments read one group each
+    zip_node = None
+    for m in root.walk():
+        if len(m.args) == 2 and dep(m.args[0]) and dep(m.args[1]) and \
+                dep(m.args[0]) != dep(m.args[1]) and len(dep(m.args[0])) == 1 and \
+                len(dep(m.args[1])) == 1:
+            zip_node = m
+            break
+    if zip_node is None or len(dep(root)) < 2:
+        raise fail("plan-pair", (text,), formula=text,
+                   detail="a pair formula combines group0 and group1 with one binary op",
+                   fix="e.g. exp(group0) * group1")
+    pre: list[SpineOp] = []
+    a, b = zip_node.args
+    g_of = {a: 0 if dep(a) == {"group0"} else 1, b: 0 if dep(b) == {"group0"} else 1}
+    for side in (a, b):
+        lin(side, pre, {}, g_of[side], zip_node.dtype)
+    if any(op.options[0].kind in ("fxp_to_fp", "fp_to_fxp") for op in pre):
+        raise fail("plan-pair", (text,), formula=text,
+                   detail="a conversion before the zip converts both groups",
+                   fix="convert after the zip, or write the formula in f32")
+    zops = _ZIP.get((zip_node.op, zip_node.dtype))
+    if not zops:
+        raise _unsupported(f"{zip_node.op} (zip)", zip_node.dtype, text)
+    swapped = g_of[a] == 1
+    opts = []
+    for kind, op in zops:
+        mode = "Mode10" if swapped else "Mode01"
+        if swapped and zip_node.op in _COMMUTATIVE:
+            mode = "Mode01"
+        alu = ve.ALU_CATALOG[(ve.FAMILY[kind], zip_node.dtype)][op]
+        opts.append(Option(kind, op, mode, alu, ve.STEP_STAGE[kind]))
+    pre.append(SpineOp(zip_node.op, zip_node, opts, dtype=zip_node.dtype, zip_=True))
+    zip_at = len(pre) - 1
+    # the rest: the zip's value is the stream
+    post: list[SpineOp] = []
+
+    def rest(n: ex.Node) -> None:
+        if n is zip_node or n == zip_node:
+            return
+        _lin_op_after(n)
+
+    def _lin_op_after(n: ex.Node) -> None:
+        vals: dict = {zip_node: 0}
+        # reuse lin with the zip node standing for the stream
+        sub = _Sub(zip_node)
+        sub.lin(n, post, vals)
+
+    class _Sub:
+        def __init__(self, z: ex.Node):
+            self.z = z
+
+        def lin(self, n: ex.Node, out: list[SpineOp], vals: dict) -> None:
+            if n == self.z:
+                return
+            deps_ = [self.z in set(x.walk()) for x in n.args]
+            if n.op in ex.FLOAT_FUNCS or n.op in ("abs", "neg"):
+                self.lin(n.args[0], out, vals)
+                if n.args[0].dtype != n.dtype:
+                    out.append(SpineOp("to" + ("float" if n.dtype == "f32" else "int"), None,
+                                       [_conv(n.dtype)], dtype=n.dtype))
+                opts = _options(n.op, n.dtype, n.op == "neg" and n.dtype == "i32", text)
+                zero = (ve.Operand("const", value=0),) if n.dtype == "i32" and \
+                    n.op == "neg" else ()
+                out.append(SpineOp(n.op, n, opts, zero, left=bool(zero), dtype=n.dtype))
+                return
+            if sum(deps_) != 1 or len(n.args) != 2:
+                raise fail("plan-pair", (n.text(),), formula=text,
+                           detail=f"{n.text()} reads the zipped value more than once",
+                           fix="use the zipped value once")
+            s = deps_.index(True)
+            self.lin(n.args[s], out, vals)
+            if n.args[s].dtype != n.dtype:
+                out.append(SpineOp("to" + ("float" if n.dtype == "f32" else "int"), None,
+                                   [_conv(n.dtype)], dtype=n.dtype))
+            o = operand(n.args[1 - s], n.dtype)
+            out.append(SpineOp(n.op, n, _options(n.op, n.dtype, s == 1, text), (o,),
+                               left=s == 1, dtype=n.dtype))
+
+    rest(root)
+    if root.dtype != f.dtype:
+        post.append(SpineOp("toint", None, [_conv(f.dtype)], dtype=f.dtype))
+    return Spine(pre + post, True, f.dtype, zip_at)
+
+
+# ---- the CP-SAT model ------------------------------------------------------------------------
+@dataclass
+class Solution:
+    status: str  # optimal / feasible
+    invocation: list[int]
+    choice: list[Option]
+    objective: int
+    merged: dict[int, int] = field(default_factory=dict)  # pair: g0 op -> g1 op in one step
+    wall: float = 0.0
+
+
+def solve(spine: Spine, flits: int, split: bool, time_limit: float = 10.0, workers: int = 1,
+          seed: int = 0, enforce_stash: list[bool] | None = None) -> Solution | None:
+    """``split``: the stream's back four lanes hold data, so a 4-way section doubles the
+    flits (narrow_split); a pair's first invocation always splits."""
+    """The fewest-cycle assignment of (invocation, option) to every spine op, or None."""
+    from ortools.sat.python import cp_model
+    ops = spine.ops
+    n = len(ops)
+    m = cp_model.CpModel()
+    inv = [m.new_int_var(0, max(n - 1, 0), f"inv_{i}") for i in range(n)]
+    x = [[m.new_bool_var(f"x_{i}_{k}") for k in range(len(op.options))]
+         for i, op in enumerate(ops)]
+    for i in range(n):
+        m.add_exactly_one(x[i])
+    stage = [sum(o.stage * x[i][k] for k, o in enumerate(ops[i].options)) for i in range(n)]
+    way4 = [sum(x[i][k] for k, o in enumerate(ops[i].options) if o.way == 4)
+            for i in range(n)]
+    pre = set(range(spine.zip_at + 1)) if spine.pair else set()
+    for i in pre:
+        m.add(inv[i] == 0)
+    if n:
+        m.add(inv[0] == 0)
+    # order: the spine (per group before the zip) passes stages in order within an invocation
+    chains: list[list[int]] = []
+    if spine.pair:
+        g0 = [i for i in pre if ops[i].group == 0]
+        g1 = [i for i in pre if ops[i].group == 1]
+        z = spine.zip_at
+        chains = [g0 + [z] + list(range(z + 1, n)), g1 + [z]]
+    else:
+        chains = [list(range(n))]
+    same: dict[tuple[int, int], Any] = {}
+
+    def eq(i: int, j: int):
+        key = (min(i, j), max(i, j))
+        if key not in same:
+            b = m.new_bool_var(f"same_{key[0]}_{key[1]}")
+            m.add(inv[key[0]] == inv[key[1]]).only_enforce_if(b)
+            m.add(inv[key[0]] != inv[key[1]]).only_enforce_if(~b)
+            same[key] = b
+        return same[key]
+
+    for ch in chains:
+        for a, b in zip(ch, ch[1:]):
+            m.add(inv[b] >= inv[a])
+            m.add(inv[b] <= inv[a] + 1)
+            m.add(stage[b] >= stage[a]).only_enforce_if(eq(a, b))
+    # merges of the two groups' ops (pair mode): one step serves both groups
+    merged: dict[tuple[int, int], Any] = {}
+    if spine.pair:
+        for a in g0:
+            for b in g1:
+                shared = [(ka, kb) for ka, oa in enumerate(ops[a].options)
+                          for kb, ob in enumerate(ops[b].options)
+                          if (oa.kind, oa.op, oa.mode) == (ob.kind, ob.op, ob.mode)
+                          and ops[a].what == ops[b].what]
+                if not shared:
+                    continue
+                v = m.new_bool_var(f"merge_{a}_{b}")
+                merged[(a, b)] = v
+                for ka, kb in shared:
+                    m.add(x[a][ka] == x[b][kb]).only_enforce_if(v)
+                m.add(sum(x[a][ka] for ka, _ in shared) == 1).only_enforce_if(v)
+        for a in g0:
+            m.add(sum(v for (p, _), v in merged.items() if p == a) <= 1)
+        for b in g1:
+            m.add(sum(v for (_, q), v in merged.items() if q == b) <= 1)
+        for (a1, b1), v1 in merged.items():
+            for (a2, b2), v2 in merged.items():
+                if a1 < a2 and b1 > b2:
+                    m.add(v1 + v2 <= 1)
+    # each ALU (and each conversion stage) at most once per invocation
+    res = {}
+    for i, op in enumerate(ops):
+        for k, o in enumerate(op.options):
+            res.setdefault(o.alu or o.kind, []).append((i, k))
+    for r, uses in res.items():
+        for u in range(len(uses)):
+            for w in range(u + 1, len(uses)):
+                (i, ki), (j, kj) = uses[u], uses[w]
+                if i == j:
+                    continue
+                key = (min(i, j), max(i, j))
+                if spine.pair and (key in merged or (key[::-1] in merged)):
+                    mv = merged.get(key, merged.get(key[::-1]))
+                    m.add_bool_or([~x[i][ki], ~x[j][kj], ~eq(i, j), mv])
+                else:
+                    m.add_bool_or([~x[i][ki], ~x[j][kj], ~eq(i, j)])
+    # the stash: reads need their value in the same invocation (see module doc)
+    needs = [(r, op.stash_of) for r, op in enumerate(ops) if op.stash_of is not None]
+    for t, (r, k) in enumerate(needs):
+        if enforce_stash is not None and not enforce_stash[t]:
+            continue
+        if spine.pair:
+            m.add(inv[r] >= 1)  # no stash in pair mode (invocation 0)
+        avail = []
+        reader_way = [(kk, o.way) for kk, o in enumerate(ops[r].options)]
+        if k >= 1:
+            a = m.new_bool_var(f"stash_a_{r}")
+            m.add(inv[r] == inv[k - 1]).only_enforce_if(a)
+            for kw, o in enumerate(ops[k - 1].options):
+                for kr, wr in reader_way:
+                    if o.stage not in STASHABLE or o.way != wr:
+                        m.add_bool_or([~a, ~x[k - 1][kw], ~x[r][kr]])
+            avail.append(a)
+        # (c) stashed right after the narrow that precedes op k (the value is 4-way there)
+        c = m.new_bool_var(f"stash_c_{r}")
+        m.add(inv[r] == inv[k]).only_enforce_if(c)
+        m.add(way4[k] == 1).only_enforce_if(c)
+        if k >= 1:
+            m.add(way4[k - 1] == 0).only_enforce_if(c)
+        for kr, wr in reader_way:
+            if wr != 4:
+                m.add_bool_or([~c, ~x[r][kr]])
+        avail.append(c)
+        b = m.new_bool_var(f"stash_b_{r}")
+        if k == 0:
+            m.add(inv[r] == 0).only_enforce_if(b)
+        else:
+            m.add(inv[r] == inv[k]).only_enforce_if(b)
+            m.add(inv[k] == inv[k - 1] + 1).only_enforce_if(b)
+        for kr, wr in reader_way:
+            if wr != 8:
+                m.add_bool_or([~b, ~x[r][kr]])
+        avail.append(b)
+        m.add_bool_or(avail)
+    for t1 in range(len(needs)):
+        for t2 in range(t1 + 1, len(needs)):
+            m.add(inv[needs[t1][0]] != inv[needs[t2][0]])
+    # objective: sum over invocations of flits (x2 when a split 4-way section runs) + ALUs
+    n_inv = m.new_int_var(1, max(n, 1), "invocations")
+    if n:
+        m.add_max_equality(n_inv, [v + 1 for v in inv])
+    four = []  # (invocation, "it has a 4-way op and splits")
+    for q in range(n):
+        if not (split or (q == 0 and spine.pair)):
+            continue  # trim / pad keep the flits
+        f = m.new_bool_var(f"four_{q}")
+        for i in range(n):
+            if spine.pair and q == 0 and i > spine.zip_at:
+                continue  # after the zip a split pass carries half the pair's flits
+            bi = m.new_bool_var(f"in_{i}_{q}")
+            m.add(inv[i] == q).only_enforce_if(bi)
+            m.add(inv[i] != q).only_enforce_if(~bi)
+            m.add(f >= bi + way4[i] - 1)
+        four.append((q, f))
+    alus = sum(x[i][k] for i, op in enumerate(ops) for k, o in enumerate(op.options)
+               if o.alu is not None) - sum(merged.values())  # a merged step is one ALU
+    # a pair's later invocations stream one group's worth (the zipped tensor): half the flits
+    later = flits // 2 if spine.pair else flits
+    cycles = flits + (n_inv - 1) * later + alus
+    cycles += sum(f * (flits if q == 0 else later) for q, f in four)
+    # ties go to the catalog's first option (MulF(Mul0) before Mul1, Fxp before Clip)
+    prefer = sum(k * x[i][k] for i in range(n) for k in range(len(x[i])))
+    m.minimize(cycles * (1 + sum(len(x[i]) for i in range(n))) + prefer)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = time_limit
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = seed
+    st = solver.solve(m)
+    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    choice = [ops[i].options[next(k for k in range(len(x[i])) if solver.value(x[i][k]))]
+              for i in range(n)]
+    mg = {a: b for (a, b), v in merged.items() if solver.value(v)}
+    return Solution("optimal" if st == cp_model.OPTIMAL else "feasible",
+                    [solver.value(v) for v in inv], choice, int(solver.value(cycles)), mg,
+                    solver.wall_time)
+
+
+# ---- building chains ---------------------------------------------------------------------------
+@dataclass
+class Plan:
+    chains: list[ve.Chain]
+    analyses: list[ve.Analysis]
+    solution: Solution
+
+    @property
+    def cycles(self) -> int:
+        return sum(a.cycles for a in self.analyses)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [{"invocation": q + 1, "steps": [step_text(s) for s in c.steps],
+                 "alus": a.alus, "cycles": a.cycles}
+                for q, (c, a) in enumerate(zip(self.chains, self.analyses))]
+
+
+def step_text(s: ve.Step) -> str:
+    """A step as the API call it stands for."""
+    args: list[str] = []
+    if s.kind == "tag":
+        args.append("TagMode::Zero")
+    if s.kind == "unzip":
+        args.append(f"{s.axis}, {s.time.text()}")
+    if s.op:
+        args.append(s.op)
+    if s.mode and s.mode not in ("Mode01", "Mode012"):
+        args.append(s.mode)
+    for o in s.operands:
+        args.append(", ".join(sl.operand.text() for sl in o))
+    if s.groups is not None:
+        args.append(", ".join("()" if g is None else str(g).lower() if isinstance(g, bool)
+                              else ", ".join(sl.operand.text() for o in g for sl in o)
+                              for g in s.groups))
+    if s.int_width is not None:
+        args.append(str(s.int_width))
+    if s.dtype:
+        args.append(s.dtype)
+    if s.packet is not None and s.kind in ("narrow_trim", "widen_pad", "narrow_split",
+                                           "widen_concat"):
+        args.append((s.time.text() + ", " if s.time is not None else "") + s.packet.text())
+    return f"{ve.METHODS[s.kind]}({', '.join(args)})"
+
+
+def _split_time(time: Mapping, axis: str, axes: dict[str, int]) -> Mapping:
+    items = [t for t, _ in time.items()]
+    if axis not in items:
+        raise fail("plan-pair", (time.text(),), formula=time.text(),
+                   detail=f"the pair axis {axis} is not a whole term of Time {time.text()}",
+                   fix=f"make {axis} one term of the stream's Time mapping")
+    rest = [t for t in items if t != axis]
+    return parse("m![" + (", ".join(rest) if rest else "1") + "]", axes)
+
+
+def build(spine: Spine, sol: Solution, stream, axes: dict[str, int], vrf: dict,
+          pair_axis: str | None) -> list[ve.Chain]:
+    from model.tiers import Tensor
+    ops = spine.ops
+    n_inv = (max(sol.invocation) + 1) if ops else 1
+    arr = ve.Arrangement.of(stream.dims["time"], stream.dims["packet"])
+    trim = not arr.live[:, ve.hw.VE_PACKET_LANES // 2:].any()
+    chains = []
+    dtype = spine.start_dtype
+    cur_stream = stream
+    stash_after: dict[int, int] = {}  # spine value index -> reader, stashed in the same inv.
+    stash_entry: dict[int, int] = {}  # invocation -> reader (the value entering it)
+    stash_narrow: set[int] = set()  # ops before whose narrow the stash is written
+    for r, op in enumerate(ops):
+        if op.stash_of is None:
+            continue
+        k = op.stash_of
+        if k >= 1 and sol.invocation[k - 1] == sol.invocation[r] and \
+                sol.choice[k - 1].stage in STASHABLE and \
+                sol.choice[k - 1].way == sol.choice[r].way:
+            stash_after[k] = r
+        elif sol.choice[r].way == 4:
+            stash_narrow.add(k)
+        else:
+            stash_entry[sol.invocation[r]] = r
+    for q in range(n_inv):
+        idx = [i for i in range(len(ops)) if sol.invocation[i] == q]
+        steps: list[ve.Step] = []
+        time_m, packet_m = cur_stream.dims["time"], cur_stream.dims["packet"]
+        pair_here = spine.pair and q == 0
+        if pair_here:
+            split_t = _split_time(time_m, pair_axis, axes)
+            steps.append(ve.Step("unzip", axis=pair_axis, time=split_t))
+            time_m = split_t
+        else:
+            steps.append(ve.Step("tag"))
+        if q in stash_entry:
+            steps.append(ve.Step("stash"))
+        way = 8
+        pre_narrow = (time_m, packet_m)
+        # order the steps: by stage; in pair mode merge the groups (no crossing merges)
+        order = _emission_order(spine, sol, idx)
+        done_merge: set[int] = set()
+        for item in order:
+            i = item[0]
+            o = sol.choice[i]
+            if o.way == 4 and way == 8:
+                if trim and not pair_here:
+                    steps.append(ve.Step("narrow_trim"))
+                else:
+                    steps.append(ve.Step("narrow_split"))
+                way = 4
+                if i in stash_narrow:
+                    steps.append(ve.Step("stash"))
+            elif o.way == 8 and way == 4 and o.stage >= 9:
+                steps.append(_widen(trim and not pair_here, pre_narrow))
+                way = 8
+            steps.append(_step_of(ops, item, o, done_merge))
+            if i + 1 in stash_after:
+                steps.append(ve.Step("stash"))
+        if way == 4:
+            steps.append(_widen(trim and not pair_here, pre_narrow))
+        steps.append(ve.Step("final"))
+        axes_q = axes if not spine.pair or q == 0 else {
+            a: v for a, v in axes.items() if a != pair_axis}
+        chain = ve.Chain(dtype, axes_q, cur_stream, steps, vrf)
+        chains.append(chain)
+        if idx:
+            dtype = ops[idx[-1]].dtype
+        if pair_here:
+            dims = dict(cur_stream.dims)
+            dims["time"] = _split_time(cur_stream.dims["time"], pair_axis, axes)
+            cur_stream = Tensor(cur_stream.name, "stream", cur_stream.dtype, dims)
+    return chains
+
+
+def _widen(trim: bool, pre: tuple[Mapping, Mapping]) -> ve.Step:
+    if trim:
+        return ve.Step("widen_pad", packet=pre[1])
+    return ve.Step("widen_concat", time=pre[0], packet=pre[1])
+
+
+def _emission_order(spine: Spine, sol: Solution, idx: list[int]) -> list[tuple[int, ...]]:
+    if not spine.pair or not idx or idx[0] != 0:
+        return [(i,) for i in idx]
+    g0 = [i for i in idx if spine.ops[i].group == 0]
+    g1 = [i for i in idx if spine.ops[i].group == 1]
+    rest = [i for i in idx if spine.ops[i].group is None]
+    partner = {a: b for a, b in sol.merged.items()}
+    back = {b: a for a, b in partner.items()}
+    out: list[tuple[int, ...]] = []
+    a_i = b_i = 0
+    stage = lambda i: sol.choice[i].stage  # noqa: E731
+    while a_i < len(g0) or b_i < len(g1):
+        a = g0[a_i] if a_i < len(g0) else None
+        b = g1[b_i] if b_i < len(g1) else None
+        if a is not None and b is not None and partner.get(a) == b:
+            out.append((a, b))
+            a_i += 1
+            b_i += 1
+        elif b is None or (a is not None and a not in partner and (
+                stage(a) <= stage(b) or b in back)):
+            out.append((a,))
+            a_i += 1
+        elif a is None or b not in back:
+            out.append((b,))
+            b_i += 1
+        else:
+            out.append((a,))
+            a_i += 1
+    return out + [(i,) for i in rest]
+
+
+def _operand_slots(op: SpineOp, o: Option) -> tuple[tuple[ve.Slot, ...], ...]:
+    if o.transform == "abs":
+        return (ve.plain(ve.Operand("const", value=0x7FFFFFFF)),)
+    if o.transform == "neg":
+        return (ve.plain(ve.Operand("const", value=0x80000000)),)
+    out = []
+    for od in op.operands:
+        if o.transform == "negate" and od.kind == "const":
+            v = od.value
+            od = ve.Operand("const", value=(-v if isinstance(v, float) else
+                                            (-v + 2**31) % 2**32 - 2**31))
+        elif o.transform == "negate":
+            raise fail("plan-no-alu", (op.what,), op=op.what, dtype="", formula="",
+                       hint="")  # pragma: no cover - filtered by the model
+        out.append(ve.plain(od))
+    return tuple(out)
+
+
+def _step_of(ops: list[SpineOp], item: tuple[int, ...], o: Option, done: set[int]) -> ve.Step:
+    i = item[0]
+    op = ops[i]
+    if o.kind in ("fxp_to_fp", "fp_to_fxp"):
+        return ve.Step(o.kind, int_width=31)
+    st = ve.Step(o.kind, op=o.op, mode=o.mode)
+    if op.zip_:
+        return st
+    if op.group is not None:  # pair mode, per group
+        groups: list[Any] = [None, None]
+        for j in item:
+            g = ops[j].group
+            if o.kind == "fp_unary":
+                groups[g] = True
+            else:
+                groups[g] = _operand_slots(ops[j], o)
+        if o.kind == "fp_unary":
+            st.groups = tuple(bool(g) for g in groups)
+        else:
+            st.groups = tuple(groups)
+        return st
+    if o.kind != "fp_unary":
+        st.operands = _operand_slots(op, o)
+    if o.transform in ("abs", "neg") and op.dtype == "f32":
+        st.mode = "Mode01"
+    return st
+
+
+# ---- the whole planning step ------------------------------------------------------------------
+def plan_expression(problem, time_limit: float = 10.0, workers: int = 1, seed: int = 0
+                    ) -> Plan:
+    """Plan an expression problem (raises TcplanError with the plan-* explanation)."""
+    f: ex.Formula = problem.params["expression"]
+    stream = problem.tensors["input"]
+    vrf = {n[4:]: t for n, t in problem.tensors.items() if n.startswith("vrf:")}
+    pair_axis = problem.params.get("pair_axis")
+    if f.pair and pair_axis is None:
+        raise fail("plan-pair", (f.text,), formula=f.text,
+                   detail="the formula reads group0 / group1 but the problem names no "
+                          "pair_axis", fix="add pair_axis: I (the 2-way grouping axis)")
+    spine = linearize(f, set(vrf))
+    arr = ve.Arrangement.of(stream.dims["time"], stream.dims["packet"])
+    flits = arr.T
+    split = bool(arr.live[:, ve.hw.VE_PACKET_LANES // 2:].any())
+    sol = solve(spine, flits, split, time_limit, workers, seed)
+    if sol is None:
+        raise _explain(spine, flits, split, f)
+    chains = build(spine, sol, stream, problem.axes, vrf, pair_axis)
+    analyses = [ve.analyze(c) for c in chains]
+    return Plan(chains, analyses, sol)
+
+
+def _explain(spine: Spine, flits: int, split: bool, f: ex.Formula) -> TcplanError:
+    needs = [(r, op) for r, op in enumerate(spine.ops) if op.stash_of is not None]
+    for t, (r, op) in enumerate(needs):
+        only = [u == t for u in range(len(needs))]
+        if solve(spine, flits, split, 5.0, 1, 0, only) is None:
+            k = op.stash_of
+            value = "x" if k == 0 else spine.ops[k - 1].node.text()
+            return fail("plan-stash-reach", (value,), formula=f.text, value=value,
+                        reader=op.node.text() if op.node is not None else op.what)
+    return fail("plan-stash-reach", tuple(op.what for _, op in needs), formula=f.text,
+                value=", ".join("x" if op.stash_of == 0 else spine.ops[op.stash_of - 1].what
+                                for _, op in needs),
+                reader="their readers (one stash per invocation)")
