@@ -54,6 +54,13 @@ class LaneFold:
                 "bus_width": hw.LANE_FOLD_BUS, "live_elements": live,
                 "utilization": round(per / hw.LANE_FOLD_BUS, 4)}
 
+    def text(self) -> str:
+        return (f"Lane Folder ({self.mode}): Lane {self.lane.text()}, Time {self.time.text()}, "
+                f"Packet {self.packet.text()} -> OutTime {self.out_time.text()}, OutPacket "
+                f"{self.out_packet.text()}; {self.cycles:,} cycles "
+                f"({self.breakdown()['elements_per_cycle']} of {hw.LANE_FOLD_BUS} lanes per "
+                "cycle)")
+
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "out_time": self.out_time.text(),
                 "out_packet": self.out_packet.text(), "cycles": self.cycles,

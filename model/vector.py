@@ -325,6 +325,26 @@ class Analysis:
     def cycles(self) -> int:
         return self.flits + self.latency
 
+    def rows(self) -> list[dict[str, Any]]:
+        """Per step: stage, way, dtype after it, ALU."""
+        return [{"step": i.index + 1, "call": i.step.title(),
+                 "stage": STAGE_NAMES.get(i.stage) if i.stage else None, "way": i.way,
+                 "dtype": i.dtype, "alu": i.alu, "phase": i.phase} for i in self.infos]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps": self.rows(), "alus": self.alus, "cycles": self.cycles,
+                "breakdown": self.breakdown(), "output": {"time": self.exit.T,
+                                                          "packet": self.exit.P}}
+
+    def text(self) -> str:
+        lines = [f"chain of {len(self.infos)} step(s), {self.chain.dtype} in; "
+                 f"{self.cycles:,} cycles ({self.flits:,} flits + {self.latency} ALU)"]
+        for r in self.rows():
+            lines.append(f"  {r['step']:>2}. {r['call']:<34} {r['stage'] or '-':<16} "
+                         f"{r['way']}-way {r['dtype']}" + (f"  {r['alu']}" if r["alu"] else "")
+                         + (f"  [{r['phase']}]" if r["phase"] != "single" else ""))
+        return "\n".join(lines)
+
     def breakdown(self) -> dict[str, Any]:
         ways = sorted({i.way for i in self.infos})
         return {"flits": self.flits, "latency": self.latency, "alus": self.alus,
@@ -788,7 +808,7 @@ def _narrow_widen(w: _Walk, i: int, step: Step, info: StepInfo) -> None:
         src = np.concatenate([np.arange(T)[:, None] * P + np.arange(P)[None, :],
                               -np.ones((T, P), np.int64)], axis=1)
         time = w.time_m
-        packet = step.packet or _derived(w.packet_m,
+        packet = step.packet or _derived(w.chain.axes,
                                          f"m![[{_inner(w.packet_m)}] # {2 * P}]")
         w.way = 8
     info.src = src

@@ -570,10 +570,21 @@ class Plan:
     def cycles(self) -> int:
         return sum(a.cycles for a in self.analyses)
 
-    def to_json(self) -> list[dict[str, Any]]:
+    def text(self) -> str:
+        lines = [f"{len(self.chains)} Tensor Unit invocation(s), {self.cycles:,} cycles "
+                 f"({self.solution.status})"]
+        for q, a in enumerate(self.analyses):
+            lines.append(f"invocation {q + 1}: " + a.text())
+        return "\n".join(lines)
+
+    def chains_json(self) -> list[dict[str, Any]]:
         return [{"invocation": q + 1, "steps": [step_text(s) for s in c.steps],
                  "alus": a.alus, "cycles": a.cycles}
                 for q, (c, a) in enumerate(zip(self.chains, self.analyses))]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.solution.status, "cycles": self.cycles,
+                "invocations": len(self.chains), "plan": self.chains_json()}
 
 
 def step_text(s: ve.Step) -> str:

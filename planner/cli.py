@@ -323,6 +323,8 @@ def _run_data(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
     axes = problem.axes
     if problem.kind in ("dma", "pcie"):
         return run.run_with_data(problem, plan, inputs, seed)
+    if problem.kind in ("vector", "expression", "lane_fold"):
+        return _run_chains(problem, plan, inputs, seed)
     if problem.kind == "redistribute":
         T = run.embed(inputs.get("source"), plan.source, axes, "source", seed)
         mem = forms.run_redistribution(problem, plan, T)
@@ -345,6 +347,41 @@ def _run_data(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
             "destination": run.read_tensor(holder, written, axes, T.dtype)}
 
 
+def _run_chains(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
+    """Vector chains, planned expressions and lane folds on the user's tensors: x over the
+    problem's axes (a pair's grouping axis is an ordinary axis), VRF operands over theirs."""
+    import numpy as np
+
+    from executor import chains
+    from executor.run import NP_DTYPES
+    shapes = {"x": tuple(problem.axes.values())}
+    for n, t in problem.tensors.items():
+        if n.startswith("vrf:"):
+            shapes[n[4:]] = tuple(problem.axes[a] for a in problem.axes
+                                  if a in chains._axes_of(t))
+    for name, arr in inputs.items():
+        dt = NP_DTYPES[problem.dtype if name == "x" else
+                       problem.tensors["vrf:" + name].dtype]
+        if arr.shape != shapes[name]:
+            raise fail("bad-request", detail=f"--input {name}: expected shape "
+                       f"{shapes[name]} (the axes in the problem's order), got {arr.shape}",
+                       fix="save the tensor with numpy.save in that shape")
+        if arr.dtype != dt:
+            raise fail("bad-request", detail=f"--input {name}: expected {dt}, got {arr.dtype}",
+                       fix=f"save it as {dt} (numpy .astype)")
+    if problem.kind == "lane_fold":
+        X, out, _ = chains.run_lane_fold(problem, plan, seed, inputs.get("x"))
+        return {"x": X, "result": out}
+    if problem.kind == "vector":
+        r = chains.run_vector(problem, plan, seed, inputs)
+    else:
+        if set(inputs) - {"x"}:
+            raise fail("bad-request", detail="a planned expression reads its VRF operands "
+                       "from seeded data", fix="give only x")
+        r = chains.run_plan(problem, plan, seed, inputs.get("x"))
+    return {"x": r["x"], **r["vrf"], "result": r["out"]}
+
+
 def _cmd_run(args: argparse.Namespace, stdout: TextIO) -> int:
     import pathlib
 
@@ -352,7 +389,10 @@ def _cmd_run(args: argparse.Namespace, stdout: TextIO) -> int:
 
     problem = load_problem(args.problem)
     names = {"dma": ("source",), "pcie": ("source",), "redistribute": ("source",),
-             "gather": ("table", "index"), "scatter": ("source", "index")}
+             "gather": ("table", "index"), "scatter": ("source", "index"),
+             "lane_fold": ("x",)}
+    vrf_names = tuple(n[4:] for n in problem.tensors if n.startswith("vrf:"))
+    names["vector"] = names["expression"] = ("x",) + vrf_names
     if problem.kind not in names:
         raise fail("bad-request", detail=f"tcplan run executes data moves; a {problem.kind} "
                    "problem has none", fix="use tcplan verify or trace")
@@ -453,7 +493,7 @@ def _cmd_solve(args: argparse.Namespace, stdout: TextIO) -> int:
     solve_s = time.perf_counter() - t0
     report = verify_plan(problem, plan, args.seed)
     out = {"problem": problem.name, "status": plan.solution.status, "cycles": plan.cycles,
-           "invocations": len(plan.chains), "plan": plan.to_json(),
+           "invocations": len(plan.chains), "plan": plan.chains_json(),
            "verified": report["verified"], "checked": report["checked"],
            "method": report["method"], "solve_time": round(solve_s, 3)}
     if plan.solution.status != "optimal":
@@ -482,7 +522,7 @@ def _cmd_lower(args: argparse.Namespace, stdout: TextIO) -> int:
     if args.json:
         print(json.dumps({"problem": problem.name, "kind": problem.kind, **plan.to_json()}),
               file=stdout)
-    elif problem.kind == "layout":
+    elif problem.kind in ("layout", "vector", "lane_fold", "expression"):
         print(plan.text(), file=stdout)
     elif problem.kind == "redistribute":
         print(format_redistribution(problem.name, plan), file=stdout)

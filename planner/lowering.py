@@ -45,6 +45,9 @@ def lower_problem(problem: Any) -> Any:
         out = problem.params.get("output", {})
         return fold(problem.axes, m["lane"], m["time"], m["packet"], problem.params["mode"],
                     out.get("time"), out.get("packet"))
+    if problem.kind == "expression":
+        from .chains import plan_expression
+        return plan_expression(problem)
     return LayoutReport(problem)
 
 

@@ -1,17 +1,21 @@
 """An independent per-element oracle for the Vector Engine's op semantics (facts.md section 7)
 and for the seed `ve_*` chain problems.
 
-Nothing here is taken from model/numeric.py, model/expr.py or executor/: expected values come
-from plain Python ints, exact `fractions.Fraction` arithmetic rounded once to f32, and `math`
-transcendentals in float64 rounded to f32.  f32 values travel as their u32 bit patterns so
-NaN payloads and signed zeros are never lost.  The project code is only the thing under test.
+Nothing here comes from model/numeric.py, model/expr.py or executor/: expected values are
+computed with Python ints, `struct` for f32 bit patterns, exact `Fraction` arithmetic (FMA,
+conversions) and float64 `math` rounded once to f32.  f32 values travel as u32 bit patterns,
+so NaN payloads and signed zeros are never lost.  The project code is only the thing under test.
 """
 
+import ast
+import functools
 import math
+import operator
 import pathlib
 import re
 import struct
 from fractions import Fraction
+from itertools import compress
 
 import numpy as np
 import pytest
@@ -26,10 +30,11 @@ from planner.spec import load_problem
 
 SEED = pathlib.Path(__file__).resolve().parents[1] / "problems/seed"
 MIN, MAX, M32 = -(2**31), 2**31 - 1, 0xFFFFFFFF
+NAN, INF = float("nan"), float("inf")
 HYP = settings(max_examples=300, deadline=None, database=None)
 
 
-# ---- i32 ---------------------------------------------------------------------------------
+# ---- i32 ----------------------------------------------------------------------------------
 def wrap(x):
     return ((x - MIN) & M32) + MIN
 
@@ -46,19 +51,17 @@ def ashr_round(v, b):
 
 
 def mulfxp(a, b):
-    if a == MIN and b == MIN:
-        return MAX
-    r = (((a * b) >> 30) + 1) >> 1  # Python >> is a floor (arithmetic) shift
+    r = MAX if a == b == MIN else (((a * b) >> 30) + 1) >> 1  # Python >> floors
     assert MIN <= r <= MAX
     return r
 
 
-# ---- f32 (bit patterns in, bit patterns out) ----------------------------------------------
+# ---- f32 ----------------------------------------------------------------------------------
 def b2f(bits):
     return struct.unpack("<f", struct.pack("<I", bits))[0]
 
 
-def f2b(f):  # f must be representable in f32 (or NaN / inf)
+def f2b(f):  # f must be exactly representable in f32 (or NaN / inf)
     return struct.unpack("<I", struct.pack("<f", f))[0]
 
 
@@ -66,80 +69,36 @@ def is_nan(bits):
     return (bits & 0x7F800000) == 0x7F800000 and (bits & 0x7FFFFF) != 0
 
 
-NAN, INF = float("nan"), float("inf")
-F32_MAX = Fraction((2**24 - 1) * 2**104)
-
-
 def rnd(fr):
-    """Round a nonzero exact rational to the nearest-even f32 (subnormals, overflow to inf)."""
+    """Round a nonzero exact rational to nearest-even f32 (subnormals; overflow -> inf)."""
     sign, m = (-1.0 if fr < 0 else 1.0), abs(fr)
     e = m.numerator.bit_length() - m.denominator.bit_length()
-    if Fraction(2) ** e > m:
-        e -= 1  # now 2^e <= m < 2^(e+1)
+    e -= Fraction(2) ** e > m  # now 2^e <= m < 2^(e+1)
     q = Fraction(2) ** (max(e, -126) - 23)  # the f32 quantum at this magnitude
-    n = m / q
-    k, rem = divmod(n.numerator, n.denominator)
-    if 2 * rem > n.denominator or (2 * rem == n.denominator and k % 2 == 1):
-        k += 1
+    k, rem = divmod(m / q, 1)
+    k += rem > Fraction(1, 2) or (rem == Fraction(1, 2) and k % 2 == 1)
     val = k * q
-    return math.copysign(INF, sign) if val > F32_MAX else math.copysign(float(val), sign)
+    return math.copysign(INF if val > (2**24 - 1) * 2**104 else float(val), sign)
 
 
-def rnd64(y):
+def rnd64(y):  # a float64 value rounded once to f32
     return y if (math.isnan(y) or math.isinf(y) or y == 0) else rnd(Fraction(y))
 
 
-def sgn(x):
-    return math.copysign(1.0, x)
-
-
-def f_add(a, b):
-    if math.isnan(a) or math.isnan(b):
-        return NAN
-    if math.isinf(a) or math.isinf(b):
-        return NAN if (math.isinf(a) and math.isinf(b) and a != b) else (a if math.isinf(a) else b)
-    s = Fraction(a) + Fraction(b)
-    if s == 0:  # round-to-nearest: -0 only for (-0) + (-0)
-        return -0.0 if (a == 0 and b == 0 and sgn(a) < 0 and sgn(b) < 0) else 0.0
-    return rnd(s)
-
-
-def f_mul(a, b):
-    if math.isnan(a) or math.isnan(b):
-        return NAN
-    s = sgn(a) * sgn(b)
-    if math.isinf(a) or math.isinf(b):
-        return NAN if (a == 0 or b == 0) else math.copysign(INF, s)
-    p = Fraction(a) * Fraction(b)
-    return math.copysign(0.0, s) if p == 0 else rnd(p)
-
-
+# + - * / on f32 values in float64, then rounded: a product of two f32 is exact in float64 and
+# for + - / sqrt rounding twice is innocuous (53 >= 2 * 24 + 2); IEEE specials come from Python.
 def f_div(a, b):
-    if math.isnan(a) or math.isnan(b) or (math.isinf(a) and math.isinf(b)) or a == b == 0:
-        return NAN
-    s = sgn(a) * sgn(b)
-    if math.isinf(a) or b == 0:
-        return math.copysign(INF, s)
-    if math.isinf(b) or a == 0:
-        return math.copysign(0.0, s)
-    return rnd(Fraction(a) / Fraction(b))
+    if b == 0:
+        return NAN if (a == 0 or math.isnan(a)) else math.copysign(INF, a) * math.copysign(1, b)
+    return rnd64(a / b)
 
 
-def f_fma(a, b, c):
-    if math.isnan(a) or math.isnan(b) or math.isnan(c):
-        return NAN
-    sp = sgn(a) * sgn(b)
-    if math.isinf(a) or math.isinf(b):
-        if a == 0 or b == 0:
-            return NAN
-        p = math.copysign(INF, sp)
-        return NAN if (math.isinf(c) and c != p) else p
-    if math.isinf(c):
-        return c
+def f_fma(a, b, c):  # a * b + c exactly (Fraction), rounded once
+    if any(math.isinf(v) or math.isnan(v) for v in (a, b, c)):
+        return a * b + c  # IEEE rules for the specials (inf * 0, inf - inf -> NaN)
     exact = Fraction(a) * Fraction(b) + Fraction(c)
-    if exact == 0:
-        both_zero = (a == 0 or b == 0) and c == 0
-        return -0.0 if (both_zero and sp < 0 and sgn(c) < 0) else 0.0
+    if exact == 0:  # -0 only when a*b is -0 and c is -0
+        return (a * b) + c
     return rnd(exact)
 
 
@@ -150,22 +109,21 @@ def _exp(x):
         return INF
 
 
-def _log(x):
-    return -INF if x == 0 else NAN if x < 0 else math.log(x)
-
-
-def _trig(fn):
-    return lambda x: NAN if math.isinf(x) else fn(x)
-
-
 UNARY_F64 = {  # float64 definitions; the result is rounded once to f32
     "Exp": _exp, "NegExp": lambda x: _exp(-x), "Tanh": math.tanh, "Erf": math.erf,
-    "Sigmoid": lambda x: 1.0 / (1.0 + _exp(-x)), "Log": _log,
-    "Sin": _trig(math.sin), "Cos": _trig(math.cos),
-    "Sqrt": lambda x: NAN if x < 0 else math.sqrt(x),  # 53 >= 2*24+2: rounding twice is exact
+    "Sigmoid": lambda x: 1.0 / (1.0 + _exp(-x)),
+    "Log": lambda x: -INF if x == 0 else NAN if x < 0 else math.log(x),
+    "Sin": lambda x: NAN if math.isinf(x) else math.sin(x),
+    "Cos": lambda x: NAN if math.isinf(x) else math.cos(x),
+    "Sqrt": lambda x: NAN if x < 0 else math.sqrt(x),
 }
-UNARY_O = {k: (lambda fn: lambda bits: f2b(rnd64(fn(b2f(bits)))))(fn)
-           for k, fn in UNARY_F64.items()}
+
+
+def _on_bits(fn):
+    return lambda bits: f2b(rnd64(fn(b2f(bits))))
+
+
+UNARY_O = {k: _on_bits(fn) for k, fn in UNARY_F64.items()}
 TRANSCENDENTAL = set(UNARY_O) - {"Sqrt"}
 
 
@@ -180,7 +138,7 @@ def fp_to_fxp_o(bits, iw):
     if math.isinf(x):
         return MIN if x < 0 else MAX
     v = Fraction(x) * 2 ** (31 - iw)
-    return sat(int(math.floor(abs(v) + Fraction(1, 2))) * (-1 if v < 0 else 1))
+    return sat(math.floor(abs(v) + Fraction(1, 2)) * (-1 if v < 0 else 1))
 
 
 def fp2(fn):
@@ -188,50 +146,58 @@ def fp2(fn):
 
 
 def _isn(v):
-    return isinstance(v, float) and v != v
+    return isinstance(v, float) and math.isnan(v)
 
 
-# clip picks, True -> a: Max / Min return the other operand when exactly one is NaN
+def _clip(pick, dec):
+    return lambda a, b: a if pick(dec(a), dec(b)) else b
+
+
+def _bitwise_i32(f):
+    return lambda a, b: wrap(f(a & M32, b & M32))
+
+
+# clip picks (True -> a): Max / Min return the other operand when exactly one is NaN
 PICKS = {"Max": lambda a, b: _isn(b) if _isn(a) != _isn(b) else a > b,
          "Min": lambda a, b: _isn(b) if _isn(a) != _isn(b) else a < b,
          "AbsMax": lambda a, b: abs(a) > abs(b), "AbsMin": lambda a, b: abs(a) < abs(b)}
-CLIP_I = {k: (lambda p: lambda a, b: a if p(a, b) else b)(p) for k, p in PICKS.items()}
-CLIP_F = {k: (lambda p: lambda a, b: a if p(b2f(a), b2f(b)) else b)(p) for k, p in PICKS.items()}
-BITS = {"BitAnd": lambda a, b: a & b, "BitOr": lambda a, b: a | b,
-        "BitXor": lambda a, b: a ^ b}
+CLIP_I = {k: _clip(p, int) for k, p in PICKS.items()}
+CLIP_F = {k: _clip(p, b2f) for k, p in PICKS.items()}
+BITS = {"BitAnd": operator.and_, "BitOr": operator.or_, "BitXor": operator.xor}
 SHIFTS = {"LeftShift": lambda a, b: wrap(a << (b & 31)),
           "LogicRightShift": lambda a, b: wrap((a & M32) >> (b & 31)),
           "ArithRightShift": lambda a, b: a >> (b & 31)}
+F_ADD, F_SUB, F_MUL = (fp2(lambda a, b: rnd64(a + b)), fp2(lambda a, b: rnd64(a - b)),
+                       fp2(lambda a, b: rnd64(a * b)))
 ORACLE = {
-    ("logic", "i32"): {**{k: (lambda f: lambda a, b: wrap(f(a & M32, b & M32)))(f)
-                          for k, f in BITS.items()}, **SHIFTS},
-    ("logic", "f32"): BITS,
+    ("logic", "i32"): {**{k: _bitwise_i32(f) for k, f in BITS.items()}, **SHIFTS},
+    ("logic", "f32"): BITS,  # on the bit patterns
     ("fxp", "i32"): {"AddFxp": lambda a, b: wrap(a + b), "AddFxpSat": lambda a, b: sat(a + b),
                      "SubFxp": lambda a, b: wrap(a - b), "SubFxpSat": lambda a, b: sat(a - b),
                      "LeftShiftSat": lambda a, b: sat(a * wrap(1 << (b & 31))),
                      "MulFxp": mulfxp, "MulInt": lambda a, b: wrap(a * b),
                      "ArithRightShiftRound": ashr_round, **SHIFTS},
-    ("fp_binary", "f32"): {"AddF": fp2(f_add), "SubF": fp2(lambda a, b: f_add(a, -b)),
-                           "MulF(Mul0)": fp2(f_mul), "MulF(Mul1)": fp2(f_mul),
-                           "MulF(Fma)": fp2(f_mul), "DivF": fp2(f_div)},
+    ("fp_binary", "f32"): {"AddF": F_ADD, "SubF": F_SUB, "MulF(Mul0)": F_MUL,
+                           "MulF(Mul1)": F_MUL, "MulF(Fma)": F_MUL, "DivF": fp2(f_div)},
     ("fp_div", "f32"): {"DivF": fp2(f_div)},
-    ("clip", "i32"): {**CLIP_I,
-                      "AddFxp": lambda a, b: wrap(a + b), "AddFxpSat": lambda a, b: sat(a + b)},
-    ("clip", "f32"): {**CLIP_F, "Add": fp2(f_add)},
+    ("clip", "i32"): {**CLIP_I, "AddFxp": lambda a, b: wrap(a + b),
+                      "AddFxpSat": lambda a, b: sat(a + b)},
+    ("clip", "f32"): {**CLIP_F, "Add": F_ADD},
 }
 
 
-# ---- comparing -----------------------------------------------------------------------------
-def _ordered(bits):
+# ---- comparing ----------------------------------------------------------------------------
+def _ordered(bits):  # f32 bit patterns on the ordered integer line of floats
     return bits if bits < 2**31 else 2**31 - bits
 
 
 def same(got, want, dtype, tol=False):
+    """Bit-exact (any NaN equals any NaN); with tol: 2 ulp (f32) or +-1 (i32)."""
     if dtype == "i32":
-        return abs(got - want) <= (1 if tol else 0)
+        return abs(got - want) <= tol
     if is_nan(got) or is_nan(want):
         return is_nan(got) and is_nan(want)
-    return got == want if not tol else abs(_ordered(got) - _ordered(want)) <= 2
+    return got == want or (tol and abs(_ordered(got) - _ordered(want)) <= 2)
 
 
 def show(v, dtype):
@@ -239,15 +205,18 @@ def show(v, dtype):
 
 
 def mismatches(got, want, dtype, tol=False, args=None):
-    return [f"args={args[i] if args else i}: got {show(g, dtype)}, want {show(w, dtype)}"
-            for i, (g, w) in enumerate(zip(got, want)) if not same(g, w, dtype, tol)]
+    assert len(got) == len(want)
+    cand = compress(range(len(got)), map(operator.ne, got, want))  # fast path: equal bits
+    return [f"args={i if args is None else args[i]}: got {show(got[i], dtype)}, want "
+            f"{show(want[i], dtype)}" for i in cand if not same(got[i], want[i], dtype, tol)]
 
 
-def arr(vals, dtype):  # Python ints (i32) or u32 bit patterns (f32) -> typed numpy array
-    return np.array(vals, np.int32) if dtype == "i32" else np.array(vals, np.uint32).view(np.float32)
+def arr(values, dtype):  # Python ints (i32) or u32 bit patterns (f32) -> a typed numpy array
+    return (np.array(values, np.int32) if dtype == "i32"
+            else np.array(values, np.uint32).view(np.float32))
 
 
-def vals(a, dtype):  # the inverse, on the project's result
+def vals(a, dtype):  # the inverse, on the project's results
     a = np.asarray(a)
     assert a.dtype == (np.int32 if dtype == "i32" else np.float32), a.dtype
     return a.astype(np.int64).tolist() if dtype == "i32" else a.view(np.uint32).tolist()
@@ -265,21 +234,19 @@ def to_bits(floats):  # hypothesis floats -> the exact bits the project will see
     return np.array(floats, np.float32).view(np.uint32).tolist()
 
 
-def check_binary(family, dtype, pairs):
-    a, b = arr([p[0] for p in pairs], dtype), arr([p[1] for p in pairs], dtype)
-    for op, fn in ORACLE[(family, dtype)].items():
-        got = vals(numeric.BINARY_OPS[(family, dtype)][op](a.copy(), b.copy()), dtype)
-        bad = mismatches(got, [fn(x, y) for x, y in pairs], dtype, args=pairs)
-        assert not bad, f"{family}/{dtype} {op}: {len(bad)} mismatch(es), e.g. {bad[:3]}"
+def check(name, got, want, dtype, tol=False, args=None):
+    bad = mismatches(vals(got, dtype), want, dtype, tol, args)
+    assert not bad, f"{name}: {len(bad)} mismatch(es), e.g. {bad[:3]}"
 
 
-# ---- the ops --------------------------------------------------------------------------------
+# ---- the ops ------------------------------------------------------------------------------
 def test_oracle_matches_spec_examples():
     assert [ashr_round(v, 2) for v in (2, 6, -2, -6, -1)] == [1, 2, -1, -2, 0]
     assert ashr_round(MAX, 31) == 1 and ashr_round(MIN, 31) == -1
     lss = ORACLE[("fxp", "i32")]["LeftShiftSat"]
     assert [lss(v, 31) for v in (1, -1, 0)] == [MIN, MAX, 0]
     assert f_fma(rnd64(0.1), 10.0, -1.0) == 2.0**-26  # fused: the product is not rounded
+    assert f2b(f_fma(-0.0, 1.0, -0.0)) == 0x80000000 and f2b(f_fma(1.0, 1.0, -1.0)) == 0
     assert fp_to_fxp_o(f2b(NAN), 31) == MAX and fp_to_fxp_o(f2b(-2.5), 31) == -3
     assert fp_to_fxp_o(f2b(-2.5), 0) == MIN and fp_to_fxp_o(f2b(2.5), 30) == 5
     assert fxp_to_fp_o(MIN, 0) == f2b(-1.0) and fxp_to_fp_o(MAX, 31) == f2b(2.0**31)
@@ -291,6 +258,14 @@ def test_catalog_is_fully_covered():
     for key, ops in ORACLE.items():
         assert set(numeric.BINARY_OPS[key]) == set(ops), key
     assert set(numeric.UNARY) == set(UNARY_O)
+
+
+def check_binary(family, dtype, pairs):
+    a, b = (arr([p[i] for p in pairs], dtype) for i in (0, 1))
+    for op, fn in ORACLE[(family, dtype)].items():
+        with np.errstate(all="ignore"):
+            got = numeric.BINARY_OPS[(family, dtype)][op](a.copy(), b.copy())
+        check(f"{family}/{dtype} {op}", got, [fn(x, y) for x, y in pairs], dtype, args=pairs)
 
 
 @pytest.mark.parametrize("key", list(ORACLE), ids="/".join)
@@ -309,71 +284,171 @@ def test_binary_ops_random(key, data):
         check_binary(*key, [tuple(to_bits([data.draw(F32), data.draw(F32)]))])
 
 
-def check_unary(bits):
-    for op, fn in UNARY_O.items():
-        got = vals(numeric.UNARY[op](arr(bits, "f32")), "f32")
-        bad = mismatches(got, [fn(x) for x in bits], "f32", op in TRANSCENDENTAL,
-                         [b2f(x) for x in bits])
-        assert not bad, f"unary {op}: {bad[:3]}"
-
-
-def check_fma(triples):
-    cols = [arr([t[i] for t in triples], "f32") for i in range(3)]
-    got = vals(numeric.fma32(*cols), "f32")
-    want = [f2b(f_fma(*map(b2f, t))) for t in triples]
-    bad = mismatches(got, want, "f32", args=[tuple(map(b2f, t)) for t in triples])
-    assert not bad, f"fma32: {len(bad)} mismatch(es), e.g. {bad[:3]}"
-
-
-IWS = [31, 0, 15, 30]
-
-
-def check_conversions(ints, bits):
-    for iw in IWS:
-        got = vals(numeric.fxp_to_fp(arr(ints, "i32"), iw), "f32")
-        bad = mismatches(got, [fxp_to_fp_o(x, iw) for x in ints], "f32", args=ints)
-        assert not bad, f"fxp_to_fp(iw={iw}): {bad[:3]}"
-        got = vals(numeric.fp_to_fxp(arr(bits, "f32"), iw), "i32")
-        bad = mismatches(got, [fp_to_fxp_o(x, iw) for x in bits], "i32",
-                         args=[b2f(x) for x in bits])
-        assert not bad, f"fp_to_fxp(iw={iw}): {bad[:3]}"
-
-
-CMP = {"Equal": lambda x, v: x == v, "Less": lambda x, v: x < v, "Greater": lambda x, v: x > v,
+CMP = {"Equal": operator.eq, "Less": operator.lt, "Greater": operator.gt,
        "True": lambda x, v: True, "False": lambda x, v: False}
-CMP_U = {"LessUnsigned": lambda x, v: x < v, "GreaterUnsigned": lambda x, v: x > v}
+CMP_U = {"LessUnsigned": operator.lt, "GreaterUnsigned": operator.gt}
 
 
-def check_compare(dtype, xs, value):
-    for op in [*CMP, *CMP_U]:
-        v = value if dtype == "i32" else arr([value], "f32")[0]
-        got = np.asarray(numeric.compare(op, v, arr(xs, dtype))).tolist()
-        if op in CMP_U:
-            want = [CMP_U[op](x & M32, value & M32) for x in xs]
-        else:
+def check_unary_fma_conversions_compare(bits, triples, ints):
+    floats = [b2f(x) for x in bits]
+    for op, fn in UNARY_O.items():
+        with np.errstate(all="ignore"):
+            got = numeric.UNARY[op](arr(bits, "f32"))
+        check(f"unary {op}", got, list(map(fn, bits)), "f32", op in TRANSCENDENTAL, floats)
+    with np.errstate(all="ignore"):
+        got = numeric.fma32(*(arr([t[i] for t in triples], "f32") for i in range(3)))
+    check("fma32", got, [f2b(f_fma(*map(b2f, t))) for t in triples], "f32",
+          args=[tuple(map(b2f, t)) for t in triples])
+    for iw in (31, 0, 15, 30):
+        check(f"fxp_to_fp(iw={iw})", numeric.fxp_to_fp(arr(ints, "i32"), iw),
+              [fxp_to_fp_o(x, iw) for x in ints], "f32", args=ints)
+        with np.errstate(all="ignore"):
+            got = numeric.fp_to_fxp(arr(bits, "f32"), iw)
+        check(f"fp_to_fxp(iw={iw})", got, [fp_to_fxp_o(x, iw) for x in bits], "i32",
+              args=floats)
+    for dtype, xs in (("i32", ints), ("f32", bits)):
+        for value in xs:
+            v = value if dtype == "i32" else arr([value], "f32")[0]
             dec = (lambda y: y) if dtype == "i32" else b2f
-            want = [CMP[op](dec(x), dec(value)) for x in xs]
-        assert got == want, f"compare {op} {dtype} value={show(value, dtype)}: xs={xs}"
+            for op, fn in {**CMP, **CMP_U}.items():
+                got = np.asarray(numeric.compare(op, v, arr(xs, dtype))).tolist()
+                want = [CMP_U[op](x & M32, value & M32) if op in CMP_U
+                        else fn(dec(x), dec(value)) for x in xs]
+                assert got == want, f"compare {op} {dtype} {show(value, dtype)}: {xs}"
 
 
 def test_unary_fma_conversions_compare_on_edges():
     E = EDGES["f32"]
-    check_unary(E)
-    check_fma([(a, b, c) for a in E for b in E for c in E])
-    check_conversions(EDGES["i32"], E)
-    for dtype in ("i32", "f32"):
-        for value in EDGES[dtype]:
-            check_compare(dtype, EDGES[dtype], value)
+    check_unary_fma_conversions_compare(E, [(a, b, c) for a in E for b in E for c in E],
+                                        EDGES["i32"])
 
 
 @HYP
 @given(F32, F32, F32, I32, I32)
 def test_unary_fma_conversions_compare_random(a, b, c, i, j):
     bits = to_bits([a, b, c])
-    check_unary(bits)
-    check_fma([tuple(bits)])
-    check_conversions([i, j], bits)
-    check_compare("i32", [i, j, *EDGES["i32"]], j)
-    check_compare("f32", bits + EDGES["f32"], bits[1])
+    check_unary_fma_conversions_compare(bits, [tuple(bits)], [i, j])
 
 
+# ---- the seed chain problems --------------------------------------------------------------
+FUNCS = {"exp": "Exp", "sigmoid": "Sigmoid", "tanh": "Tanh", "erf": "Erf", "log": "Log",
+         "sin": "Sin", "cos": "Cos", "sqrt": "Sqrt"}
+ARITH = {"i32": {ast.Add: lambda x, y: wrap(x + y), ast.Sub: lambda x, y: wrap(x - y),
+                 ast.Mult: lambda x, y: wrap(x * y)},
+         "f32": {ast.Add: F_ADD, ast.Sub: F_SUB, ast.Mult: F_MUL}}
+
+
+def evaluate(node, env, dtype, n):
+    """(kind, values at the written coordinates): kind 'i' (Python ints) or 'f' (f32 bits).
+    In an i32 problem + - * max are i32 ops; a float function takes its argument through
+    FxpToFp(31), and its result goes back through FpToFxp(31) when an integer op consumes it."""
+    def ev(nd, want):
+        kind, v = evaluate(nd, env, dtype, n)
+        if kind != want:
+            v = [fp_to_fxp_o(x, 31) if want == "i" else fxp_to_fp_o(x, 31) for x in v]
+        return v
+
+    k = "i" if dtype == "i32" else "f"
+    if isinstance(node, ast.Constant):
+        return k, [int(node.value) if k == "i" else f2b(rnd64(float(node.value)))] * n
+    if isinstance(node, ast.Name):
+        return k, env[node.id]
+    if isinstance(node, ast.BinOp):
+        return k, list(map(ARITH[dtype][type(node.op)], ev(node.left, k), ev(node.right, k)))
+    name, args = node.func.id, node.args
+    if name == "sum":  # sum(x, R): saturating i32 sum over R, in increasing R order
+        assert k == "i" and [a.id for a in args] == ["x", "R"]
+        out = []
+        for row in env["x@R"]:
+            acc = 0
+            for v in row:
+                acc = sat(acc + v)
+            out.append(acc)
+        return k, out
+    if name == "max":  # the Clip Max, first argument as a
+        return k, list(map(ORACLE[("clip", dtype)]["Max"], ev(args[0], k), ev(args[1], k)))
+    if name == "abs":  # f32: clear the sign bit
+        assert k == "f"
+        return k, [x & 0x7FFFFFFF for x in ev(args[0], "f")]
+    return "f", list(map(UNARY_O[FUNCS[name]], ev(args[0], "f")))
+
+
+# Which coordinates the input of the sub-tensor problems holds: ve_intra_slice_reduce maps
+# A only through A % 4 and A / 4 % 2 (so A < 8) and S only through S / 4 (so S % 4 == 0);
+# ve_narrow_split_semantics maps A only through A % 8 (so A < 8).  Others hold everything.
+HELD = {"ve_intra_slice_reduce": lambda c: (c["A"] < 8) & (c["S"] % 4 == 0),
+        "ve_narrow_split_semantics": lambda c: c["A"] < 8}
+PROBLEMS = sorted(p.stem for p in SEED.glob("ve_*.yaml"))
+
+
+def held_mask(name, axes, shape):
+    coords = dict(zip(axes, np.indices(shape)))
+    return np.broadcast_to(HELD.get(name, lambda c: True)(coords), shape)
+
+
+@functools.cache
+def chain_run(name, seed):
+    doc = yaml.safe_load((SEED / f"{name}.yaml").read_text())
+    problem = load_problem(SEED / f"{name}.yaml")
+    return doc, run_vector(problem, lower_problem(problem), seed)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_seed_chain_matches_oracle(name, seed):
+    doc, r = chain_run(name, seed)
+    dtype, sizes, text = doc["dtype"], doc["axes"], doc["reference"]
+    axes = list(sizes)
+    x, out, written = r["x"], r["out"], r["written"]
+    pair = "I" if "group0" in text or "group1" in text else None
+    reduced = "R" if "sum(" in text else None
+    frame = [a for a in axes if a not in (pair, reduced)]
+    assert x.shape == tuple(sizes[a] for a in axes)
+    assert out.shape == written.shape == tuple(sizes[a] for a in frame)
+    assert written.sum() > 0
+    assert np.array_equal(written, held_mask(name, frame, out.shape)), \
+        f"{name}: written != where the input holds data"
+
+    def at(a):  # values at the written coordinates (C order)
+        return vals(a[written], dtype)
+
+    env = {}
+    if pair:
+        env["group0"], env["group1"] = (at(np.take(x, g, axis=axes.index(pair))) for g in (0, 1))
+    elif reduced:
+        env["x@R"] = np.moveaxis(x, axes.index(reduced), -1)[written].astype(np.int64).tolist()
+    else:
+        env["x"] = at(x)
+    for vname, vdoc in (doc.get("vrf") or {}).items():
+        used = set(re.findall(r"\b[A-Z]\w*", " ".join(map(str, vdoc.values()))))
+        V = r["vrf"][vname]
+        assert V.shape == tuple(sizes[a] for a in axes if a in used)
+        V = V.reshape([sizes[a] if a in used else 1 for a in frame])
+        env[vname] = at(np.broadcast_to(V, out.shape))
+
+    kind, want = evaluate(ast.parse(text, mode="eval").body, env, dtype, int(written.sum()))
+    if dtype == "i32" and kind == "f":  # the end of the formula consumes a float result
+        want = [fp_to_fxp_o(v, 31) for v in want]
+    tol = any(f in text for f in FUNCS if FUNCS[f] in TRANSCENDENTAL)
+    got, coords = at(out), np.argwhere(written)
+    bad = mismatches(got, want, dtype, tol, coords)
+    assert not bad, f"{name} ({text}) seed {seed}: {len(bad)} mismatch(es), e.g. {bad[:3]}"
+
+    # the comparison can fail: corrupt one written element (bit 30) and it must be caught
+    i = next(k for k, w in enumerate(want) if dtype == "i32" or not is_nan(w))
+    got[i] = wrap(got[i] ^ (1 << 30)) if dtype == "i32" else got[i] ^ (1 << 30)
+    assert mismatches(got, want, dtype, tol, coords), f"{name}: a corrupted output passed"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_seed_chain_inputs_carry_edge_values(name, seed):
+    doc, r = chain_run(name, seed)
+    x = r["x"]
+    held = x[held_mask(name, list(doc["axes"]), x.shape)]  # the input that reaches the chain
+    if doc["dtype"] == "i32":
+        missing = [v for v in (MIN, MAX) if not (held == v).any()]
+    else:
+        missing = [k for k, f in (("NaN", np.isnan), ("inf", np.isinf)) if not f(held).any()]
+    assert not missing, (f"{name} seed {seed}: no {missing} in the input the chain holds "
+                         "(the edge values are planted where the input mappings do not reach)")
