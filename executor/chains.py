@@ -22,16 +22,49 @@ EDGES = {
 }
 
 
-def with_edges(axes: dict[str, int], dtype: str, seed: int) -> np.ndarray:
-    """Seeded random values with the dtype's edge values planted at the first positions."""
+def with_edges(axes: dict[str, int], dtype: str, seed: int,
+               parts: list[np.ndarray] | None = None) -> np.ndarray:
+    """Seeded random values with every edge value of the dtype planted in each part (a bool
+    mask over the tensor: the positions a stream holds, or one per group of a pair), each part
+    in its own order so that edges meet different edges."""
     v = tensor_values(axes, dtype, seed)
     flat = v.reshape(-1)
     e = np.array(EDGES[dtype], NP[dtype])
-    n = min(len(e), flat.size)
-    # spread the edges so they land in different lanes and time steps
-    pos = (np.arange(n) * max(1, flat.size // max(n, 1))) % max(flat.size, 1)
-    flat[pos] = e[:n]
+    if parts is None:
+        parts = [np.ones(v.shape, bool)]
+    for k, part in enumerate(parts):
+        held = np.flatnonzero(part.reshape(-1))
+        if not held.size:
+            continue
+        n = min(len(e), held.size)
+        pos = held[(np.arange(n) * max(1, held.size // n)) % held.size]
+        flat[pos] = np.roll(e, 3 * k)[:n]
     return v
+
+
+def held_parts(problem, an) -> list[np.ndarray]:
+    """The input positions a chain reads (per group in pair mode), over all the axes."""
+    axes = list(an.chain.axes)
+    arr = an.entry
+    live = (an.spatial_status[:, None, None] == LIVE) & arr.live[None]
+    S = live.shape[0]
+    held = np.zeros(tuple(an.chain.axes.values()), bool)
+    idx = tuple((an.spatial.get(a, np.zeros(S, np.int64))[:, None, None]
+                 + arr.cells.get(a, np.zeros(arr.status.shape, np.int64))[None])[live]
+                for a in axes)
+    held[idx] = True
+    pair = next((i.step.axis for i in an.infos if i.step.kind == "unzip"), None)
+    if pair is None:
+        return [held]
+    k = axes.index(pair)
+    parts = []
+    for g in (0, 1):
+        sel = np.zeros_like(held)
+        ix = [slice(None)] * len(axes)
+        ix[k] = g
+        sel[tuple(ix)] = held[tuple(ix)]
+        parts.append(sel)
+    return parts
 
 
 def vrf_values(problem, seed: int) -> dict[str, np.ndarray]:
@@ -103,7 +136,7 @@ def run_vector(problem, an, seed: int, inputs: dict[str, np.ndarray] | None = No
     inputs = inputs or {}
     X = inputs.get("x")
     if X is None:
-        X = with_edges(problem.axes, problem.dtype, seed)
+        X = with_edges(problem.axes, problem.dtype, seed, held_parts(problem, an))
     vrf = vrf_values(problem, seed)
     vrf.update({k: v for k, v in inputs.items() if k in vrf})
     res = run_chain(an, X, vrf)
@@ -208,7 +241,7 @@ def verify_lane_fold(problem, lf, seed: int) -> dict[str, Any]:
 def run_plan(problem, plan, seed: int, X: np.ndarray | None = None) -> dict[str, Any]:
     """Run a planned expression: each invocation's output tensor is the next one's input."""
     if X is None:
-        X = with_edges(problem.axes, problem.dtype, seed)
+        X = with_edges(problem.axes, problem.dtype, seed, held_parts(problem, plan.analyses[0]))
     vrf = vrf_values(problem, seed)
     cur = X
     dtype = problem.dtype

@@ -191,8 +191,9 @@ def _operand_value(op: Operand, ctx: _Ctx, shape: tuple) -> np.ndarray:
     dt = NP[ctx.dtype]
     if op.kind == "const":
         v = op.value
-        if ctx.dtype == "i32":
-            arr = np.array(int(v) & 0xFFFFFFFF, np.uint32).view(np.int32)
+        if ctx.dtype == "i32" or (ctx.info.step.kind == "logic" and isinstance(v, int)):
+            # i32 values, and the integer constants of f32 bit operations, are bit patterns
+            arr = np.array(int(v) & 0xFFFFFFFF, np.uint32).view(dt)
         else:
             arr = np.array(v, np.float32) if not isinstance(v, int) or isinstance(v, bool) \
                 else np.array(float(v), np.float32)

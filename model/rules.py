@@ -23,6 +23,8 @@ from . import hardware as hw
 PROFILES = ("pseudo", "fetch", "commit", "dma")
 ALL_PROFILES = frozenset(PROFILES)
 MODES = ("read", "write")
+#: what a rule constrains (the module that checks it): see ARCHITECTURE.md
+SCOPES = ("input", "sequencer", "tier", "dma", "redistribute", "vector", "lane", "planner")
 ALL_MODES = frozenset(MODES)
 
 
@@ -36,7 +38,7 @@ class Rule:
     source: str  # seed / facts / decisions section
     profiles: frozenset[str] = ALL_PROFILES
     modes: frozenset[str] = ALL_MODES
-    scope: str = "sequencer"  # what it constrains: input, sequencer, tier, dma
+    scope: str = "sequencer"  # what it constrains: one of SCOPES
 
     def applies(self, profile: str, mode: str) -> bool:
         return profile in self.profiles and mode in self.modes

@@ -465,7 +465,7 @@ def solve(spine: Spine, flits: int, split: bool, time_limit: float = 10.0, worke
     for i, op in enumerate(ops):
         for k, o in enumerate(op.options):
             res.setdefault(o.alu or o.kind, []).append((i, k))
-    for r, uses in res.items():
+    for uses in res.values():
         for u in range(len(uses)):
             for w in range(u + 1, len(uses)):
                 (i, ki), (j, kj) = uses[u], uses[w]
@@ -809,7 +809,7 @@ def plan_expression(problem, time_limit: float = 10.0, workers: int = 1, seed: i
 
 def _explain(spine: Spine, flits: int, split: bool, f: ex.Formula) -> TcplanError:
     needs = [(r, op) for r, op in enumerate(spine.ops) if op.stash_of is not None]
-    for t, (r, op) in enumerate(needs):
+    for t, (_, op) in enumerate(needs):
         only = [u == t for u in range(len(needs))]
         if solve(spine, flits, split, 5.0, 1, 0, only) is None:
             k = op.stash_of

@@ -165,13 +165,13 @@ def _step(ctx, keys: tuple, item: Any) -> ve.Step:
         st.op = arg.get("op") if isinstance(arg, dict) else None
     elif kind == "reduce":
         f = fields({"op", "axis", "time", "packet"}, {"op", "axis", "time", "packet"})
-        st.op = _op(ctx, keys_k, f["op"], "reduce")
+        st.op = _op(ctx, _opkeys(keys_k, arg), f["op"], "reduce")
         st.axis = _axis(ctx, keys_k + ("axis",), f["axis"])
         st.time = ctx.mapping(keys_k + ("time",), f["time"], "time")
         st.packet = ctx.mapping(keys_k + ("packet",), f["packet"], "packet")
     elif kind == "fp_unary":
         f = fields({"op", "groups"}, {"op"})
-        st.op = _op(ctx, keys_k, f["op"], "fp_unary")
+        st.op = _op(ctx, _opkeys(keys_k, arg), f["op"], "fp_unary")
         if "groups" in f:
             g = f["groups"]
             if not isinstance(g, list) or len(g) != 2 or not all(isinstance(b, bool)
@@ -184,7 +184,7 @@ def _step(ctx, keys: tuple, item: Any) -> ve.Step:
         allowed = {"op", "mode"} if is_zip else {"op", "mode", "operand", "operands",
                                                  "groups"}
         f = fields(allowed, {"op"})
-        st.op = _op(ctx, keys_k, f["op"], fam)
+        st.op = _op(ctx, _opkeys(keys_k, arg), f["op"], fam)
         if "mode" in f:
             modes = ve.TERNARY_MODES if kind in ve.TERNARY else ve.BINARY_MODES
             if f["mode"] not in modes:
@@ -229,6 +229,10 @@ def _step(ctx, keys: tuple, item: Any) -> ve.Step:
                     "Mode00",):
                 raise bad("missing operand", f"e.g. {kind}: {{op: {st.op}, operand: 1}}")
     return st
+
+
+def _opkeys(keys: tuple, arg: Any) -> tuple:
+    return keys + ("op",) if isinstance(arg, dict) else keys
 
 
 def _op(ctx, keys: tuple, op: Any, fam: str) -> str:

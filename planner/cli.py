@@ -350,8 +350,6 @@ def _run_data(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
 def _run_chains(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
     """Vector chains, planned expressions and lane folds on the user's tensors: x over the
     problem's axes (a pair's grouping axis is an ordinary axis), VRF operands over theirs."""
-    import numpy as np
-
     from executor import chains
     from executor.run import NP_DTYPES
     shapes = {"x": tuple(problem.axes.values())}
@@ -679,7 +677,10 @@ def _cmd_trace(args: argparse.Namespace, stdout: TextIO) -> int:
         return EXIT_OK
     lines = [f"problem {problem.name}: index "
              + ", ".join(f"{a}={v}" for a, v in full.items())]
-    width = max(len(n) for n in problem.tensors)
+    width = max((len(n) for n in problem.tensors), default=0)
+    if not problem.tensors:
+        lines.append("(no placed tensors: a lane fold works on the Contraction Engine's "
+                     "accumulators)")
     for name, t in problem.tensors.items():
         lines.append(f"{name.ljust(width)}  {t.describe()}")
         lines.append(f"{''.ljust(width)}  -> {_trace_text(rows[name])}")

@@ -4,7 +4,7 @@ import pathlib
 import re
 
 from model import hardware as hw
-from model.rules import PROFILES, RULES, Violation, rules_for
+from model.rules import PROFILES, RULES, SCOPES, Violation, rules_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -13,7 +13,7 @@ def test_every_rule_is_complete():
     for rid, r in RULES.items():
         assert r.id == rid
         assert r.kind in ("input", "hardware")
-        assert r.scope in ("input", "sequencer", "tier", "dma", "redistribute")
+        assert r.scope in SCOPES
         assert (r.kind == "input") == (r.scope == "input")
         assert r.message and r.fix and r.source
         assert r.profiles and set(r.profiles) <= set(PROFILES)

@@ -358,13 +358,7 @@ def evaluate(node, env, dtype, n):
     name, args = node.func.id, node.args
     if name == "sum":  # sum(x, R): saturating i32 sum over R, in increasing R order
         assert k == "i" and [a.id for a in args] == ["x", "R"]
-        out = []
-        for row in env["x@R"]:
-            acc = 0
-            for v in row:
-                acc = sat(acc + v)
-            out.append(acc)
-        return k, out
+        return k, [functools.reduce(lambda acc, v: sat(acc + v), row, 0) for row in env["x@R"]]
     if name == "max":  # the Clip Max, first argument as a
         return k, list(map(ORACLE[("clip", dtype)]["Max"], ev(args[0], k), ev(args[1], k)))
     if name == "abs":  # f32: clear the sign bit
