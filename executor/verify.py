@@ -22,6 +22,11 @@ def verify_problem(problem, seed: int = 0) -> dict[str, Any]:
     if problem.kind == "vector":
         from .chains import verify_vector
         return verify_vector(problem, plan, seed)
+    if problem.kind == "expression":
+        from .chains import verify_plan
+        rep = verify_plan(problem, plan, seed)
+        return {**rep, "cycles": plan.cycles, "invocations": len(plan.chains),
+                "breakdown": {"invocations": [a.breakdown() for a in plan.analyses]}}
     if problem.kind == "lane_fold":
         from .chains import verify_lane_fold
         return verify_lane_fold(problem, plan, seed)

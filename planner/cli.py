@@ -444,12 +444,15 @@ def _cmd_verify(args: argparse.Namespace, stdout: TextIO) -> int:
     else:
         b = report["breakdown"]
         status = "verified" if report["verified"] else "executed, NOT checked"
-        what = "destination" if problem.kind not in ("vector", "lane_fold") else "output"
+        what = "destination" if problem.kind not in ("vector", "lane_fold", "expression") \
+            else "output"
         lines = [f"{problem.name}: {status} ({report['checked']:,} {what} elements "
                  f"checked, seed {args.seed}; {report['method']})",
                  "cycles: " + (f"{report['cycles']:,}" if report["cycles"] is not None
                                else "not modelled for this kind yet")]
-        if b and problem.kind in ("vector", "expression"):
+        if b and problem.kind == "expression":
+            lines.append(f"  {report['invocations']} invocation(s) as planned by tcplan solve")
+        elif b and problem.kind == "vector":
             lines.append(f"  {b['flits']:,} flit(s) per slice + {b['latency']} cycle(s) of "
                          f"ALU latency ({', '.join(b['alus']) or 'no ALU'}); bottleneck: "
                          f"{b['bottleneck']}")

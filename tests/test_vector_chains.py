@@ -458,3 +458,59 @@ def test_cli_rejection_exit_code():
 def test_yaml_of_seed_problems_is_plain():
     for path in SEED_VE + SEED_LANE:
         assert isinstance(yaml.safe_load(path.read_text()), dict)
+
+
+# ---- filter, ternary, FpDiv, the inter-slice hand-over ----------------------------------------
+def test_filter_masks_elements_its_guard_does_not_admit():
+    p = problem(I32, ["tag: {comparison: ['False', 'False', 'False', 'Less(0)']}",
+                      "fxp: {op: AddFxp, operand: 1}", "filter: {group: 1}", "final"])
+    an = lower_problem(p)
+    r = run_vector(p, an, 4)
+    x = r["x"]
+    # only negative elements (GroupId bit 3 set) leave the chain
+    assert np.array_equal(r["written"], x < 0)
+    assert np.array_equal(r["out"][x < 0], x[x < 0] + 1)
+
+
+@pytest.mark.parametrize("mode, f", [
+    ("Mode012", lambda s, a, b: s * a + b), ("Mode102", lambda s, a, b: a * s + b),
+    ("Mode120", lambda s, a, b: a * b + s), ("Mode002", lambda s, a, b: s * s + b)])
+def test_fma_arg_modes(mode, f):
+    p = problem(F32, ["tag: zero", "narrow_trim",
+                      f"fp_ternary: {{op: FmaF, operands: [0.5, 3.0], mode: {mode}}}",
+                      "widen_pad", "final"])
+    r = run_vector(p, lower_problem(p), 1)
+    x = r["x"].astype(np.float64)
+    ok = np.isfinite(x) & (np.abs(x) < 1e6)
+    # small operands: the fused result equals the float64 result rounded once
+    with np.errstate(all="ignore"):
+        want = f(x, 0.5, 3.0).astype(np.float32)
+    assert np.array_equal(r["out"][ok], want[ok])
+
+
+def test_fp_div_stage_and_fpu_divide_alike():
+    a = problem(F32, ["tag: zero", "narrow_trim", "fp_div: {op: DivF, operand: 3.0}",
+                      "widen_pad", "final"])
+    b = problem(F32, ["tag: zero", "narrow_trim", "fp_binary: {op: DivF, operand: 3.0}",
+                      "widen_pad", "final"])
+    ra, rb = (run_vector(p, lower_problem(p), 2) for p in (a, b))
+    assert lower_problem(a).alus == ["FpDiv"] and lower_problem(b).alus == ["FpFpu"]
+    assert np.array_equal(ra["out"].view(np.uint32), rb["out"].view(np.uint32))
+    assert np.array_equal(ra["out"][np.isfinite(ra["x"])],
+                          (ra["x"] / np.float32(3.0))[np.isfinite(ra["x"])])
+
+
+def test_inter_slice_reduce_hands_over_from_clip():
+    p = problem(I32, ["tag: zero", "clip: {op: Max, operand: 0}", "inter_slice_reduce"])
+    an = lower_problem(p)
+    r = run_vector(p, an, 0)
+    assert np.array_equal(r["out"], np.maximum(r["x"], 0))
+
+
+def test_reinterpreted_stash_feeds_an_i32_op():
+    # stash the f32 stream's bits as i32 and xor them back: x ^ x = 0 bit for bit
+    p = problem(F32, ["tag: zero", "reinterpret: i32", "stash",
+                      "logic: {op: BitXor, operand: stash}", "reinterpret: f32", "final"])
+    r = run_vector(p, lower_problem(p), 0)
+    live = r["written"]
+    assert (r["out"].view(np.uint32)[live] == 0).all()
