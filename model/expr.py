@@ -34,6 +34,7 @@ FLOAT_FUNCS = ("exp", "negexp", "sqrt", "tanh", "sigmoid", "erf", "log", "sin", 
 FUNC_ARITY = {**{f: 1 for f in FLOAT_FUNCS}, "abs": 1, "max": 2, "min": 2, "fma": 3,
               "sum": 2, "rmax": 2, "rmin": 2}
 REDUCTIONS = ("sum", "rmax", "rmin")
+MAX_DEPTH = 200  # parentheses in one formula
 UNARY_OP = {"exp": "Exp", "negexp": "NegExp", "sqrt": "Sqrt", "tanh": "Tanh",
             "sigmoid": "Sigmoid", "erf": "Erf", "log": "Log", "sin": "Sin", "cos": "Cos"}
 _TOKEN = re.compile(r"\s*(?:(0[xX][0-9a-fA-F]+|\d+\.\d*(?:[eE][-+]?\d+)?|\d*\.\d+(?:[eE]"
@@ -189,8 +190,13 @@ class _Parser:
 def parse_formula(text: str, dtype: str, vrf_names: set[str] | frozenset[str],
                   axes: dict[str, int]) -> Formula:
     names = {"x", "group0", "group1"} | set(vrf_names)
+    if text.count("(") > MAX_DEPTH:
+        raise _bad(text, text.index("("), f"nested deeper than {MAX_DEPTH} parentheses")
     p = _Parser(text, dtype, names, axes)
-    root = _typed(p.parse(), dtype, text)
+    try:
+        root = _typed(p.parse(), dtype, text)
+    except RecursionError:
+        raise _bad(text, 0, "nested too deeply") from None
     if "x" in p.used and ("group0" in p.used or "group1" in p.used):
         raise _bad(text, 0, "a formula reads x or the groups of a pair, not both")
     return Formula(text, dtype, root, tuple(p.used))
@@ -204,6 +210,10 @@ def _typed(n: Node, dtype: str, text: str) -> Node:
         if n.op in ("<<", ">>"):
             raise _bad(text, 0, "shifts take i32 values; this formula is f32")
         if n.op in ("&", "|", "^"):  # a constant of a bit operation is a bit pattern
+            for a in args:
+                if a.op == "num" and isinstance(a.value, int) and \
+                        not -(2**31) <= a.value < 2**32:
+                    raise _bad(text, 0, f"{a.value} does not fit 32 bits")
             args = tuple(Node("num", (), a.value, "i32") if a.op == "num" and isinstance(
                 a.value, int) else a for a in args)
         return Node(n.op, args, n.value, "f32")

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import hardware as hw
-from .mapping import LIVE, Mapping, parse
+from .mapping import LIVE, TOP, Mapping, parse
 from .rules import fail
 from .vector import Arrangement
 
@@ -100,6 +100,8 @@ def fold(axes: dict[str, int], lane: Mapping, time: Mapping, packet: Mapping, mo
             tp.cells.get(a, np.zeros((T, P), np.int64))[None]
     status = np.where(ls[:, None, None] != LIVE, ls[:, None, None], tp.status[None])
     status = status.astype(np.uint8)
+    for a, c in cells.items():  # summed coordinates past the axis are padding
+        status[(status == LIVE) & (c >= axes.get(a, 1 << 62))] = TOP
     for a in cells:
         cells[a] = np.where(status == LIVE, cells[a], 0)
     flat = Arrangement({a: c.reshape(1, -1) for a, c in cells.items()}, status.reshape(1, -1))

@@ -52,11 +52,13 @@ def _ashr(a, b):
 
 
 def _shl_sat(a, b):
-    m = _wrap(np.int64(1) << _count(b)).astype(np.int64)  # count 31 -> i32::MIN
-    return _sat(np.asarray(a, np.int64) * m)
+    """a * 2^b, saturated (facts.md section 7; count 31 multiplies by 2^31, not by i32::MIN
+    as the reference's wrapped 1 << 31 does: decisions.md item 41)."""
+    return _sat(np.asarray(a, np.int64) << _count(b))
 
 
 def _ashr_round(a, b):
+    """a / 2^b rounded to nearest, ties away from zero (the reference's rounding_divide)."""
     e = _count(b)
     v = np.asarray(a, np.int64)
     mask = (np.int64(1) << e) - 1

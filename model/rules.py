@@ -235,7 +235,8 @@ RULES: dict[str, Rule] = _rules(
     Rule(
         "verify-mismatch", "hardware", "the destination does not hold the source tensor",
         "{detail}",
-        "the configs move data to the wrong place: compare them with `tcplan lower`",
+        "the configs do not compute what the problem states: compare them with `tcplan "
+        "lower`",
         "seed 002 (a DMA is a mathematical tensor move)",
         scope="dma",
     ),

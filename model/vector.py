@@ -243,6 +243,9 @@ class Arrangement:
             p = pc.get(a, np.zeros(packet.size, np.int64))
             cells[a] = t[:, None] + p[None, :]
         status = np.where(ts[:, None] != LIVE, ts[:, None], ps[None, :]).astype(np.uint8)
+        sizes = {**time.axes, **packet.axes}
+        for a, c in cells.items():  # summed coordinates past the axis are padding (item 21)
+            status[(status == LIVE) & (c >= sizes.get(a, 1 << 62))] = TOP
         dead = status != LIVE
         for a in cells:
             cells[a] = np.where(dead, 0, cells[a])
@@ -438,7 +441,7 @@ class _Walk:
                     raise self.fail("ve-operand-slots", i, step,
                                     detail="an immediate after the register-file port")
                 imm += 1
-                if imm > 3:
+                if imm > hw.VE_IMMEDIATES:
                     raise self.fail("ve-operand-slots", i, step,
                                     detail="a fourth immediate: a pass has three")
             else:
@@ -470,8 +473,19 @@ class _Walk:
                                 here=f"reshaped ({arr.mismatch(self.arr)})")
             self.stash = ("read", i, j)
         elif op.kind == "vrf":
+            vd = self.chain.vrf[op.name].dtype
+            if vd != self.dtype:
+                raise self.fail("ve-op-dtype", i, step, op=f"VRF operand {op.name} ({vd})",
+                                dtype=self.dtype, takes=vd)
             info.vrf_index[op.name] = self.vrf_operand(op.name, i, step)
             self.vrf_used.add(op.name)
+        elif op.kind == "const" and self.dtype == "i32" and not isinstance(op.value, int):
+            raise self.fail("ve-op-dtype", i, step, op=f"the constant {op.value!r}",
+                            dtype="i32", takes="f32")
+        elif op.kind == "const" and self.dtype == "f32" and isinstance(op.value, int) and \
+                step.kind != "logic" and float(np.float32(op.value)) != op.value:
+            raise self.fail("ve-op-dtype", i, step, op=f"the constant {op.value} (not an f32 "
+                            "value: it would round)", dtype="f32", takes="i32")
 
     def vrf_operand(self, name: str, i: int, step: Step) -> np.ndarray:
         """The three VRF operand rules (facts.md section 7) -> element positions read."""
@@ -489,7 +503,10 @@ class _Walk:
         if extra:
             raise self.fail("vrf-operand-axes", i, step, name=name, axes=", ".join(extra))
         ec, es = el.evaluate()
-        used = el.used_axes
+        # every axis the operand carries: a lane must find its Time x Packet coordinates of
+        # them in the Element (the Chip/Cluster/Slice parts equal the stream's, rule 1)
+        used = sorted({a for d in ("chip", "cluster", "slice", "element")
+                       for a in v.dims[d].used_axes})
         radix = [self.chain.axes[a] for a in used]
 
         def key(c: dict[str, np.ndarray], shape: tuple) -> np.ndarray:
@@ -760,7 +777,7 @@ def _operands(w: _Walk, i: int, step: Step, info: StepInfo) -> None:
         return
     if step.groups is not None:
         raise w.fail("ve-pair-only", i, step)
-    need = len([x for x in ("o0", "o1") if x in slots_used])
+    need = 2 if "o1" in slots_used else 1 if "o0" in slots_used else 0
     if len(step.operands) < need:
         raise w.fail("ve-operand-slots", i, step,
                      detail=f"{mode} reads {need} operand(s), {len(step.operands)} given")
@@ -768,6 +785,13 @@ def _operands(w: _Walk, i: int, step: Step, info: StepInfo) -> None:
         w.operand_slots(slots, i, step)
         for sl in slots:
             w.read_operand(sl.operand, i, step, info)
+    # one pass: three immediates and one register-file port for all its operands together
+    imm = sum(sl.port == "imm" for o in step.operands for sl in o)
+    rf = sum(sl.port == "rf" for o in step.operands for sl in o)
+    if imm > hw.VE_IMMEDIATES or rf > 1:
+        raise w.fail("ve-operand-slots", i, step,
+                     detail=f"the operands need {imm} immediate(s) and {rf} register-file "
+                            f"read(s); a pass has {hw.VE_IMMEDIATES} and 1")
 
 
 def _narrow_widen(w: _Walk, i: int, step: Step, info: StepInfo) -> None:

@@ -35,7 +35,8 @@ _I32 = {
     "+": [("fxp", "AddFxp", "Mode01", "Mode10", None), ("clip", "AddFxp", "Mode01", "Mode10",
                                                          None)],
     "-": [("fxp", "SubFxp", "Mode01", "Mode10", None), ("clip", "AddFxp", "Mode01", None,
-                                                         "negate")],
+                                                         "negate"),
+          ("fxp", "AddFxp", "Mode01", None, "negate")],
     "*": [("fxp", "MulInt", "Mode01", "Mode10", None)],
     "max": [("clip", "Max", "Mode01", "Mode10", None)],
     "min": [("clip", "Min", "Mode01", "Mode10", None)],
@@ -52,7 +53,8 @@ _F32 = {
     "+": [("fp_binary", "AddF", "Mode01", "Mode10", None), ("clip", "Add", "Mode01", "Mode10",
                                                             None)],
     "-": [("fp_binary", "SubF", "Mode01", "Mode10", None), ("clip", "Add", "Mode01", None,
-                                                            "negate")],
+                                                            "negate"),
+          ("fp_binary", "AddF", "Mode01", None, "negate")],
     "*": [("fp_binary", f"MulF({a})", "Mode01", "Mode10", None) for a in ("Mul0", "Mul1",
                                                                           "Fma")],
     "/": [("fp_binary", "DivF", "Mode01", "Mode10", None), ("fp_div", "DivF", "Mode01",
@@ -137,17 +139,26 @@ def _unsupported(what: str, dtype: str, text: str) -> TcplanError:
                                       "table lists"))
 
 
-def _options(what: str, dtype: str, left: bool, text: str) -> list[Option]:
+def _options(what: str, dtype: str, left: bool, text: str, operand: str | None = "const",
+             same: bool = False) -> list[Option]:
+    """The implementations of an abstract op: ``left`` when the operand is its first
+    argument, ``operand`` the operand's kind (a negated operand must be a constant), ``same``
+    when both arguments are the stream (arg mode Mode00)."""
     table = _I32 if dtype == "i32" else _F32
     out = []
     for kind, op, mode_r, mode_l, tf in table.get(what, []):
-        mode = mode_l if left else mode_r
-        if kind in ve.BINARY and left and what in _COMMUTATIVE:
-            mode = mode_r  # op(c, s) == op(s, c)
-        if kind in ve.BINARY and mode is None:
-            continue
-        if tf == "negate" and left:
-            continue
+        if same:
+            if kind not in ve.BINARY or tf is not None:
+                continue
+            mode = "Mode00"
+        else:
+            mode = mode_l if left else mode_r
+            if kind in ve.BINARY and left and what in _COMMUTATIVE:
+                mode = mode_r  # op(c, s) == op(s, c)
+            if kind in ve.BINARY and mode is None:
+                continue
+            if tf == "negate" and (left or operand != "const"):
+                continue
         fam = ve.FAMILY[kind]
         alu = ve.ALU_CATALOG[(fam, dtype)][op]
         out.append(Option(kind, op, mode, alu, ve.STEP_STAGE[kind], tf))
@@ -186,29 +197,45 @@ def linearize(f: ex.Formula, vrf: set[str]) -> Spine:
     def operand(n: ex.Node, dtype: str) -> ve.Operand:
         if n.op == "var" and n.value in vrf:
             return ve.Operand("vrf", name=n.value)
+        if dep(n):
+            raise fail("plan-pair", (n.text(),), formula=text,
+                       detail=f"{n.text()} reads a group again after the zip",
+                       fix="combine the groups once, with one binary op")
+        if any(m.op == "var" for m in n.walk()):
+            raise fail("plan-two-streams", (n.text(),), formula=text, a=n.text(), b="the "
+                       "stream", detail="an operand is a constant or one VRF tensor; this one "
+                       "computes on a VRF tensor", fix="precompute it into its own VRF tensor")
+        if n.op == "num" and dtype == "f32" and n.dtype == "i32":
+            return ve.Operand("const", value=n.value)  # a bit pattern (decisions.md item 40)
         if n.dtype != dtype and n.op != "num":
             raise fail("plan-two-streams", (n.text(),), formula=text, a=n.text(), b="the "
                        "stream", detail=f"{n.text()} is {n.dtype} where the op computes "
                        f"{dtype}", fix="keep operands in the stream's type")
-        if dep(n):  # pragma: no cover - callers route stream values elsewhere
-            raise AssertionError(n.text())
-        if n.op == "var":
-            raise fail("plan-two-streams", (n.text(),), formula=text, a=n.text(), b="x",
-                       detail=f"{n.text()} is not a VRF operand of this problem",
-                       fix="declare it under vrf:")
         return ve.Operand("const", value=_fold(n, dtype))
 
-    def lin(n: ex.Node, ops: list[SpineOp], values: dict[ex.Node, int], group: int | None,
-            want: str) -> None:
-        """Append the ops that turn the stream into n's value, converted to ``want``."""
-        if n.op == "var" and n.value in streams:
-            cur = f.dtype
-        else:
-            _lin_op(n, ops, values, group)
-            cur = n.dtype
+    def convert(ops: list[SpineOp], values: dict, n: ex.Node, cur: str, want: str,
+                group: int | None) -> None:
         if cur != want:  # an i32 formula's float island: enter or leave it
             ops.append(SpineOp("to" + ("float" if want == "f32" else "int"), None,
                                [_conv(want)], dtype=want, group=group))
+            values[(n, want)] = len(ops)
+
+    def lin(n: ex.Node, ops: list[SpineOp], values: dict, group: int | None,
+            want: str) -> None:
+        """Append the ops that turn the stream into n's value, converted to ``want``;
+        ``values`` maps (node, dtype) to the spine value index that holds it."""
+        if n.op == "var" and n.value in streams:
+            values[(n, f.dtype)] = 0
+            convert(ops, values, n, f.dtype, want, group)
+            return
+        if (n, want) in values:  # pragma: no cover - a spine passes a node once
+            return
+        _lin_op(n, ops, values, group)
+        convert(ops, values, n, n.dtype, want, group)
+
+    def done(ops: list[SpineOp], values: dict, n: ex.Node, op: SpineOp) -> None:
+        ops.append(op)
+        values[(n, n.dtype)] = len(ops)
 
     def _lin_op(n: ex.Node, ops: list[SpineOp], values: dict, group: int | None) -> None:
         args = n.args
@@ -216,38 +243,58 @@ def linearize(f: ex.Formula, vrf: set[str]) -> Spine:
         kind = n.op
         if n.op in ex.FLOAT_FUNCS:
             lin(args[0], ops, values, group, "f32")
-            ops.append(SpineOp(kind, n, _options(kind, "f32", False, text), dtype="f32",
-                               group=group))
-            values[n] = len(ops)
+            done(ops, values, n, SpineOp(kind, n, _options(kind, "f32", False, text),
+                                         dtype="f32", group=group))
             return
         if n.op in ("abs", "neg"):
             lin(args[0], ops, values, group, n.dtype)
-            opts = _options(kind, n.dtype, True if kind == "neg" and n.dtype == "i32" else
-                            False, text)
-            zero = ve.Operand("const", value=0 if n.dtype == "i32" else 0.0)
-            ops.append(SpineOp(kind, n, opts, (zero,) if n.dtype == "i32" else (),
-                               left=kind == "neg" and n.dtype == "i32", dtype=n.dtype,
-                               group=group))
-            values[n] = len(ops)
+            i32 = n.dtype == "i32"
+            opts = _options(kind, n.dtype, kind == "neg" and i32, text)
+            zero = ve.Operand("const", value=0)
+            done(ops, values, n, SpineOp(kind, n, opts, (zero,) if i32 else (),
+                                         left=kind == "neg" and i32, dtype=n.dtype,
+                                         group=group))
             return
         if n.op == "fma":
-            if sum(deps) != 1:
+            a, b, c = args
+            if deps == [True, True, False] and a == b:  # fma(x, x, c): Mode002
+                mode, s_, others = "Mode002", a, (c, c)
+            elif deps == [True, False, True] and a == c:  # fma(x, c, x): Mode020
+                mode, s_, others = "Mode020", a, (b, b)
+            elif sum(deps) == 1:
+                i = deps.index(True)
+                mode = {0: "Mode012", 1: "Mode102", 2: "Mode120"}[i]
+                s_, others = args[i], tuple(x for k, x in enumerate(args) if k != i)
+            else:
                 raise fail("plan-two-streams", (n.text(),), formula=text,
                            a=args[0].text(), b=args[1].text(), detail="fma reads the stream "
-                           "once and two operands", fix="keep two of its arguments free of "
-                           "the stream")
-            s = deps.index(True)
-            lin(args[s], ops, values, group, n.dtype)
-            others = tuple(operand(a, n.dtype) for i, a in enumerate(args) if i != s)
-            mode = {0: "Mode012", 1: "Mode102", 2: "Mode120"}[s]
+                           "once (or twice in one position pair) and operands",
+                           fix="keep the other arguments free of the stream")
+            lin(s_, ops, values, group, n.dtype)
             opt = _options("fma", n.dtype, False, text)
             for o in opt:
                 o.mode = mode
-            ops.append(SpineOp("fma", n, opt, others, dtype=n.dtype, group=group))
-            values[n] = len(ops)
+            done(ops, values, n, SpineOp("fma", n, opt, tuple(operand(x, n.dtype)
+                                                                for x in others),
+                                         dtype=n.dtype, group=group))
             return
         a, b = args
         if deps == [True, True]:
+            if a == b:  # op(s, s): arg mode Mode00
+                try:
+                    opts = _options(kind, n.dtype, False, text, same=True)
+                except TcplanError:
+                    opts = []
+                if opts:
+                    lin(a, ops, values, group, n.dtype)
+                    done(ops, values, n, SpineOp(kind, n, opts, (), dtype=n.dtype,
+                                                 group=group))
+                    return
+            if group is not None:
+                raise fail("plan-pair", (n.text(),), formula=text,
+                           detail=f"{n.text()} reads a group's value twice before the zip; "
+                                  "that needs the stash, which pair mode does not have",
+                           fix="move the op after the zip, or into another invocation")
             for spine_side, other, left in ((a, b, False), (b, a, True)):
                 trial: list[SpineOp] = []
                 tv: dict = {}
@@ -255,35 +302,29 @@ def linearize(f: ex.Formula, vrf: set[str]) -> Spine:
                     lin(spine_side, trial, tv, group, n.dtype)
                 except TcplanError:
                     continue
-                key = other
-                idx = tv.get(key)
-                if idx is None and other.op == "var" and other.dtype == n.dtype:
-                    idx = 0  # the stream's input value
+                idx = tv.get((other, n.dtype))
                 if idx is None:
                     continue
-                if left and kind not in _COMMUTATIVE and kind not in ("max", "min", "-", "/",
-                                                                       "<<", ">>"):
+                try:
+                    opts = _options(kind, n.dtype, left, text, operand="stash")
+                except TcplanError:
                     continue
-                base = len(ops)
                 ops.extend(trial)
-                values.update({k: v + base for k, v in tv.items()})
-                ops.append(SpineOp(kind, n, _options(kind, n.dtype, left, text),
-                                   (ve.Operand("stash"),), stash_of=idx if idx == 0 else
-                                   idx + base, left=left, dtype=n.dtype, group=group))
-                values[n] = len(ops)
+                values.update(tv)
+                done(ops, values, n, SpineOp(kind, n, opts, (ve.Operand("stash"),),
+                                             stash_of=idx, left=left, dtype=n.dtype,
+                                             group=group))
                 return
             raise fail("plan-two-streams", (n.text(),), formula=text, a=a.text(), b=b.text(),
                        detail="both operands depend on the stream and neither is an earlier "
                               "value of the other's computation",
                        fix="load one side as a VRF operand, or restructure the formula")
-        if deps == [False, False]:  # pragma: no cover - folded by the caller
-            raise AssertionError(n.text())
-        s = 0 if deps[0] else 1
-        lin(args[s], ops, values, group, n.dtype)
-        o = operand(args[1 - s], n.dtype)
-        ops.append(SpineOp(kind, n, _options(kind, n.dtype, s == 1, text), (o,),
-                           left=s == 1, dtype=n.dtype, group=group))
-        values[n] = len(ops)
+        s_ = 0 if deps[0] else 1
+        lin(args[s_], ops, values, group, n.dtype)
+        o = operand(args[1 - s_], n.dtype)
+        done(ops, values, n, SpineOp(kind, n, _options(kind, n.dtype, s_ == 1, text,
+                                                       operand=o.kind), (o,),
+                                     left=s_ == 1, dtype=n.dtype, group=group))
 
     root = f.root
     if not dep(root):
@@ -293,23 +334,23 @@ def linearize(f: ex.Formula, vrf: set[str]) -> Spine:
         ops: list[SpineOp] = []
         lin(root, ops, {}, None, f.dtype)
         return Spine(ops, False, f.dtype)
-    # pair: find the zip -- the node whose two arguments read one group each
+    # pair: the zip is the node whose two arguments read one group each
     zip_node = None
     for m in root.walk():
-        if len(m.args) == 2 and dep(m.args[0]) and dep(m.args[1]) and \
-                dep(m.args[0]) != dep(m.args[1]) and len(dep(m.args[0])) == 1 and \
-                len(dep(m.args[1])) == 1:
+        if len(m.args) == 2 and dep(m.args[0]) in ({"group0"}, {"group1"}) and \
+                dep(m.args[1]) in ({"group0"}, {"group1"}) and \
+                dep(m.args[0]) != dep(m.args[1]):
             zip_node = m
             break
-    if zip_node is None or len(dep(root)) < 2:
+    if zip_node is None:
         raise fail("plan-pair", (text,), formula=text,
                    detail="a pair formula combines group0 and group1 with one binary op",
                    fix="e.g. exp(group0) * group1")
     pre: list[SpineOp] = []
     a, b = zip_node.args
-    g_of = {a: 0 if dep(a) == {"group0"} else 1, b: 0 if dep(b) == {"group0"} else 1}
-    for side in (a, b):
-        lin(side, pre, {}, g_of[side], zip_node.dtype)
+    g_of = {0: 0 if dep(a) == {"group0"} else 1, 1: 0 if dep(b) == {"group0"} else 1}
+    for k, side in enumerate((a, b)):
+        lin(side, pre, {}, g_of[k], zip_node.dtype)
     if any(op.options[0].kind in ("fxp_to_fp", "fp_to_fxp") for op in pre):
         raise fail("plan-pair", (text,), formula=text,
                    detail="a conversion before the zip converts both groups",
@@ -317,64 +358,53 @@ def linearize(f: ex.Formula, vrf: set[str]) -> Spine:
     zops = _ZIP.get((zip_node.op, zip_node.dtype))
     if not zops:
         raise _unsupported(f"{zip_node.op} (zip)", zip_node.dtype, text)
-    swapped = g_of[a] == 1
+    swapped = g_of[0] == 1
     opts = []
     for kind, op in zops:
-        mode = "Mode10" if swapped else "Mode01"
-        if swapped and zip_node.op in _COMMUTATIVE:
-            mode = "Mode01"
+        mode = "Mode10" if swapped and zip_node.op not in _COMMUTATIVE else "Mode01"
         alu = ve.ALU_CATALOG[(ve.FAMILY[kind], zip_node.dtype)][op]
         opts.append(Option(kind, op, mode, alu, ve.STEP_STAGE[kind]))
     pre.append(SpineOp(zip_node.op, zip_node, opts, dtype=zip_node.dtype, zip_=True))
     zip_at = len(pre) - 1
-    # the rest: the zip's value is the stream
+    # after the zip the zipped value is the stream: linearize the rest as a single stream
+    # whose only variable is the zip node
     post: list[SpineOp] = []
+    streams_after = {zip_node}
 
-    def rest(n: ex.Node) -> None:
-        if n is zip_node or n == zip_node:
+    def dep_after(n: ex.Node) -> bool:
+        return any(m == zip_node for m in n.walk())
+
+    def lin_after(n: ex.Node, want: str) -> None:
+        if n == zip_node:
+            convert(post, {}, n, n.dtype, want, None)
             return
-        _lin_op_after(n)
+        args = n.args
+        deps = [dep_after(x) for x in args]
+        if n.op in ex.FLOAT_FUNCS or n.op in ("abs", "neg"):
+            lin_after(args[0], "f32" if n.op in ex.FLOAT_FUNCS else n.dtype)
+            i32 = n.dtype == "i32"
+            opts = _options(n.op, n.dtype, n.op == "neg" and i32, text)
+            zero = (ve.Operand("const", value=0),) if i32 and n.op == "neg" else ()
+            post.append(SpineOp(n.op, n, opts, zero, left=bool(zero), dtype=n.dtype))
+        elif len(args) == 2 and deps == [True, True] and args[0] == args[1]:
+            lin_after(args[0], n.dtype)
+            post.append(SpineOp(n.op, n, _options(n.op, n.dtype, False, text, same=True),
+                                (), dtype=n.dtype))
+        elif sum(deps) == 1 and len(args) == 2:
+            k = deps.index(True)
+            lin_after(args[k], n.dtype)
+            o = operand(args[1 - k], n.dtype)
+            post.append(SpineOp(n.op, n, _options(n.op, n.dtype, k == 1, text,
+                                                  operand=o.kind), (o,), left=k == 1,
+                                dtype=n.dtype))
+        else:
+            raise fail("plan-pair", (n.text(),), formula=text,
+                       detail=f"{n.text()} reads the zipped value in more than one argument",
+                       fix="use the zipped value once per op (or square it, x * x)")
+        convert(post, {}, n, n.dtype, want, None)
 
-    def _lin_op_after(n: ex.Node) -> None:
-        vals: dict = {zip_node: 0}
-        # reuse lin with the zip node standing for the stream
-        sub = _Sub(zip_node)
-        sub.lin(n, post, vals)
-
-    class _Sub:
-        def __init__(self, z: ex.Node):
-            self.z = z
-
-        def lin(self, n: ex.Node, out: list[SpineOp], vals: dict) -> None:
-            if n == self.z:
-                return
-            deps_ = [self.z in set(x.walk()) for x in n.args]
-            if n.op in ex.FLOAT_FUNCS or n.op in ("abs", "neg"):
-                self.lin(n.args[0], out, vals)
-                if n.args[0].dtype != n.dtype:
-                    out.append(SpineOp("to" + ("float" if n.dtype == "f32" else "int"), None,
-                                       [_conv(n.dtype)], dtype=n.dtype))
-                opts = _options(n.op, n.dtype, n.op == "neg" and n.dtype == "i32", text)
-                zero = (ve.Operand("const", value=0),) if n.dtype == "i32" and \
-                    n.op == "neg" else ()
-                out.append(SpineOp(n.op, n, opts, zero, left=bool(zero), dtype=n.dtype))
-                return
-            if sum(deps_) != 1 or len(n.args) != 2:
-                raise fail("plan-pair", (n.text(),), formula=text,
-                           detail=f"{n.text()} reads the zipped value more than once",
-                           fix="use the zipped value once")
-            s = deps_.index(True)
-            self.lin(n.args[s], out, vals)
-            if n.args[s].dtype != n.dtype:
-                out.append(SpineOp("to" + ("float" if n.dtype == "f32" else "int"), None,
-                                   [_conv(n.dtype)], dtype=n.dtype))
-            o = operand(n.args[1 - s], n.dtype)
-            out.append(SpineOp(n.op, n, _options(n.op, n.dtype, s == 1, text), (o,),
-                               left=s == 1, dtype=n.dtype))
-
-    rest(root)
-    if root.dtype != f.dtype:
-        post.append(SpineOp("toint", None, [_conv(f.dtype)], dtype=f.dtype))
+    assert streams_after
+    lin_after(root, f.dtype)
     return Spine(pre + post, True, f.dtype, zip_at)
 
 
@@ -443,8 +473,7 @@ def solve(spine: Spine, flits: int, split: bool, time_limit: float = 10.0, worke
             for b in g1:
                 shared = [(ka, kb) for ka, oa in enumerate(ops[a].options)
                           for kb, ob in enumerate(ops[b].options)
-                          if (oa.kind, oa.op, oa.mode) == (ob.kind, ob.op, ob.mode)
-                          and ops[a].what == ops[b].what]
+                          if (oa.kind, oa.op, oa.mode) == (ob.kind, ob.op, ob.mode)]
                 if not shared:
                     continue
                 v = m.new_bool_var(f"merge_{a}_{b}")
@@ -498,8 +527,8 @@ def solve(spine: Spine, flits: int, split: bool, time_limit: float = 10.0, worke
         c = m.new_bool_var(f"stash_c_{r}")
         m.add(inv[r] == inv[k]).only_enforce_if(c)
         m.add(way4[k] == 1).only_enforce_if(c)
-        if k >= 1:
-            m.add(way4[k - 1] == 0).only_enforce_if(c)
+        if k >= 1:  # op k is the invocation's first 4-way op: the narrow comes right before
+            m.add(way4[k - 1] == 0).only_enforce_if([c, eq(k - 1, k)])
         for kr, wr in reader_way:
             if wr != 4:
                 m.add_bool_or([~c, ~x[r][kr]])
@@ -666,7 +695,6 @@ def build(spine: Spine, sol: Solution, stream, axes: dict[str, int], vrf: dict,
         pre_narrow = (time_m, packet_m)
         # order the steps: by stage; in pair mode merge the groups (no crossing merges)
         order = _emission_order(spine, sol, idx)
-        done_merge: set[int] = set()
         for item in order:
             i = item[0]
             o = sol.choice[i]
@@ -681,7 +709,7 @@ def build(spine: Spine, sol: Solution, stream, axes: dict[str, int], vrf: dict,
             elif o.way == 8 and way == 4 and o.stage >= 9:
                 steps.append(_widen(trim and not pair_here, pre_narrow))
                 way = 8
-            steps.append(_step_of(ops, item, o, done_merge))
+            steps.append(_step_of(ops, item, o, sol.choice))
             if i + 1 in stash_after:
                 steps.append(ve.Step("stash"))
         if way == 4:
@@ -755,7 +783,8 @@ def _operand_slots(op: SpineOp, o: Option) -> tuple[tuple[ve.Slot, ...], ...]:
     return tuple(out)
 
 
-def _step_of(ops: list[SpineOp], item: tuple[int, ...], o: Option, done: set[int]) -> ve.Step:
+def _step_of(ops: list[SpineOp], item: tuple[int, ...], o: Option, choice: list[Option]
+             ) -> ve.Step:
     i = item[0]
     op = ops[i]
     if o.kind in ("fxp_to_fp", "fp_to_fxp"):
@@ -770,7 +799,7 @@ def _step_of(ops: list[SpineOp], item: tuple[int, ...], o: Option, done: set[int
             if o.kind == "fp_unary":
                 groups[g] = True
             else:
-                groups[g] = _operand_slots(ops[j], o)
+                groups[g] = _operand_slots(ops[j], choice[j])
         if o.kind == "fp_unary":
             st.groups = tuple(bool(g) for g in groups)
         else:
@@ -809,14 +838,33 @@ def plan_expression(problem, time_limit: float = 10.0, workers: int = 1, seed: i
 
 def _explain(spine: Spine, flits: int, split: bool, f: ex.Formula) -> TcplanError:
     needs = [(r, op) for r, op in enumerate(spine.ops) if op.stash_of is not None]
+    names = ("group0", "group1") if spine.pair else ("x",)
+
+    def value(k: int) -> str:
+        return names[0] if k == 0 else (spine.ops[k - 1].node.text() if spine.ops[k - 1].node
+                                        is not None else spine.ops[k - 1].what)
     for t, (_, op) in enumerate(needs):
         only = [u == t for u in range(len(needs))]
         if solve(spine, flits, split, 5.0, 1, 0, only) is None:
-            k = op.stash_of
-            value = "x" if k == 0 else spine.ops[k - 1].node.text()
-            return fail("plan-stash-reach", (value,), formula=f.text, value=value,
+            v = value(op.stash_of)
+            return fail("plan-stash-reach", (v,), formula=f.text, value=v,
                         reader=op.node.text() if op.node is not None else op.what)
-    return fail("plan-stash-reach", tuple(op.what for _, op in needs), formula=f.text,
-                value=", ".join("x" if op.stash_of == 0 else spine.ops[op.stash_of - 1].what
-                                for _, op in needs),
-                reader="their readers (one stash per invocation)")
+    if needs and solve(spine, flits, split, 5.0, 1, 0, [False] * len(needs)) is not None:
+        vs = ", ".join(value(op.stash_of) for _, op in needs)
+        return fail("plan-stash-reach", tuple(op.what for _, op in needs), formula=f.text,
+                    value=vs, reader="their readers (one stash per invocation)")
+    # what is left: a pair whose groups' ops cannot share one invocation before the zip
+    pre = [op for op in spine.ops[:(spine.zip_at or 0) + 1]]
+    alus: dict[str, list[str]] = {}
+    for op in pre:
+        for o in op.options:
+            if o.alu:
+                alus.setdefault(o.alu, []).append(op.node.text() if op.node is not None
+                                                  else op.what)
+    clash = [f"{a} ({' and '.join(dict.fromkeys(w))})" for a, w in alus.items()
+             if len(set(w)) > 1]
+    return fail("plan-pair", tuple(clash) or (f.text,), formula=f.text,
+                detail="the groups' ops before the zip must fit one invocation, but they "
+                       "need " + ("; ".join(clash) if clash else "more ALUs than it has"),
+                fix="move one side's op after the zip (into a later invocation), or give "
+                    "it an op on another ALU")

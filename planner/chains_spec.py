@@ -13,6 +13,7 @@ from model.lane import MODES as LANE_MODES
 from model.mapping import Mapping
 
 I32_LO, U32_HI = -(2**31), 2**32 - 1
+F32_MAX = 3.4028234663852886e38
 STEP_HELP = ("steps: tag, unzip, logic, fxp, fxp_to_fp, narrow_split, narrow_trim, fp_unary, "
              "fp_binary, fp_ternary, reduce, fp_div, widen_concat, widen_pad, fp_to_fxp, clip, "
              "filter, stash, reinterpret, logic_zip, fxp_zip, fp_zip, clip_zip, final, "
@@ -62,6 +63,7 @@ def parse_vector(ctx, data: dict, kind: str, tensors: dict, params: dict) -> Non
                 raise doc.error(("reference",), "expected a formula as text",
                                 "reference: 'max(sigmoid(x + 100), 0)'")
             params["reference"] = _formula(ctx, ("reference",), ref, tensors)
+            _reference_fits(ctx, params["reference"], params["steps"])
     else:
         e = data["expression"]
         if not isinstance(e, str):
@@ -69,8 +71,22 @@ def parse_vector(ctx, data: dict, kind: str, tensors: dict, params: dict) -> Non
                             "expression: 'exp(sqrt(((x + 1) * 2) * 3))'")
         params["expression"] = _formula(ctx, ("expression",), e, tensors)
         pa = data.get("pair_axis")
+        f = params["expression"]
         if pa is not None:
             params["pair_axis"] = _axis(ctx, ("pair_axis",), pa)
+            terms = [t for t, _ in tensors["input"].dims["time"].items()]
+            if ctx.axes[pa] != 2 or pa not in terms:
+                raise doc.error(("pair_axis",), f"the pair axis is a size-2 term of the "
+                                f"input's Time mapping ({tensors['input'].dims['time'].text()})",
+                                f"e.g. time: 'm![{pa}]' with {pa}: 2")
+        if f.pair != (pa is not None):
+            raise doc.error(("expression",), "a formula over group0 / group1 needs pair_axis, "
+                            "and pair_axis needs such a formula" if f.pair or pa else "",
+                            "add pair_axis: I, or read x")
+        if any(m.op in ("sum", "rmax", "rmin") for m in f.root.walk()):
+            raise doc.error(("expression",), "the planner compiles elementwise formulas; a "
+                            "reduction is a chain step", "write a vector problem with a "
+                            "reduce step")
 
 
 def _formula(ctx, keys: tuple, text: str, tensors: dict):
@@ -82,6 +98,23 @@ def _formula(ctx, keys: tuple, text: str, tensors: dict):
     except TcplanError as e:
         v = e.violations[0]
         raise ctx.doc.error(keys, v.message, v.fix) from None
+
+
+def _reference_fits(ctx, f, steps: list[ve.Step]) -> None:
+    """The reference reads what the chain reads: x, or group0 / group1 after an unzip, and
+    reduces exactly the axes the chain reduces, once each."""
+    pair = bool(steps) and steps[0].kind == "unzip"
+    names = set(f.names)
+    if pair and "x" in names or not pair and names & {"group0", "group1"}:
+        raise ctx.doc.error(("reference",), "a pair chain (unzip) is checked against group0 "
+                            "/ group1, any other chain against x",
+                            "use group0 and group1" if pair else "use x")
+    red = [m.value for m in f.root.walk() if m.op in ("sum", "rmax", "rmin")]
+    chain_red = [s.axis for s in steps if s.kind == "reduce"]
+    if sorted(red) != sorted(chain_red):
+        raise ctx.doc.error(("reference",), f"the formula reduces {red or 'nothing'}, the "
+                            f"chain {chain_red or 'nothing'}", "reduce the axes the chain "
+                            "reduces, once each")
 
 
 def chain_of(problem) -> ve.Chain:
@@ -110,7 +143,7 @@ def _step(ctx, keys: tuple, item: Any) -> ve.Step:
         return doc.error(keys_k + sub, detail, fix)
 
     def fields(allowed: set[str], required: set[str]) -> dict:
-        if isinstance(arg, str) and "op" in allowed:
+        if isinstance(arg, str) and "op" in allowed and required <= {"op"}:
             return {"op": arg}
         if arg is None and not required:
             return {}
@@ -163,6 +196,9 @@ def _step(ctx, keys: tuple, item: Any) -> ve.Step:
                 arg, dict) and set(arg) <= {"op"}):
             raise bad("takes no arguments", f"write - {kind}")
         st.op = arg.get("op") if isinstance(arg, dict) else None
+        if st.op is not None and st.op not in ("Add", "AddSat", "Max", "Min", "Mul"):
+            raise bad(f"{st.op!r} is not an inter-slice reduce op",
+                      "op: Add, AddSat, Max, Min or Mul", ("op",))
     elif kind == "reduce":
         f = fields({"op", "axis", "time", "packet"}, {"op", "axis", "time", "packet"})
         st.op = _op(ctx, _opkeys(keys_k, arg), f["op"], "reduce")
@@ -187,7 +223,7 @@ def _step(ctx, keys: tuple, item: Any) -> ve.Step:
         st.op = _op(ctx, _opkeys(keys_k, arg), f["op"], fam)
         if "mode" in f:
             modes = ve.TERNARY_MODES if kind in ve.TERNARY else ve.BINARY_MODES
-            if f["mode"] not in modes:
+            if not isinstance(f["mode"], str) or f["mode"] not in modes:
                 raise bad(f"{f['mode']!r} is not an arg mode", "use one of "
                           + ", ".join(modes), ("mode",))
             st.mode = f["mode"]
@@ -264,6 +300,8 @@ def _tag(ctx, keys: tuple, arg: Any) -> tuple:
         for i, c in enumerate(cmps):
             out.append(_cmp(ctx, keys + ("comparison", i), c))
         return ("comparison", tuple(out))
+    if isinstance(arg, str) and arg != "zero":
+        raise ctx.doc.error(keys, f"{arg!r} is not a tag mode", "tag: zero")
     raise ctx.doc.error(keys, "a tag mode is zero, {comparison: [c0, c1, c2, c3]} or "
                         "{axis_toggle: AXIS}", "tag: zero")
 
@@ -281,6 +319,15 @@ def _cmp(ctx, keys: tuple, c: Any) -> tuple:
                 v = float(m.group(2))
             except ValueError:
                 v = None
+        if v is not None and ctx.dtype == "i32" and not (isinstance(v, int)
+                                                         and I32_LO <= v <= U32_HI):
+            raise ctx.doc.error(keys, f"{c!r}: an i32 comparison takes a 32-bit integer",
+                                f"use {I32_LO} to {U32_HI}")
+        if v is not None and ctx.dtype == "f32":
+            v = float(v)
+            if v != v or abs(v) == float("inf") or abs(v) <= F32_MAX:
+                return (m.group(1), v)
+            raise ctx.doc.error(keys, f"{c!r}: {v} overflows f32", "use a value within f32")
         if v is not None:
             return (m.group(1), v)
     raise ctx.doc.error(keys, f"{c!r} is not a comparison", "e.g. 'Less(0)', 'Equal(5)', "
@@ -314,6 +361,8 @@ def _value(ctx, keys: tuple, v: Any) -> ve.Operand:
         if isinstance(v, int) and not I32_LO <= v <= U32_HI:
             raise ctx.doc.error(keys, f"{v} does not fit 32 bits",
                                 f"use {I32_LO} to {U32_HI} (hex for bit patterns)")
+        if isinstance(v, float) and v == v and abs(v) != float("inf") and abs(v) > F32_MAX:
+            raise ctx.doc.error(keys, f"{v} overflows f32", "use a value within f32 (or .inf)")
         return ve.Operand("const", value=v)
     raise ctx.doc.error(keys, f"{v!r} is not an operand", "a number, stash, {vrf: NAME} or a "
                         "list of slots [{guard: ..., imm: 5}, {rf: stash}]")

@@ -107,34 +107,57 @@ expression: 'EXPR'
 
 
 # ---- brute force ------------------------------------------------------------------------------
+def _merge_sets(spine, choice):
+    """Every set of non-crossing one-to-one merges of the groups' ops with the same step."""
+    if not spine.pair:
+        return [{}]
+    g0 = [i for i, op in enumerate(spine.ops) if op.group == 0]
+    g1 = [i for i, op in enumerate(spine.ops) if op.group == 1]
+    cand = [(a, b) for a in g0 for b in g1
+            if (choice[a].kind, choice[a].op, choice[a].mode)
+            == (choice[b].kind, choice[b].op, choice[b].mode)]
+    out = []
+    for k in range(len(cand) + 1):
+        for sub in itertools.combinations(cand, k):
+            a_s, b_s = [a for a, _ in sub], [b for _, b in sub]
+            if len(set(a_s)) < k or len(set(b_s)) < k:
+                continue
+            if any(a1 < a2 and b1 > b2 for a1, b1 in sub for a2, b2 in sub):
+                continue
+            out.append(dict(sub))
+    return out
+
+
 def brute_force(p):
-    """Every (invocation, option) assignment; valid = every chain passes the validator and
-    the chains compute the formula. Returns (min cycles, invocations of that plan)."""
+    """Every (invocation, option, merge) assignment; valid = every chain passes the validator
+    and the chains compute the formula. Returns (min cycles, invocations of that plan)."""
     f = p.params["expression"]
     spine = linearize(f, set())
     n = len(spine.ops)
     best = None
     stream = p.tensors["input"]
-    for steps in itertools.product((0, 1), repeat=max(n - 1, 0)):
-        inv = [0]
+    fixed = spine.zip_at + 1 if spine.pair else 1
+    for steps in itertools.product((0, 1), repeat=max(n - fixed, 0)):
+        inv = [0] * min(fixed, n)
         for s in steps:
             inv.append(inv[-1] + s)
         for choice in itertools.product(*(op.options for op in spine.ops)):
-            sol = Solution("brute", inv, list(choice), 0)
-            try:
-                chains = build(spine, sol, stream, p.axes, {}, None)
-                analyses = [ve.analyze(c) for c in chains]
-            except TcplanError:
-                continue
-            cycles = sum(a.cycles for a in analyses)
-            if best is not None and cycles >= best[0]:
-                continue
-            plan = Plan(chains, analyses, sol)
-            try:
-                verify_plan(p, plan, 0)
-            except TcplanError:
-                continue
-            best = (cycles, len(chains))
+            for merged in _merge_sets(spine, choice):
+                sol = Solution("brute", inv, list(choice), 0, merged)
+                try:
+                    chains = build(spine, sol, stream, p.axes, {}, p.params.get("pair_axis"))
+                    analyses = [ve.analyze(c) for c in chains]
+                except TcplanError:
+                    continue
+                cycles = sum(a.cycles for a in analyses)
+                if best is not None and cycles >= best[0]:
+                    continue
+                plan = Plan(chains, analyses, sol)
+                try:
+                    verify_plan(p, plan, 0)
+                except TcplanError:
+                    continue
+                best = (cycles, len(chains))
     return best
 
 
@@ -145,7 +168,31 @@ BRUTE = [("exp(sqrt(x + 1))", "f32", TRIM), ("tanh(sqrt(x))", "f32", TRIM),
          ("exp(exp(x))", "f32", TRIM), ("(x * 2) * (x * 2)", "f32", TRIM),
          ("max(sigmoid(x + 100), 0)", "i32", TRIM), ("(x + 1) * 3 - 7", "i32", FULL),
          ("max(x, 0 - x)", "i32", FULL), ("(x << 2) >> 1", "i32", FULL),
-         ("max(x + 100, x)", "i32", FULL), ("max(x * 2, 0) >> 1", "i32", FULL)]
+         ("max(x + 100, x)", "i32", FULL), ("max(x * 2, 0) >> 1", "i32", FULL),
+         ("x * x * x", "f32", FULL), ("fma(x, x, 1)", "f32", TRIM), ("x - x", "f32", FULL),
+         ("x ^ 0x80000000", "f32", TRIM), ("tanh(sqrt(x)) * sqrt(x)", "f32", TRIM),
+         ("sigmoid(x) + sigmoid(x)", "i32", TRIM), ("-x", "i32", FULL)]
+PAIR_SMALL = """kind: expression
+dtype: {dtype}
+axes: {{A: 16, I: 2}}
+input: {{slice: 'm![A / 2]', time: 'm![I]', packet: 'm![A % 2 # 8]'}}
+pair_axis: I
+expression: '{expr}'
+"""
+BRUTE_PAIR = [("exp(group0) * group1", "f32"), ("exp(group0) * exp(group1)", "f32"),
+              ("(group0 + 1) * (group1 - 1)", "i32"), ("group0 * 10 + group1 * 3", "i32"),
+              ("max(group1 - group0, 0)", "f32"), ("(group0 + group1) * (group0 + group1)",
+                                                  "f32")]
+
+
+@pytest.mark.parametrize("expr, dtype", BRUTE_PAIR, ids=[b[0] for b in BRUTE_PAIR])
+def test_pair_planner_matches_brute_force(expr, dtype):
+    p = load_problem_text(PAIR_SMALL.format(dtype=dtype, expr=expr), "<pair>")
+    want = brute_force(p)
+    assert want is not None
+    plan = plan_expression(p)
+    assert (plan.cycles, len(plan.chains)) == want, expr
+    assert plan.solution.objective == plan.cycles
 
 
 @pytest.mark.parametrize("expr, dtype, lanes", BRUTE, ids=[b[0] for b in BRUTE])
@@ -174,6 +221,7 @@ def test_brute_force_can_fail():
     ("x / 3", "i32", "plan-no-alu", "no Vector Engine ALU divides integers"),
     ("max(tanh(sqrt(x)), x)", "f32", "plan-stash-reach", "VRF operand"),
     ("exp(x) * sqrt(x)", "f32", "plan-two-streams", "VRF operand"),
+    ("max(exp(sqrt(x)), sqrt(x))", "i32", "plan-two-streams", "neither is an earlier"),
 ])
 def test_explanations(expr, dtype, code, words):
     with pytest.raises(TcplanError) as e:
@@ -233,3 +281,31 @@ def test_run_plan_on_given_data():
     x = np.arange(16, dtype=np.int32) - 8
     r = run_plan(p, plan, 0, x)
     assert np.array_equal(r["out"], (x + 1) * 3 - 7)
+
+
+def test_pair_explanations_name_the_clash():
+    p = load_problem_text(PAIR_SMALL.format(dtype="f32", expr="tanh(group0) * sqrt(group1)"),
+                          "<pair>")
+    with pytest.raises(TcplanError) as e:
+        plan_expression(p)
+    assert e.value.code == "plan-pair" and "FpFpu" in e.value.message
+
+
+def test_vrf_operands_in_plans():
+    text = SMALL.format(dtype="f32", expr="x - v", slice=FULL[0], packet=FULL[1]) + \
+        "vrf:\n  v: {slice: 'm![A / 8]', element: 'm![A % 8]', cluster: 'm![1]'}\n"
+    p = load_problem_text(text, "<vrf>")
+    plan = plan_expression(p)
+    assert verify_plan(p, plan, 0)["verified"] and len(plan.chains) == 1
+    bad = load_problem_text(text.replace("'x - v'", "'x * (v + 1)'"), "<vrf>")
+    with pytest.raises(TcplanError) as e:
+        plan_expression(bad)
+    assert e.value.code == "plan-two-streams"
+
+
+def test_pair_axis_must_be_a_time_term(tmp_path):
+    bad = tmp_path / "q.yaml"
+    bad.write_text(PAIR_SMALL.format(dtype="f32", expr="group0 * group1").replace(
+        "time: 'm![I]'", "time: 'm![1]', cluster: 'm![I]'"))
+    code, out, _ = run(["solve", str(bad), "--json"])
+    assert code == 2 and "pair_axis" in json.loads(out)["error"]["message"]

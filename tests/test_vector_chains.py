@@ -514,3 +514,62 @@ def test_reinterpreted_stash_feeds_an_i32_op():
     r = run_vector(p, lower_problem(p), 0)
     live = r["written"]
     assert (r["out"].view(np.uint32)[live] == 0).all()
+
+
+# ---- regressions from review -------------------------------------------------------------------
+def test_split_of_a_padded_packet_keeps_its_padding():
+    # C = 6 over an 8-lane packet: the split's second half holds C = 4, 5 and two padding lanes
+    text = """kind: vector
+dtype: f32
+axes: {C: 6, T: 4}
+input: {time: 'm![T]', packet: 'm![C # 8]'}
+chain:
+  - tag: zero
+  - narrow_split: {time: 'm![T, [C # 8] / 4]', packet: 'm![[C # 8] % 4]'}
+  - fp_unary: Exp
+  - widen_concat: {time: 'm![T]', packet: 'm![C # 8]'}
+  - final
+reference: 'exp(x)'
+"""
+    p = load_problem_text(text, "<pad>")
+    assert verify_vector(p, lower_problem(p), 0)["verified"]
+    lf = fold({"N": 8, "M": 2, "P": 20}, parse("m![N]", {"N": 8}), parse("m![M]", {"M": 2}),
+              parse("m![P # 32]", {"P": 20}), "sequential")
+    assert lf.cycles == 2 * 8 * 4
+
+
+def test_vrf_operand_must_hold_each_lane_and_match_the_dtype():
+    head = I32
+    e = rejected(head, ["tag: zero", "fxp: {op: AddFxp, operand: {vrf: v}}", "final"],
+                 "vrf:\n  v: {cluster: 'm![B]', slice: 'm![A / 8]', element: 'm![1]'}\n")
+    assert e.code == "vrf-operand-coverage"
+    e = rejected(head, ["tag: zero", "fxp: {op: AddFxp, operand: {vrf: v}}", "final"],
+                 "vrf:\n  v: {cluster: 'm![B]', slice: 'm![A / 8]', element: 'm![A % 8]', "
+                 "dtype: f32}\n")
+    assert e.code == "ve-op-dtype" and "VRF operand v (f32)" in e.message
+
+
+def test_constants_are_not_silently_converted():
+    assert rejected(I32, ["tag: zero", "fxp: {op: AddFxp, operand: 2.5}", "final"]).code == \
+        "ve-op-dtype"
+    assert rejected(F32, ["tag: zero", "clip: {op: Add, operand: 4294967295}", "final"]
+                    ).code == "ve-op-dtype"
+    with pytest.raises(TcplanError) as e:
+        problem(I32, ["tag: {comparison: ['Less(1.5)', 'True', 'True', 'True']}", "final"])
+    assert e.value.code == "bad-problem" and "32-bit integer" in e.value.message
+
+
+@pytest.mark.parametrize("ref, words", [
+    ("group0 + group1", "against x"), ("sum(x, A)", "reduces"),
+    ("(" * 300 + "x" + ")" * 300, "nested")])
+def test_reference_must_fit_the_chain(ref, words):
+    with pytest.raises(TcplanError) as e:
+        problem(I32, ["tag: zero", "final"], f"reference: '{ref}'\n")
+    assert e.value.code == "bad-problem" and words in e.value.message
+
+
+def test_left_shift_sat_by_31_saturates_like_a_multiply():
+    from model.numeric import BINARY_OPS
+    f = BINARY_OPS[("fxp", "i32")]["LeftShiftSat"]
+    got = f(np.array([1, -1, 0], np.int32), np.array([31, 31, 31], np.int32))
+    assert got.tolist() == [2**31 - 1, -(2**31), 0]

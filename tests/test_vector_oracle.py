@@ -174,7 +174,7 @@ ORACLE = {
     ("logic", "f32"): BITS,  # on the bit patterns
     ("fxp", "i32"): {"AddFxp": lambda a, b: wrap(a + b), "AddFxpSat": lambda a, b: sat(a + b),
                      "SubFxp": lambda a, b: wrap(a - b), "SubFxpSat": lambda a, b: sat(a - b),
-                     "LeftShiftSat": lambda a, b: sat(a * wrap(1 << (b & 31))),
+                     "LeftShiftSat": lambda a, b: sat(a * 2 ** (b & 31)),
                      "MulFxp": mulfxp, "MulInt": lambda a, b: wrap(a * b),
                      "ArithRightShiftRound": ashr_round, **SHIFTS},
     ("fp_binary", "f32"): {"AddF": F_ADD, "SubF": F_SUB, "MulF(Mul0)": F_MUL,
@@ -244,7 +244,7 @@ def test_oracle_matches_spec_examples():
     assert [ashr_round(v, 2) for v in (2, 6, -2, -6, -1)] == [1, 2, -1, -2, 0]
     assert ashr_round(MAX, 31) == 1 and ashr_round(MIN, 31) == -1
     lss = ORACLE[("fxp", "i32")]["LeftShiftSat"]
-    assert [lss(v, 31) for v in (1, -1, 0)] == [MIN, MAX, 0]
+    assert [lss(v, 31) for v in (1, -1, 0)] == [MAX, MIN, 0]  # saturating x * 2^31
     assert f_fma(rnd64(0.1), 10.0, -1.0) == 2.0**-26  # fused: the product is not rounded
     assert f2b(f_fma(-0.0, 1.0, -0.0)) == 0x80000000 and f2b(f_fma(1.0, 1.0, -1.0)) == 0
     assert fp_to_fxp_o(f2b(NAN), 31) == MAX and fp_to_fxp_o(f2b(-2.5), 31) == -3
