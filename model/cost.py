@@ -260,6 +260,7 @@ def estimate(plan) -> CycleReport:
     worst_engine = 0.0
     # per chip, the sampled HBM requests: (address, stamp, block, weight)
     hbm: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = {}
+    row_sets: dict[int, set[int]] = {}  # per chip, the HBM rows the transfer reaches
     n_cmd_max = max((len(e.commands) for e in plan.engines), default=0)
     for e in plan.engines:
         t_engine = 0.0
@@ -298,6 +299,8 @@ def estimate(plan) -> CycleReport:
                         rblock = np.concatenate([rblock, rblock[partial]])
                         w = np.concatenate([w, w[partial]])
                     hbm.setdefault(chip, []).append((req, stamp, rblock, w))
+                    row_sets.setdefault(chip, set()).update(
+                        _rows(outer, base, k, eb, pbytes))
                 sides[k] = t
             stamp0 += max(sides.values())
             serial = hbm_hbm or (src == dst == "dm" and e.read_chip == e.write_chip
@@ -307,6 +310,8 @@ def estimate(plan) -> CycleReport:
             t_engine += STARTUP + data
         worst_engine = max(worst_engine, t_engine)
     worst_hbm = 0.0
+    rows_touched = {chip: len(rows) for chip, rows in row_sets.items()}
+    chip_of = {id(parts): chip for chip, parts in hbm.items()}
     for parts in hbm.values():
         req = np.concatenate([p[0] for p in parts])
         stamp = np.concatenate([p[1] for p in parts])
@@ -323,8 +328,15 @@ def estimate(plan) -> CycleReport:
         n_sw = np.bincount(ch[switch], minlength=32)
         rate = np.where(n_same > 0, n_sw / np.maximum(n_same, 1), 0.0)
         p_sw = np.where(same, switch.astype(float), rate[ch])
-        cost = (HBM_SERVICE + p_sw * (ROW_SWITCH - HBM_SERVICE)) * ww
-        worst_hbm = max(worst_hbm, float(np.bincount(ch, weights=cost, minlength=32).max()))
+        load = np.bincount(ch, weights=ww, minlength=32)
+        sw = np.bincount(ch, weights=p_sw * ww, minlength=32)
+        # each bank opens every row the transfer reaches at least once, which blocks of
+        # consecutive packets rarely see: take the larger of the two counts
+        banks = np.array([np.unique(b[ch == c]).size for c in range(32)])
+        rows = rows_touched.get(chip_of[id(parts)], 1)
+        sw = np.minimum(load, np.maximum(sw, banks * max(rows - 1, 0)))
+        cost = load * HBM_SERVICE + sw * (ROW_SWITCH - HBM_SERVICE)
+        worst_hbm = max(worst_hbm, float(cost.max()))
     hbm_total = STARTUP + worst_hbm
     if hbm_total > worst_engine:
         cycles, bottleneck = hbm_total, "HBM channels"
@@ -333,7 +345,69 @@ def estimate(plan) -> CycleReport:
     return CycleReport(math.ceil(cycles), STARTUP * n_cmd_max, 0.0, 0.0, bottleneck)
 
 
+ROW_BYTES = 1 << hw.HBM_ROW_LOW_BIT
+MAX_ROW_COMBOS = 1 << 16
+
+
+def _rows(outer, base: int, k: int, eb: int, pbytes: int) -> set[int]:
+    """The HBM rows a command's packets reach: the loops that step by a row or more are
+    enumerated (up to MAX_ROW_COMBOS combinations), the others only widen the span."""
+    big = [e for e in outer if abs(e[k] * eb) >= ROW_BYTES]
+    small = [e for e in outer if abs(e[k] * eb) < ROW_BYTES]
+    lo = sum(min(0, (e[0] - 1) * e[k] * eb) for e in small)
+    hi = sum(max(0, (e[0] - 1) * e[k] * eb) for e in small) + pbytes - 1
+    combos = 1
+    for e in big:
+        combos *= e[0]
+    if combos > MAX_ROW_COMBOS:
+        big = big[-int(math.log2(MAX_ROW_COMBOS)):]  # the innermost few; a lower estimate
+    starts = np.array([base], np.int64)
+    for e in big:
+        starts = (starts[:, None] + np.arange(e[0], dtype=np.int64) * e[k] * eb).ravel()
+    out: set[int] = set()
+    for a in np.unique((starts + lo) // ROW_BYTES):
+        out.add(int(a))
+    for a in np.unique((starts + hi) // ROW_BYTES):
+        out.add(int(a))
+    return out
+
+
 def _per_packet_requests(addr: np.ndarray, nbytes: int) -> np.ndarray:
     first = addr // REQUEST_BYTES
     last = (addr + nbytes - 1) // REQUEST_BYTES
     return (last - first + 1).astype(np.int64)
+
+
+def lower_bound(plan) -> int:
+    """Bytes over the bottleneck bandwidth, plus one start-up: the busiest engine at one
+    256-byte request per cycle, each chip's HBM requests spread evenly over the channels its
+    addresses can reach (order-independent), each DMN at 128 B/cycle.  No layout of the same
+    tensors with the same engines beats it."""
+    eb = plan.elem_bytes
+    best = 0.0
+    per_chip: dict[int, list[np.ndarray]] = {}
+    for e in plan.engines:
+        t_e = 0.0
+        for c in e.commands:
+            pbytes = c.packet * eb
+            for k, tier, base, chip in ((1, plan.source.tier, c.read_base, e.read_chip),
+                                        (2, plan.destination.tier, c.write_base,
+                                         e.write_chip)):
+                paddr = _packet_addresses(c.entries, base, k, eb, c.packet)
+                n_bytes = paddr.size * pbytes
+                t_e = max(t_e, n_bytes / hw.DMA_ENGINE_BYTES_PER_CYCLE)
+                if tier == "hbm":
+                    req, _ = _requests(paddr, pbytes)
+                    per_chip.setdefault(chip, []).append(req)
+        best = max(best, t_e)
+    for reqs in per_chip.values():
+        req = np.concatenate(reqs)
+        channel, bank, row = _decode(req)
+        reach = int((np.bincount(channel, minlength=32) > 0).sum())
+        # every (channel, bank) opens each of its rows at least once: the first for free
+        trip = np.unique(np.stack([channel, bank, row]), axis=1)
+        opens = np.bincount(trip[0], minlength=32)
+        pairs = np.bincount(np.unique(trip[:2], axis=1)[0], minlength=32)
+        extra = (opens - pairs).sum() * (ROW_SWITCH - HBM_SERVICE)
+        best = max(best, (req.size * HBM_SERVICE + extra) / max(reach, 1))
+    return math.ceil(STARTUP + best)

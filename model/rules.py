@@ -589,6 +589,12 @@ RULES: dict[str, Rule] = _rules(
         "plan-pair", "hardware", "a pair formula zips its two groups once",
         "{formula}: {detail}", "{fix}", "seed 003 (Pair Mode)", scope="planner",
     ),
+    Rule(
+        "plan-no-layout", "hardware", "a free stream has a legal layout",
+        "no order of the pieces {pieces} (with any packet) lowers: rejected by {rules}",
+        "fix the rule named most often (e.g. pad or re-split the destination so its pieces "
+        "align), or give part of the stream", "seed 002; planner/layout.py", scope="planner",
+    ),
     # ---- Contraction Engine: Lane Folder (seed 004; facts.md section 8) -------------------
     Rule(
         "lane-fold-packet", "hardware", "the folder takes packets of 1 to 32 elements",

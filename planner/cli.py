@@ -474,8 +474,10 @@ def _cmd_solve(args: argparse.Namespace, stdout: TextIO) -> int:
 
     from .chains import plan_expression
     problem = load_problem(args.problem)
+    if problem.kind in ("dma", "pcie"):
+        return _solve_dma(problem, args, stdout)
     if problem.kind != "expression":
-        raise fail("bad-request", detail=f"tcplan solve plans expression problems; "
+        raise fail("bad-request", detail=f"tcplan solve plans expression and DMA problems; "
                    f"{args.problem} is a {problem.kind} problem",
                    fix="use tcplan verify for a problem with nothing to choose")
     t0 = time.perf_counter()
@@ -523,6 +525,74 @@ def _cmd_solve(args: argparse.Namespace, stdout: TextIO) -> int:
     lines.append(f"verified: {report['checked']:,} output elements; {report['method']}")
     print("\n".join(lines), file=stdout)
     return EXIT_OK
+
+
+def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
+    """A DMA with a free stream: search the order and packet, lower, verify, time.  With
+    nothing free the problem is verified as given."""
+    import time
+
+    from executor.run import run_dma
+    from model.cost import dma_cycles, estimate, lower_bound
+
+    from .layout import search
+    t = problem.tensors
+    t0 = time.perf_counter()
+    free = problem.params.get("free", [])
+    try:
+        if free:
+            bounds = problem.params.get("bounds", {})
+            found = search(t["source"], t["destination"], t["stream"], problem.chips,
+                           bounds.get("packet_max_bytes"), args.time_limit, args.workers,
+                           args.seed)
+            best = found.best
+            plan, status = best.plan, found.status
+            chosen = {"time": best.time, "packet": best.packet_text}
+            n_cand, rejected = len(found.candidates), found.rejected
+        else:
+            plan, status = lower_problem(problem), "given"
+            chosen = {"time": t["stream"].dims["time"].text(),
+                      "packet": t["stream"].dims["packet"].text()}
+            n_cand, rejected = 1, {}
+    except TcplanError as err:
+        if err.kind == "input":
+            raise
+        out = {"problem": problem.name, "status": "infeasible", "cycles": None, "plan": None,
+               "verified": None, "explanation": err.to_json()}
+        print(json.dumps(out) if args.json else f"{problem.name}: infeasible\n"
+              + _format_error(err), file=stdout)
+        return EXIT_RULE
+    solve_s = time.perf_counter() - t0
+    est = estimate(plan).cycles
+    detailed = dma_cycles(plan)
+    bound = lower_bound(plan)
+    try:
+        checked = run_dma(problem, plan, args.seed)["checked"]
+        verified, error = True, None
+    except TcplanError as err:
+        verified, error, checked = False, err.to_json(), 0
+    out = {"problem": problem.name, "status": status, "cycles": detailed.cycles,
+           "estimate": est, "lower_bound": bound,
+           "bound_ratio": round(detailed.cycles / bound, 3) if bound else None,
+           "plan": {"stream": chosen, **plan.to_json()}, "verified": verified,
+           "checked": checked, "candidates": n_cand, "rejected": rejected,
+           "solve_time": round(solve_s, 3), "breakdown": detailed.to_json()}
+    if error:
+        out["error"] = error
+    if args.json:
+        print(json.dumps(out), file=stdout)
+    else:
+        lines = [f"{problem.name}: stream Time {chosen['time']}, Packet {chosen['packet']} "
+                 f"({status}; {n_cand} legal layout(s)"
+                 + (", rejected: " + ", ".join(f"{r} x{k}" for r, k in rejected.items())
+                    if rejected else "") + f"; {solve_s:.2f} s)",
+                 format_dma(problem.name, plan),
+                 f"cycles: {detailed.cycles:,} (estimate {est:,}; lower bound {bound:,}, "
+                 f"ratio {out['bound_ratio']})",
+                 f"verified: {checked:,} destination elements" if verified else
+                 "NOT verified: " + error["message"]]
+        print("\n".join(lines), file=stdout)
+    return EXIT_OK if verified else EXIT_RULE
 
 
 def _cmd_lower(args: argparse.Namespace, stdout: TextIO) -> int:

@@ -18,6 +18,10 @@ def default_mode(engine: str, mode: str | None) -> str:
 def lower_problem(problem: Any) -> Any:
     """The configs of a problem: a DmaPlan or a SequencerConfig (raises TcplanError)."""
     t = problem.tensors
+    if problem.kind in ("dma", "pcie") and problem.params.get("free"):
+        from .layout import search  # a free stream: the searched layout's plan
+        return search(t["source"], t["destination"], t["stream"], problem.chips,
+                      problem.params.get("bounds", {}).get("packet_max_bytes")).best.plan
     if problem.kind in ("dma", "pcie"):
         return dma.lower(t["source"], t["destination"], t["stream"], problem.chips,
                          problem.params.get("engine_at"), pcie=problem.kind == "pcie")

@@ -27,7 +27,8 @@ COMMON_KEYS = {"format", "name", "description", "kind", "chips", "dtype", "axes"
 KIND_KEYS: dict[str, tuple[set[str], set[str]]] = {
     "layout": ({"tensors"}, {"tensors"}),
     "sequence": ({"buffer", "stream", "mode", "engine"}, {"buffer", "stream"}),
-    "dma": ({"source", "destination", "stream", "engine_at"}, {"source", "destination"}),
+    "dma": ({"source", "destination", "stream", "engine_at", "bounds"},
+            {"source", "destination"}),
     "pcie": ({"source", "destination", "stream"}, {"source", "destination"}),
     "redistribute": ({"source", "steps"}, {"source", "steps"}),
     "gather": ({"variant", "table", "index", "destination"},
@@ -222,9 +223,31 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
         tensors["source"] = ctx.tensor(("source",), data["source"], "source")
         tensors["destination"] = ctx.tensor(("destination",), data["destination"],
                                             "destination")
+        spec_s = data.get("stream")
+        free = [d for d in ("time", "packet") if isinstance(spec_s, dict)
+                and spec_s.get(d) == "free"]
+        if free and len(free) != 2:
+            raise doc.error(("stream", free[0]), "free the time and the packet together (the "
+                            "packet is the innermost part of the searched order)",
+                            "time: free and packet: free")
+        if free:
+            from model.dma import default_stream
+            placeholder = default_stream(tensors["source"], tensors["destination"])
+            spec_s = {k: v for k, v in spec_s.items() if k not in free}
+            spec_s.update({d: placeholder.dims[d].text() for d in free})
+            params["free"] = free
+        if kind == "dma" and "bounds" in data:
+            b = data["bounds"]
+            if not isinstance(b, dict) or set(b) - {"packet_max_bytes"}:
+                raise doc.error(("bounds",), "bounds take packet_max_bytes",
+                                "bounds: {packet_max_bytes: 1024}")
+            v = b.get("packet_max_bytes")
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise doc.error(("bounds", "packet_max_bytes"), f"{v!r} is not a byte count",
+                                "packet_max_bytes: 1024")
+            params["bounds"] = dict(b)
         if "stream" in data:
-            tensors["stream"] = ctx.tensor(("stream",), data["stream"], "stream",
-                                           tier="stream")
+            tensors["stream"] = ctx.tensor(("stream",), spec_s, "stream", tier="stream")
         else:
             from model.dma import default_stream
             tensors["stream"] = default_stream(tensors["source"], tensors["destination"])

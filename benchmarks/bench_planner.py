@@ -1,0 +1,84 @@
+"""Benchmark: planning time and plan quality.
+
+    python benchmarks/bench_planner.py
+
+1. Every planning problem (problems/planning/*.yaml, problems/expressions/*.yaml): solve time
+   (search only; verification is not timed), modeled cycles and, for DMA problems, the lower
+   bound; then median and p95 solve time (targets on a 2-core machine: median < 1 s, p95 < 5 s)
+   and the mean ratio of planned cycles to the lower bound (target <= 1.15).
+2. The layout search against an itertools enumeration of every order and packet on small
+   generated problems (tests/test_layout_planner.py's generator), in the same run: the ratio of
+   the two times.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from model.cost import lower_bound  # noqa: E402
+from model.rules import TcplanError  # noqa: E402
+from planner.chains import plan_expression  # noqa: E402
+from planner.layout import search  # noqa: E402
+from planner.spec import load_problem  # noqa: E402
+
+
+def main() -> None:
+    times, ratios = [], []
+    print(f"{'problem':<34} {'solve s':>8} {'cycles':>10} {'bound':>10}")
+    files = sorted((ROOT / "problems/planning").glob("*.yaml")) + \
+        sorted((ROOT / "problems/expressions").glob("*.yaml"))
+    for f in files:
+        p = load_problem(f)
+        t0 = time.perf_counter()
+        try:
+            if p.kind == "expression":
+                plan = plan_expression(p)
+                cycles, bound = plan.cycles, None
+            else:
+                t = p.tensors
+                best = search(t["source"], t["destination"], t["stream"], p.chips).best
+                cycles, bound = best.cycles, None
+        except TcplanError as e:
+            cycles, bound = e.code, None
+        dt = time.perf_counter() - t0
+        if p.kind != "expression" and isinstance(cycles, int):
+            bound = lower_bound(best.plan)
+            ratios.append(cycles / bound)
+        times.append(dt)
+        print(f"{p.name:<34} {dt:>8.3f} {cycles!s:>10} {bound if bound else '-'!s:>10}")
+    times.sort()
+    p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))]
+    print(f"\nsolve time: median {statistics.median(times):.3f} s (target < 1 s), "
+          f"p95 {p95:.3f} s (target < 5 s)")
+    if ratios:
+        print(f"planned cycles / lower bound: mean {statistics.mean(ratios):.3f} "
+              "(target <= 1.15)")
+    # search vs brute force on small generated problems
+    from test_layout_planner import brute_force, free_problem
+    t_s = t_b = 0.0
+    for seed in range(12):
+        p = free_problem(seed)
+        t = p.tensors
+        t0 = time.perf_counter()
+        try:
+            search(t["source"], t["destination"], t["stream"], p.chips)
+        except TcplanError:
+            pass
+        t1 = time.perf_counter()
+        brute_force(p)
+        t2 = time.perf_counter()
+        t_s += t1 - t0
+        t_b += t2 - t1
+    print(f"layout search {t_s:.2f} s vs itertools enumeration {t_b:.2f} s on 12 small "
+          f"problems: ratio {t_s / t_b:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+"""Layout search for a DMA whose stream is free: the loop order (Time) and the Packet.
+
+The candidate factors are the *pieces* of every axis the destination holds: the common
+refinement of the digit ranges of the source, the destination and the stream's spatial
+(engine-selecting) mappings, minus what those spatial mappings carry.  The stream is an order
+of all pieces; the Packet is its innermost pieces (a suffix), the rest is Time.
+
+CP-SAT enumerates the legal assignments: the order is a permutation (one position per piece,
+all different: an exact encoding of the loop order), the packet a chain of the innermost
+positions, with the DMA packet cap (``dma-packet-max``) and the bound a problem gives
+(``packet_max_bytes``) as linear constraints over the pieces' log sizes.  Every candidate is
+lowered by :func:`model.dma.lower` -- the same code and rule registry as a given stream, so the
+entry limit after merges, alignment and every other rule hold by construction -- and ranked by
+:func:`model.cost.estimate`; ties go to the fewest Time entries, then the enumeration order
+(deterministic).  The planner only chooses: the executor verifies the chosen plan.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from model import dma
+from model import hardware as hw
+from model.cost import estimate
+from model.mapping import parse
+from model.rules import TcplanError, fail
+from model.tiers import Tensor
+
+
+@dataclass(frozen=True)
+class Piece:
+    axis: str
+    lo: int
+    hi: int  # digit range [lo, hi)
+    size: int  # axis size
+
+    @property
+    def count(self) -> int:
+        return self.hi // self.lo
+
+    def term(self) -> str:
+        if self.lo == 1 and self.hi >= self.size:
+            return self.axis
+        if self.lo == 1:
+            return f"{self.axis} % {self.hi}"
+        if self.hi >= self.size:
+            return f"{self.axis} / {self.lo}"
+        return f"{self.axis} / {self.lo} % {self.count}"
+
+
+@dataclass
+class Candidate:
+    order: tuple[int, ...]  # piece indices, outermost first
+    packet: int  # how many innermost pieces form the packet
+    time: str
+    packet_text: str
+    cycles: int = 0
+    plan: Any = None
+
+
+@dataclass
+class Search:
+    pieces: list[Piece]
+    candidates: list[Candidate]  # legal ones, ranked
+    rejected: dict[str, int] = field(default_factory=dict)  # rule id -> candidates
+    status: str = "optimal"
+    enumerated: int = 0
+
+    @property
+    def best(self) -> Candidate:
+        return self.candidates[0]
+
+
+def _ranges(t: Tensor) -> dict[str, list[tuple[int, int]]]:
+    out: dict[str, list[tuple[int, int]]] = {}
+    for m in t.dims.values():
+        for f in m.factors:
+            if f.axis is None:
+                continue
+            # the live digits (padding positions carry nothing to move)
+            out.setdefault(f.axis, []).append((f.lo, min(f.lo * f.count, m.axes[f.axis])))
+    return out
+
+
+def pieces_of(source: Tensor, destination: Tensor, spatial: dict) -> list[Piece]:
+    """The common refinement of the three sides' digit ranges over what the destination holds,
+    minus the stream's spatial digits."""
+    axes = {}
+    for t in (source, destination):
+        for m in t.dims.values():
+            axes.update(m.axes)
+    for m in spatial.values():
+        axes.update(m.axes)
+    held = _ranges(destination)
+    cuts: dict[str, set[int]] = {}
+    for rs in (_ranges(source), held, *[_ranges(Tensor("s", "stream", source.dtype, {d: m}))
+                                        for d, m in spatial.items()]):
+        for a, lst in rs.items():
+            for lo, hi in lst:
+                cuts.setdefault(a, set()).update((lo, hi))
+    spatial_r = {}
+    for d, m in spatial.items():
+        for a, lst in _ranges(Tensor("s", "stream", source.dtype, {d: m})).items():
+            spatial_r.setdefault(a, []).extend(lst)
+    out = []
+    for a in sorted(held, key=lambda a: list(axes).index(a) if a in axes else 0):
+        pts = sorted(cuts[a])
+        for lo, hi in zip(pts, pts[1:]):
+            inside = any(l0 <= lo and hi <= h0 for l0, h0 in held[a])
+            taken = any(l0 <= lo and hi <= h0 for l0, h0 in spatial_r.get(a, []))
+            if inside and not taken and hi > lo:
+                out.append(Piece(a, lo, hi, axes[a]))
+    return out
+
+
+def _fit(pieces: list[Piece], most: int) -> list[Piece]:
+    """Split a piece that alone exceeds the packet limit at the largest power of two that
+    fits, so that its inner part can still be the packet."""
+    out = []
+    for p in pieces:
+        if p.count > most and most > 1:
+            cut = 1 << (most.bit_length() - 1)
+            if p.count % cut == 0:
+                out += [Piece(p.axis, p.lo * cut, p.hi, p.size),
+                        Piece(p.axis, p.lo, p.lo * cut, p.size)]
+                continue
+        out.append(p)
+    return out
+
+
+def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
+           packet_max_bytes: int | None = None, time_limit: float = 10.0, workers: int = 1,
+           seed: int = 0) -> Search:
+    """Every legal (order, packet) of the free stream, ranked by the estimate."""
+    from ortools.sat.python import cp_model
+    spatial = {d: stream.dims[d] for d in ("chip", "cluster", "slice")}
+    eb = source.elem_bytes
+    cap = hw.DMA_MAX_PACKET_BYTES if packet_max_bytes is None else min(
+        packet_max_bytes, hw.DMA_MAX_PACKET_BYTES)
+    pieces = _fit(pieces_of(source, destination, spatial), max(cap // eb, 1))
+    n = len(pieces)
+    m = cp_model.CpModel()
+    pos = [m.new_int_var(0, max(n - 1, 0), f"pos_{p.term()}") for p in pieces]
+    if n:
+        m.add_all_different(pos)
+    inp = [m.new_bool_var(f"in_packet_{p.term()}") for p in pieces]
+    k = m.new_int_var(0, n, "packet_pieces")
+    m.add(k == sum(inp))
+    for i in range(n):  # the packet is the innermost k positions
+        m.add(pos[i] >= n - k).only_enforce_if(inp[i])
+        m.add(pos[i] < n - k).only_enforce_if(~inp[i])
+    # packet bytes <= cap, in log2 (scaled to stay exact for non-powers of two)
+    scale = 1000
+    logs = [round(math.log2(p.count) * scale) for p in pieces]
+    m.add(sum(lg * b for lg, b in zip(logs, inp)) <= math.floor(math.log2(cap / eb) * scale))
+
+    class Collect(cp_model.CpSolverSolutionCallback):
+        def __init__(self):
+            super().__init__()
+            self.found: list[tuple[tuple[int, ...], int]] = []
+
+        def on_solution_callback(self):
+            order = sorted(range(n), key=lambda i: self.value(pos[i]))
+            self.found.append((tuple(order), self.value(k)))
+
+    solver = cp_model.CpSolver()
+    solver.parameters.enumerate_all_solutions = True
+    solver.parameters.max_time_in_seconds = time_limit
+    solver.parameters.num_workers = 1  # enumeration needs a single worker
+    solver.parameters.random_seed = seed
+    cb = Collect()
+    st = solver.solve(m, cb)
+    result = Search(pieces, [], status="optimal" if st == cp_model.OPTIMAL else "feasible")
+    result.enumerated = len(cb.found)
+    axes = dict(source.dims["element"].axes)
+    for t in (source, destination, stream):
+        for mm in t.dims.values():
+            axes.update(mm.axes)
+    seen = set()
+    for order, kk in sorted(cb.found):
+        terms = [pieces[i].term() for i in order]
+        time_t, pack_t = terms[:n - kk], terms[n - kk:]
+        key = (tuple(time_t), tuple(pack_t))
+        if key in seen:
+            continue
+        seen.add(key)
+        dims = dict(stream.dims)
+        dims["time"] = parse("m![" + (", ".join(time_t) or "1") + "]", axes, "time")
+        dims["packet"] = parse("m![" + (", ".join(pack_t) or "1") + "]", axes, "packet")
+        s = Tensor("stream", "stream", stream.dtype, dims)
+        try:
+            plan = dma.lower(source, destination, s, chips)
+        except TcplanError as e:
+            result.rejected[e.code] = result.rejected.get(e.code, 0) + 1
+            continue
+        c = Candidate(order, kk, dims["time"].text(), dims["packet"].text(),
+                      estimate(plan).cycles, plan)
+        result.candidates.append(c)
+    result.candidates.sort(key=lambda c: (c.cycles, len(c.plan.unified), c.order, c.packet))
+    if not result.candidates:
+        rules = ", ".join(f"{r} ({k})" for r, k in sorted(result.rejected.items())) or \
+            "none enumerated"
+        raise fail("plan-no-layout", tuple(result.rejected), pieces=", ".join(
+            p.term() for p in pieces), rules=rules)
+    return result
