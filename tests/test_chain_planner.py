@@ -265,8 +265,8 @@ def test_expression_problems_solve_as_expected(path):
 def test_solve_text_and_bad_input(tmp_path):
     code, out, _ = run(["solve", str(ROOT / "problems/expressions/expr_tanh_sqrt.yaml")])
     assert code == 0 and "2 Tensor Unit invocation(s)" in out and "verified" in out
-    code, out, _ = run(["solve", str(ROOT / "problems/seed/dma_example_1.yaml")])
-    assert code == 2
+    code, out, _ = run(["solve", str(ROOT / "problems/seed/chip_shuffle.yaml")])
+    assert code == 2  # nothing to plan in a redistribution
     bad = tmp_path / "bad.yaml"
     bad.write_text(SMALL.format(dtype="f32", expr="exp(x", slice=TRIM[0], packet=TRIM[1]))
     code, out, err = run(["solve", str(bad), "--json"])
