@@ -380,8 +380,9 @@ def _per_packet_requests(addr: np.ndarray, nbytes: int) -> np.ndarray:
 
 def lower_bound(plan) -> int:
     """Bytes over the bottleneck bandwidth, plus one start-up: the busiest engine at one
-    256-byte request per cycle, each chip's HBM requests spread evenly over the channels its
-    addresses can reach (order-independent), each DMN at 128 B/cycle.  No layout of the same
+    256-byte request per cycle and each DMN it writes or reads at 128 B/cycle (per command,
+    back to back), each chip's HBM requests spread evenly over the channels its addresses can
+    reach (order-independent).  No layout of the same
     tensors with the same engines beats it."""
     eb = plan.elem_bytes
     best = 0.0
@@ -390,15 +391,21 @@ def lower_bound(plan) -> int:
         t_e = 0.0
         for c in e.commands:
             pbytes = c.packet * eb
+            t_c = 0.0
             for k, tier, base, chip in ((1, plan.source.tier, c.read_base, e.read_chip),
                                         (2, plan.destination.tier, c.write_base,
                                          e.write_chip)):
                 paddr = _packet_addresses(c.entries, base, k, eb, c.packet)
                 n_bytes = paddr.size * pbytes
-                t_e = max(t_e, n_bytes / hw.DMA_ENGINE_BYTES_PER_CYCLE)
+                t_c = max(t_c, n_bytes / hw.DMA_ENGINE_BYTES_PER_CYCLE)
+                if tier == "dm":  # each DMN moves 128 B/cycle, whatever the order
+                    dmn = paddr >> DMN_SHIFT
+                    per = np.bincount(dmn - dmn.min(), minlength=1) * pbytes
+                    t_c = max(t_c, float(per.max()) / DMN_BYTES_PER_CYCLE)
                 if tier == "hbm":
                     req, _ = _requests(paddr, pbytes)
                     per_chip.setdefault(chip, []).append(req)
+            t_e += t_c
         best = max(best, t_e)
     for reqs in per_chip.values():
         req = np.concatenate(reqs)

@@ -178,10 +178,12 @@ def default_stream(source: Tensor, destination: Tensor) -> Tensor:
 
 
 def lower(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
-          engine_at: dict[str, int] | None = None, pcie: bool = False) -> DmaPlan:
+          engine_at: dict[str, int] | None = None, pcie: bool = False,
+          relax: frozenset[str] = frozenset()) -> DmaPlan:
     """Lower one DMA transfer (``pcie``: a PCIe DMA between host and HBM), or raise
-    :class:`TcplanError` naming every broken rule."""
-    violations: list[Violation] = []
+    :class:`TcplanError` naming every broken rule.  ``relax`` names rules to ignore: only
+    the planner's diagnostics use it, to find which rules conflict."""
+    violations = _Relaxed(relax)
     tiers = {source.tier, destination.tier}
     if pcie and not (tiers == {"host", "hbm"}):
         violations.append(Violation("dma-tiers", (source.tier, destination.tier), {
@@ -196,11 +198,13 @@ def lower(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         raise TcplanError(violations)
     for t in (source, destination):
         violations += placement_violations(t, chips)
+    violations.prune()
     violations += _stream_engine_violations(stream, chips)
     violations += _overlap(source, destination)
     if source.dtype != destination.dtype:
         violations.append(Violation("dma-dtype", (), {
             "src": source.dtype, "dst": destination.dtype}))
+    violations.prune()
     if violations:
         raise TcplanError(violations)
     eb = source.elem_bytes
@@ -223,6 +227,7 @@ def lower(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     violations += packet_violations("dma", "read", source.dtype, stream.dims["packet"], [])
     final, final_terms, stride0, more = _entries(raw, terms, packet_elems)
     violations += more
+    violations.prune()
     if violations:
         raise TcplanError(violations)
     engines = _engines(source, destination, stream, temporal, raw, terms, rl, wl, engine_at)
@@ -230,6 +235,7 @@ def lower(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         for e in engines:
             for c in e.commands:
                 violations += _alignment(source, destination, e, c)
+    violations.prune()
     if violations:
         raise TcplanError(_dedupe(violations))
     read = Side(source.tier, [(n, r) for n, r, _ in final], stride0, eb)
@@ -239,6 +245,18 @@ def lower(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     plan.default_stream = bool(stream.meta.get("default"))
     plan.stream_dims = stream.dims
     return plan
+
+
+class _Relaxed(list):
+    """A violation list that drops the rules being relaxed."""
+
+    def __init__(self, relax: frozenset[str]):
+        super().__init__()
+        self.relax = relax
+
+    def prune(self) -> None:
+        if self.relax:
+            self[:] = [v for v in self if v.rule not in self.relax]
 
 
 def _entries(raw: list[tuple[int, int, int]], terms: list[str], packet: int

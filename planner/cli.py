@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import io
 import json
 import os
 import sys
@@ -103,6 +104,24 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="solver worker threads (default 1: deterministic)")
     so.add_argument("--seed", type=_seed, default=0,
                     help="solver seed and seed of the verification data")
+    ex = sub.add_parser(
+        "explain", help="why a problem has no plan, or what binds the plan it has",
+        description="For an infeasible problem: a minimal set of conflicting requirements "
+                    "(dropping any one makes it plannable), each with its rule id, terms and "
+                    "fix; exit 1. For a feasible one: the binding constraints and the "
+                    "bottleneck; exit 0.")
+    ex.add_argument("problem", metavar="PROBLEM.yaml")
+    ex.add_argument("--json", action="store_true", help="print one JSON object")
+    ba = sub.add_parser(
+        "batch", help="solve and verify every problem under a directory",
+        description="Solve (or verify) every *.yaml under DIR in parallel worker processes "
+                    "and check each against its expect block (status, cycles within 10%, "
+                    "invocations, verified, error and explanation rule ids). Exit 0 when "
+                    "every problem met its expectations, 1 otherwise.")
+    ba.add_argument("dir", metavar="DIR")
+    ba.add_argument("--jobs", type=_count, default=2, metavar="N",
+                    help="worker processes (default 2)")
+    ba.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
 
@@ -312,7 +331,7 @@ def _cmd_sequence(args: argparse.Namespace, stdout: TextIO) -> int:
     return EXIT_OK
 
 
-COMMANDS = ("sequence", "trace", "lower", "verify", "run", "solve")
+COMMANDS = ("sequence", "trace", "lower", "verify", "run", "solve", "explain", "batch")
 
 
 def _run_data(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
@@ -525,6 +544,121 @@ def _cmd_solve(args: argparse.Namespace, stdout: TextIO) -> int:
     lines.append(f"verified: {report['checked']:,} output elements; {report['method']}")
     print("\n".join(lines), file=stdout)
     return EXIT_OK
+
+
+def _cmd_explain(args: argparse.Namespace, stdout: TextIO) -> int:
+    from .explain import explain
+    problem = load_problem(args.problem)
+    code, rep = explain(problem)
+    if args.json:
+        print(json.dumps(rep), file=stdout)
+        return code
+    if not rep["feasible"]:
+        lines = [f"{problem.name}: no plan. These requirements conflict (drop any one and a "
+                 "plan exists):"]
+        for it in rep["conflict"]:
+            head = f"[{it['rule']}]" if it.get("rule") else "[bound]"
+            lines.append(f"  {head} {it['message']}")
+            lines.append(f"      fix: {it['fix']}")
+    else:
+        lines = [f"{problem.name}: plannable, {rep['cycles']:,} cycles"
+                 + (f" (lower bound {rep['lower_bound']:,})" if "lower_bound" in rep else "")]
+        if "bottleneck" in rep:
+            lines.append(f"  bottleneck: {rep['bottleneck']}")
+        for pen in rep.get("penalties", []):
+            lines.append(f"  penalty: {pen}")
+        for b in rep.get("binding", []):
+            lines.append("  binding: " + (f"[{b['rule']}] " if b.get("rule") else "")
+                         + b["title"] + (f" ({b['candidates_rejected']} candidate(s) "
+                                         "rejected)" if "candidates_rejected" in b else "")
+                         + (f": {b['detail']}" if "detail" in b else ""))
+    print("\n".join(lines), file=stdout)
+    return code
+
+
+def _batch_one(path: str) -> dict[str, Any]:
+    """One problem of a batch, in a worker process: solve or verify, then its expectations."""
+    import time
+    t0 = time.perf_counter()
+    try:
+        problem = load_problem(path)
+    except TcplanError as err:
+        return {"problem": path, "status": "bad input", "ok": False,
+                "why": err.message, "time": 0.0}
+    cmd = "solve" if problem.kind in ("expression", "dma", "pcie") else "verify"
+    out, err = io.StringIO(), io.StringIO()
+    code = main([cmd, path, "--json"], stdout=out, stderr=err)
+    dt = time.perf_counter() - t0
+    try:
+        r = json.loads(out.getvalue().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"problem": problem.name, "status": "crashed", "ok": False,
+                "why": err.getvalue()[-300:], "time": dt}
+    exp = problem.expect
+    status = r.get("status") or ("verified" if r.get("verified") else "failed")
+    error = (r.get("explanation") or r.get("error") or {}).get("code")
+    if code == 1 and error and status not in ("infeasible",):
+        status = "infeasible" if r.get("verified") is not False else status
+    why = []
+    if "error" in exp:
+        if error != exp["error"]:
+            why.append(f"expected error {exp['error']}, got {error or 'a plan'}")
+    elif code != 0:
+        why.append(f"exit {code}: {error}")
+    if "explanation" in exp and error:
+        from .explain import explain
+        try:
+            _, rep = explain(problem)
+            got = sorted(it.get("rule") or it["requirement"] for it in rep.get("conflict", []))
+            if got != sorted(exp["explanation"]):
+                why.append(f"expected conflict {sorted(exp['explanation'])}, got {got}")
+        except TcplanError as e:
+            why.append(f"explain: {e.code}")
+    for k in ("status", "invocations", "verified"):
+        if k in exp and r.get(k) != exp[k]:
+            why.append(f"{k}: expected {exp[k]}, got {r.get(k)}")
+    if "cycles" in exp and isinstance(r.get("cycles"), int):
+        if abs(r["cycles"] - exp["cycles"]) > 0.10 * exp["cycles"]:
+            why.append(f"cycles: expected {exp['cycles']:,} (10%), got {r['cycles']:,}")
+    return {"problem": problem.name, "status": status, "cycles": r.get("cycles"),
+            "lower_bound": r.get("lower_bound"), "solve_time": r.get("solve_time"),
+            "time": round(dt, 3), "ok": not why, "why": "; ".join(why)}
+
+
+def _cmd_batch(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    import multiprocessing
+    import pathlib
+    root = pathlib.Path(args.dir)
+    if not root.is_dir():
+        raise fail("bad-request", detail=f"{args.dir} is not a directory",
+                   fix="give a directory of problem files")
+    paths = sorted(str(p) for p in root.rglob("*.yaml"))
+    if not paths:
+        raise fail("bad-request", detail=f"no *.yaml under {args.dir}",
+                   fix="give a directory of problem files")
+    rows: list[dict[str, Any]] = []
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(args.jobs) as pool:
+        for k, row in enumerate(pool.imap(_batch_one, paths), 1):
+            rows.append(row)
+            print(f"\r[{k}/{len(paths)}] {row['problem'][:40]:<40}", end="", file=stderr,
+                  flush=True)
+    print(file=stderr)
+    ok = all(r["ok"] for r in rows)
+    if args.json:
+        print(json.dumps({"ok": ok, "problems": rows}), file=stdout)
+    else:
+        lines = [f"{'problem':<34} {'status':<11} {'cycles':>10} {'bound':>10} "
+                 f"{'solve s':>8}  expectations"]
+        for r in rows:
+            c = f"{r['cycles']:,}" if isinstance(r.get("cycles"), int) else "-"
+            b = f"{r['lower_bound']:,}" if isinstance(r.get("lower_bound"), int) else "-"
+            st = f"{r['solve_time']:.2f}" if isinstance(r.get("solve_time"), float) else "-"
+            lines.append(f"{r['problem'][:34]:<34} {r['status'][:11]:<11} {c:>10} {b:>10} "
+                         f"{st:>8}  {'met' if r['ok'] else 'NOT met: ' + r['why']}")
+        lines.append(f"{sum(r['ok'] for r in rows)}/{len(rows)} met their expectations")
+        print("\n".join(lines), file=stdout)
+    return EXIT_OK if ok else EXIT_RULE
 
 
 def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
@@ -823,6 +957,10 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
             return _cmd_run(args, stdout)
         if args.command == "solve":
             return _cmd_solve(args, stdout)
+        if args.command == "explain":
+            return _cmd_explain(args, stdout)
+        if args.command == "batch":
+            return _cmd_batch(args, stdout, stderr)
         return _cmd_sequence(args, stdout)
     except TcplanError as err:
         if want_json:

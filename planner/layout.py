@@ -65,6 +65,7 @@ class Search:
     pieces: list[Piece]
     candidates: list[Candidate]  # legal ones, ranked
     rejected: dict[str, int] = field(default_factory=dict)  # rule id -> candidates
+    examples: dict[str, Any] = field(default_factory=dict)  # rule id -> first Violation
     status: str = "optimal"
     enumerated: int = 0
 
@@ -132,7 +133,7 @@ def _fit(pieces: list[Piece], most: int) -> list[Piece]:
 
 def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
            packet_max_bytes: int | None = None, time_limit: float = 10.0, workers: int = 1,
-           seed: int = 0) -> Search:
+           seed: int = 0, relax: frozenset[str] = frozenset()) -> Search:
     """Every legal (order, packet) of the free stream, ranked by the estimate."""
     from ortools.sat.python import cp_model
     spatial = {d: stream.dims[d] for d in ("chip", "cluster", "slice")}
@@ -191,9 +192,12 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         dims["packet"] = parse("m![" + (", ".join(pack_t) or "1") + "]", axes, "packet")
         s = Tensor("stream", "stream", stream.dtype, dims)
         try:
-            plan = dma.lower(source, destination, s, chips)
+            plan = dma.lower(source, destination, s, chips, relax=relax)
         except TcplanError as e:
-            result.rejected[e.code] = result.rejected.get(e.code, 0) + 1
+            for v in e.violations:
+                result.examples.setdefault(v.rule, v)
+            for r in {v.rule for v in e.violations}:  # candidates, not violations
+                result.rejected[r] = result.rejected.get(r, 0) + 1
             continue
         c = Candidate(order, kk, dims["time"].text(), dims["packet"].text(),
                       estimate(plan).cycles, plan)
@@ -202,6 +206,8 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     if not result.candidates:
         rules = ", ".join(f"{r} ({k})" for r, k in sorted(result.rejected.items())) or \
             "none enumerated"
-        raise fail("plan-no-layout", tuple(result.rejected), pieces=", ".join(
+        err = fail("plan-no-layout", tuple(result.rejected), pieces=", ".join(
             p.term() for p in pieces), rules=rules)
+        err.search = result  # type: ignore[attr-defined]  # for the diagnostics
+        raise err
     return result

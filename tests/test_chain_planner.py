@@ -18,7 +18,8 @@ from planner.cli import main
 from planner.spec import load_problem, load_problem_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-EXPRS = sorted((ROOT / "problems/expressions").glob("*.yaml"))
+EXPRS = sorted((ROOT / "problems/expressions").glob("*.yaml")) + [
+    p for p in sorted((ROOT / "problems/infeasible").glob("expr_*.yaml"))]
 
 SMALL = """kind: expression
 dtype: {dtype}

@@ -22,8 +22,8 @@ from planner.spec import load_problem, load_problem_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DMA_FILES = [p for p in sorted((ROOT / "problems").rglob("*.yaml"))
-             if load_problem(p).kind in ("dma", "pcie") and not load_problem(p).params.get(
-                 "free")]
+             if load_problem(p).kind in ("dma", "pcie") and "error" not in load_problem(
+                 p).expect]
 
 
 def run(argv):
@@ -152,3 +152,73 @@ stream: {time: free, packet: free}
     half.write_text(bad.read_text().replace("packet: free", "packet: 'm![C]'"))
     code, out, _ = run(["solve", str(half), "--json"])
     assert code == 2 and "together" in json.loads(out)["error"]["message"]
+
+
+# ---- explain and batch ---------------------------------------------------------------------------
+INFEASIBLE = sorted((ROOT / "problems/infeasible").glob("*.yaml"))
+PLANNING = sorted((ROOT / "problems/planning").glob("*.yaml"))
+
+
+def test_libraries_are_large_enough():
+    assert len(INFEASIBLE) >= 8
+    exprs = list((ROOT / "problems/expressions").glob("*.yaml"))
+    assert len(PLANNING) + len(exprs) >= 10 and len(PLANNING) >= 8
+
+
+@pytest.mark.parametrize("path", INFEASIBLE, ids=lambda p: p.stem)
+def test_infeasible_problem_explained_minimally(path):
+    from planner.explain import BOUND, _feasible, explain
+    p = load_problem(path)
+    code, rep = explain(p)
+    assert code == 1 and rep["feasible"] is False
+    got = sorted(it["requirement"] for it in rep["conflict"])
+    if "explanation" in p.expect:
+        assert got == sorted(p.expect["explanation"])
+    else:
+        assert got == [p.expect["error"]]
+    if p.kind == "dma" and p.params.get("free"):
+        pool = set(got) | {BOUND}
+        # dropping any one reported requirement makes the problem plannable
+        for r in got:
+            ok, _ = _feasible(p, set(got) - {r}, pool | set(got))
+            assert ok, (path.name, r)
+    code, out, _ = run(["explain", str(path)])
+    assert code == 1 and "conflict" in out and "fix:" in out
+
+
+def test_explain_feasible_reports_the_bottleneck():
+    code, out, _ = run(["explain", str(ROOT / "problems/planning/dma_example_4_free.yaml"),
+                        "--json"])
+    r = json.loads(out)
+    assert code == 0 and r["feasible"] and r["bottleneck"] == "HBM channels"
+    assert any(b.get("rule") == "dma-hbm-dm-align" for b in r["binding"])
+
+
+def test_batch_meets_every_expectation(tmp_path):
+    import shutil
+    for d in ("infeasible", "expressions"):
+        for f in (ROOT / "problems" / d).glob("*.yaml"):
+            shutil.copy(f, tmp_path / f"{d}_{f.name}")
+    shutil.copy(ROOT / "problems/planning/dma_example_5_free.yaml", tmp_path)
+    code, out, err = run(["batch", str(tmp_path), "--jobs", "2", "--json"])
+    r = json.loads(out)
+    bad = [x for x in r["problems"] if not x["ok"]]
+    assert code == 0 and r["ok"], bad
+    assert len(r["problems"]) == len(list(tmp_path.glob("*.yaml")))
+    # an unmet expectation fails the batch
+    (tmp_path / "wrong.yaml").write_text(
+        (ROOT / "problems/expressions/expr_tanh_sqrt.yaml").read_text().replace(
+            "invocations: 2", "invocations: 1"))
+    code, out, _ = run(["batch", str(tmp_path), "--json"])
+    assert code == 1 and any("invocations" in x["why"] for x in json.loads(out)["problems"])
+
+
+def test_readme_quick_start_example_runs():
+    import re
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("```sh", 1)[1].split("```", 1)[0]
+    cmd = re.search(r"tcplan (\S+) (\S+)", block.strip().splitlines()[0])
+    assert cmd and cmd.group(1) == "solve"
+    code, out, _ = run([cmd.group(1), str(ROOT / cmd.group(2))])
+    assert code == 0 and "verified" in out and "1,524 cycles" not in out.split("cycles:")[0]
+    assert "cycles: 1,524" in out

@@ -1,0 +1,141 @@
+"""`tcplan explain`: why a problem has no plan (a minimal set of conflicting requirements), or,
+when it has one, what binds it and where its time goes.
+
+For a free DMA stream the requirements are the hardware rules that rejected candidates and the
+problem's own bounds.  The conflict is shrunk by deletion: a requirement stays only if the
+problem becomes plannable without it (every other one kept), so dropping any one reported
+requirement makes the problem feasible.  A rule is "dropped" by lowering with it relaxed
+(`model.dma.lower(relax=...)`); a bound by searching without it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from model.rules import RULES, TcplanError
+
+BOUND = "bound:packet_max_bytes"
+
+
+def _feasible(problem, keep: set[str], pool: set[str]) -> tuple[bool, set[str]]:
+    """Plannable with only ``keep`` enforced (of ``pool``)? Also: rules that newly reject."""
+    from .layout import search
+    t = problem.tensors
+    bound = problem.params.get("bounds", {}).get("packet_max_bytes") if BOUND in keep \
+        else None
+    relax = frozenset(r for r in pool if r != BOUND and r not in keep)
+    try:
+        search(t["source"], t["destination"], t["stream"], problem.chips, bound,
+               relax=relax)
+        return True, set()
+    except TcplanError as e:
+        found = getattr(e, "search", None)
+        return False, set(found.rejected) if found is not None else set()
+
+
+def minimal_conflict(problem, rejected: set[str]) -> list[str]:
+    """A minimal set of requirements that together leave no plan (deletion filter)."""
+    pool = set(rejected)
+    if problem.params.get("bounds", {}).get("packet_max_bytes") is not None:
+        pool.add(BOUND)
+    # rules can hide behind others: grow the pool until relaxing it all is feasible
+    while True:
+        ok, more = _feasible(problem, set(), pool)
+        if ok or not (more - pool):
+            break
+        pool |= more
+    core = sorted(pool)
+    for r in list(core):
+        trial = [x for x in core if x != r]
+        ok, _ = _feasible(problem, set(trial), pool)
+        if not ok:  # still infeasible without r: r is not needed for the conflict
+            core = trial
+    return core
+
+
+def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
+    """(exit code, report): 1 with the conflict for an infeasible problem, 0 otherwise."""
+    if problem.kind == "expression":
+        return _explain_expression(problem)
+    if problem.kind not in ("dma", "pcie"):
+        from model.rules import fail
+        raise fail("bad-request", detail=f"tcplan explain covers DMA and expression problems, "
+                   f"not {problem.kind}", fix="use tcplan verify")
+    from model.cost import dma_cycles, lower_bound
+
+    from .layout import search
+    from .lowering import lower_problem
+    t = problem.tensors
+    free = problem.params.get("free")
+    try:
+        if free:
+            found = search(t["source"], t["destination"], t["stream"], problem.chips,
+                           problem.params.get("bounds", {}).get("packet_max_bytes"))
+            plan = found.best.plan
+        else:
+            found, plan = None, lower_problem(problem)
+    except TcplanError as e:
+        if e.kind == "input":
+            raise
+        found = getattr(e, "search", None)
+        if found is None:  # a given stream: every broken rule is its own conflict
+            items = [_item(v.rule, v.to_json()) for v in e.violations]
+            return 1, {"problem": problem.name, "feasible": False, "conflict": items}
+        core = minimal_conflict(problem, set(found.rejected))
+        items = []
+        for r in core:
+            if r == BOUND:
+                b = problem.params["bounds"]["packet_max_bytes"]
+                items.append({"requirement": BOUND, "rule": None,
+                              "message": f"the problem bounds the packet to {b:,} B",
+                              "fix": "raise or drop bounds.packet_max_bytes"})
+            else:
+                v = found.examples.get(r)
+                items.append(_item(r, v.to_json() if v is not None else None))
+        return 1, {"problem": problem.name, "feasible": False, "conflict": items,
+                   "pieces": [p.term() for p in found.pieces]}
+    cost = dma_cycles(plan)
+    bound = lower_bound(plan)
+    binding = []
+    if found is not None:
+        best = found.best.cycles
+        for r, n in sorted(found.rejected.items()):
+            binding.append({"rule": r, "candidates_rejected": n,
+                            "title": RULES[r].title})
+        binding.append({"rule": None, "title": f"{len(found.candidates)} legal layout(s); "
+                        f"the chosen one is the fastest by the estimate ({best:,} cycles)"})
+    return 0, {"problem": problem.name, "feasible": True, "cycles": cost.cycles,
+               "lower_bound": bound, "bottleneck": cost.bottleneck,
+               "penalties": cost.penalties, "binding": binding}
+
+
+def _item(rule: str, v: dict | None) -> dict[str, Any]:
+    r = RULES[rule]
+    return {"requirement": rule, "rule": rule, "title": r.title,
+            "message": v["message"] if v else r.title, "fix": v["fix"] if v else r.fix,
+            "terms": (v or {}).get("terms", [])}
+
+
+def _explain_expression(problem) -> tuple[int, dict[str, Any]]:
+    from .chains import plan_expression
+    try:
+        plan = plan_expression(problem)
+    except TcplanError as e:
+        if e.kind == "input":
+            raise
+        return 1, {"problem": problem.name, "feasible": False,
+                   "conflict": [_item(v.rule, v.to_json()) for v in e.violations]}
+    binding = []
+    if len(plan.chains) > 1:
+        used: dict[str, int] = {}
+        for a in plan.analyses:
+            for alu in a.alus:
+                used[alu] = used.get(alu, 0) + 1
+        again = [alu for alu, k in used.items() if k > 1]
+        rule = "ve-alu-busy" if again else "ve-stage-order"
+        binding.append({"rule": rule, "title": RULES[rule].title,
+                        "detail": ("needed more than once: " + ", ".join(again)) if again
+                        else "an op's stage comes before an earlier op's"})
+    return 0, {"problem": problem.name, "feasible": True, "cycles": plan.cycles,
+               "invocations": len(plan.chains), "binding": binding,
+               "bottleneck": [a.breakdown()["bottleneck"] for a in plan.analyses]}
