@@ -669,19 +669,17 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
     from executor.run import run_dma
     from model.cost import dma_cycles, estimate, lower_bound
 
-    from .layout import search
+    from .layout import plan_free
     t = problem.tensors
     t0 = time.perf_counter()
     free = problem.params.get("free", [])
     try:
         if free:
-            bounds = problem.params.get("bounds", {})
-            found = search(t["source"], t["destination"], t["stream"], problem.chips,
-                           bounds.get("packet_max_bytes"), args.time_limit, args.workers,
-                           args.seed)
+            found, split = plan_free(problem, args.time_limit, args.seed)
             best = found.best
             plan, status = best.plan, found.status
-            chosen = {"time": best.time, "packet": best.packet_text}
+            chosen = {"time": best.time, "packet": best.packet_text,
+                      "cluster": f"m![{split['cluster']}]", "slice": f"m![{split['slice']}]"}
             n_cand, rejected = len(found.candidates), found.rejected
         else:
             plan, status = lower_problem(problem), "given"
@@ -716,7 +714,9 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
     if args.json:
         print(json.dumps(out), file=stdout)
     else:
-        lines = [f"{problem.name}: stream Time {chosen['time']}, Packet {chosen['packet']} "
+        lines = [f"{problem.name}: stream "
+                 + (f"Cluster {chosen['cluster']}, Slice {chosen['slice']}, " if "slice" in
+                    chosen else "") + f"Time {chosen['time']}, Packet {chosen['packet']} "
                  f"({status}; {n_cand} legal layout(s)"
                  + (", rejected: " + ", ".join(f"{r} x{k}" for r, k in rejected.items())
                     if rejected else "") + f"; {solve_s:.2f} s)",

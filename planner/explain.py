@@ -19,14 +19,12 @@ BOUND = "bound:packet_max_bytes"
 
 def _feasible(problem, keep: set[str], pool: set[str]) -> tuple[bool, set[str]]:
     """Plannable with only ``keep`` enforced (of ``pool``)? Also: rules that newly reject."""
-    from .layout import search
-    t = problem.tensors
+    from .layout import plan_free
     bound = problem.params.get("bounds", {}).get("packet_max_bytes") if BOUND in keep \
         else None
     relax = frozenset(r for r in pool if r != BOUND and r not in keep)
     try:
-        search(t["source"], t["destination"], t["stream"], problem.chips, bound,
-               relax=relax)
+        plan_free(problem, relax=relax, bound=bound)
         return True, set()
     except TcplanError as e:
         found = getattr(e, "search", None)
@@ -63,14 +61,12 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
                    f"not {problem.kind}", fix="use tcplan verify")
     from model.cost import dma_cycles, lower_bound
 
-    from .layout import search
+    from .layout import plan_free
     from .lowering import lower_problem
-    t = problem.tensors
     free = problem.params.get("free")
     try:
         if free:
-            found = search(t["source"], t["destination"], t["stream"], problem.chips,
-                           problem.params.get("bounds", {}).get("packet_max_bytes"))
+            found = plan_free(problem)[0]
             plan = found.best.plan
         else:
             found, plan = None, lower_problem(problem)

@@ -211,3 +211,107 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         err.search = result  # type: ignore[attr-defined]  # for the diagnostics
         raise err
     return result
+
+
+def engine_splits(source: Tensor, destination: Tensor, stream: Tensor, free: list[str]
+                  ) -> list[dict[str, str]]:
+    """Candidate engine splits: the stream's Cluster (up to 2 positions) and Slice (up to 4
+    DMN-pair engines per cluster) each take the top digits of one piece, or nothing."""
+    spatial = {d: stream.dims[d] for d in ("chip",)}
+    pieces = pieces_of(source, destination, spatial)
+
+    def tops(most: int) -> list[str]:
+        out = []
+        for p in pieces:
+            for k in (4, 2):
+                if k <= most and p.count % k == 0 and p.count >= k:
+                    sub = Piece(p.axis, p.hi // k, p.hi, p.size)
+                    out.append(sub.term())
+        return out
+    slices = ["1"] + (tops(hw.DMA_ENGINES_PER_CLUSTER) if "slice" in free else [])
+    clusters = ["1"] + (tops(hw.CLUSTERS_PER_CHIP) if "cluster" in free else [])
+    if "slice" not in free:
+        slices = [stream.dims["slice"].text()[3:-1]]
+    if "cluster" not in free:
+        clusters = [stream.dims["cluster"].text()[3:-1]]
+    out = []
+    for c in clusters:
+        for sl in slices:
+            if c != "1" and c == sl:
+                continue
+            out.append({"cluster": c, "slice": sl})
+    return out
+
+
+def _engines_of(split: dict[str, str], stream: Tensor, axes: dict[str, int]) -> int:
+    n = 1
+    for text in split.values():
+        try:
+            n *= parse(f"m![{text}]", axes).size
+        except TcplanError:
+            return 0
+    return n
+
+
+def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
+                   free: list[str], packet_max_bytes: int | None = None,
+                   time_limit: float = 10.0, seed: int = 0,
+                   relax: frozenset[str] = frozenset()) -> tuple[Search, dict[str, str]]:
+    """The best (engine split, order, packet): every candidate split searched in turn."""
+    axes = dict(source.dims["element"].axes)
+    for t in (source, destination, stream):
+        for mm in t.dims.values():
+            axes.update(mm.axes)
+    best: tuple[Search, dict[str, str]] | None = None
+    rejected: dict[str, int] = {}
+    examples: dict[str, Any] = {}
+    splits = engine_splits(source, destination, stream, free)
+    count = {i: _engines_of(sp, stream, axes) for i, sp in enumerate(splits)}
+    # the most engines first; fewer only when no split with more has a legal layout
+    for i in sorted(range(len(splits)), key=lambda i: -count[i]):
+        split = splits[i]
+        if best is not None and count[i] < _engines_of(best[1], stream, axes):
+            break
+        dims = dict(stream.dims)
+        try:
+            for d, text in split.items():
+                dims[d] = parse(f"m![{text}]", axes, d)
+        except TcplanError:
+            continue
+        s = Tensor("stream", "stream", stream.dtype, dims)
+        try:
+            found = search(source, destination, s, chips, packet_max_bytes, time_limit,
+                           seed=seed, relax=relax)
+        except TcplanError as e:
+            f = getattr(e, "search", None)
+            if f is not None:
+                for r, k in f.rejected.items():
+                    rejected[r] = rejected.get(r, 0) + k
+                    examples.setdefault(r, f.examples.get(r))
+            continue
+        if best is None or found.best.cycles < best[0].best.cycles:
+            best = (found, split)
+    if best is None:
+        err = fail("plan-no-layout", tuple(rejected), pieces="(every engine split)",
+                   rules=", ".join(f"{r} ({k})" for r, k in sorted(rejected.items())))
+        err.search = Search([], [], rejected, examples)  # type: ignore[attr-defined]
+        raise err
+    return best
+
+
+def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
+              relax: frozenset[str] = frozenset(), bound: Any = "problem"
+              ) -> tuple[Search, dict[str, str]]:
+    """A problem's free stream: (the search, the engine split used)."""
+    t = problem.tensors
+    free = problem.params.get("free", [])
+    if bound == "problem":
+        bound = problem.params.get("bounds", {}).get("packet_max_bytes")
+    if "cluster" in free or "slice" in free:
+        return search_engines(t["source"], t["destination"], t["stream"], problem.chips,
+                              free, bound, time_limit, seed, relax)
+    found = search(t["source"], t["destination"], t["stream"], problem.chips, bound,
+                   time_limit, seed=seed, relax=relax)
+    st = t["stream"]
+    return found, {"cluster": st.dims["cluster"].text()[3:-1],
+                   "slice": st.dims["slice"].text()[3:-1]}

@@ -19,9 +19,8 @@ def lower_problem(problem: Any) -> Any:
     """The configs of a problem: a DmaPlan or a SequencerConfig (raises TcplanError)."""
     t = problem.tensors
     if problem.kind in ("dma", "pcie") and problem.params.get("free"):
-        from .layout import search  # a free stream: the searched layout's plan
-        return search(t["source"], t["destination"], t["stream"], problem.chips,
-                      problem.params.get("bounds", {}).get("packet_max_bytes")).best.plan
+        from .layout import plan_free  # a free stream: the searched layout's plan
+        return plan_free(problem)[0].best.plan
     if problem.kind in ("dma", "pcie"):
         return dma.lower(t["source"], t["destination"], t["stream"], problem.chips,
                          problem.params.get("engine_at"), pcie=problem.kind == "pcie")

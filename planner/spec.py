@@ -226,6 +226,11 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
         spec_s = data.get("stream")
         free = [d for d in ("time", "packet") if isinstance(spec_s, dict)
                 and spec_s.get(d) == "free"]
+        engines_free = [d for d in ("cluster", "slice") if isinstance(spec_s, dict)
+                        and spec_s.get(d) == "free"]
+        if engines_free and len(free) != 2:
+            raise doc.error(("stream", engines_free[0]), "a free engine split needs a free "
+                            "time and packet", "time: free and packet: free")
         if free and len(free) != 2:
             raise doc.error(("stream", free[0]), "free the time and the packet together (the "
                             "packet is the innermost part of the searched order)",
@@ -233,9 +238,9 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
         if free:
             from model.dma import default_stream
             placeholder = default_stream(tensors["source"], tensors["destination"])
-            spec_s = {k: v for k, v in spec_s.items() if k not in free}
+            spec_s = {k: v for k, v in spec_s.items() if k not in free + engines_free}
             spec_s.update({d: placeholder.dims[d].text() for d in free})
-            params["free"] = free
+            params["free"] = free + engines_free
         if kind == "dma" and "bounds" in data:
             b = data["bounds"]
             if not isinstance(b, dict) or set(b) - {"packet_max_bytes"}:
