@@ -673,6 +673,8 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
     t = problem.tensors
     t0 = time.perf_counter()
     free = problem.params.get("free", [])
+    if problem.params.get("hops", 1) > 1:
+        return _solve_hops(problem, args, stdout)
     try:
         if free:
             found, split = plan_free(problem, args.time_limit, args.seed)
@@ -725,6 +727,56 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
                  f"ratio {out['bound_ratio']})",
                  f"verified: {checked:,} destination elements" if verified else
                  "NOT verified: " + error["message"]]
+        print("\n".join(lines), file=stdout)
+    return EXIT_OK if verified else EXIT_RULE
+
+
+def _solve_hops(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
+    """Direct or through one intermediate HBM layout: the shortest path of planned hops;
+    each hop is executed and verified (so the chain holds the source tensor end to end)."""
+    import time
+
+    from executor.run import run_dma
+    from model.cost import dma_cycles
+
+    from .hops import plan_hops
+    t0 = time.perf_counter()
+    try:
+        hp = plan_hops(problem)
+    except TcplanError as err:
+        if err.kind == "input":
+            raise
+        out = {"problem": problem.name, "status": "infeasible", "cycles": None, "plan": None,
+               "verified": None, "explanation": err.to_json()}
+        print(json.dumps(out) if args.json else f"{problem.name}: infeasible\n"
+              + _format_error(err), file=stdout)
+        return EXIT_RULE
+    solve_s = time.perf_counter() - t0
+    rows, verified, total = [], True, 0
+    for h in hp.hops:
+        full = dma_cycles(h.plan).cycles
+        total += full
+        try:
+            checked = run_dma(problem, h.plan, args.seed)["checked"]
+        except TcplanError:
+            verified, checked = False, 0
+        rows.append({"source": h.source.describe(), "destination": h.destination.describe(),
+                     "stream": h.stream, "cycles": full, "estimate": h.cycles,
+                     "checked": checked})
+    out = {"problem": problem.name, "status": "optimal", "cycles": total,
+           "plan": {"hops": rows}, "verified": verified, "why": hp.direct_error,
+           "intermediates_tried": hp.tried, "solve_time": round(solve_s, 3)}
+    if args.json:
+        print(json.dumps(out), file=stdout)
+    else:
+        lines = [f"{problem.name}: {len(rows)} hop(s), {total:,} cycles"
+                 + (f" ({hp.direct_error})" if hp.direct_error else "")
+                 + f"; {hp.tried} intermediate layout(s) tried in {solve_s:.2f} s"]
+        for k, r in enumerate(rows, 1):
+            lines.append(f"  hop {k}: {r['source']} -> {r['destination']}")
+            lines.append(f"         stream {r['stream']}; {r['cycles']:,} cycles; "
+                         + (f"verified ({r['checked']:,} elements)" if r["checked"] else
+                            "NOT verified"))
         print("\n".join(lines), file=stdout)
     return EXIT_OK if verified else EXIT_RULE
 

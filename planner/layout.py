@@ -292,7 +292,8 @@ def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: i
         if best is None or found.best.cycles < best[0].best.cycles:
             best = (found, split)
     if best is None:
-        err = fail("plan-no-layout", tuple(rejected), pieces="(every engine split)",
+        err = fail("plan-no-layout", tuple(rejected), pieces="of the stream, over every "
+                   "engine split,",
                    rules=", ".join(f"{r} ({k})" for r, k in sorted(rejected.items())))
         err.search = Search([], [], rejected, examples)  # type: ignore[attr-defined]
         raise err

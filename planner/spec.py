@@ -27,7 +27,7 @@ COMMON_KEYS = {"format", "name", "description", "kind", "chips", "dtype", "axes"
 KIND_KEYS: dict[str, tuple[set[str], set[str]]] = {
     "layout": ({"tensors"}, {"tensors"}),
     "sequence": ({"buffer", "stream", "mode", "engine"}, {"buffer", "stream"}),
-    "dma": ({"source", "destination", "stream", "engine_at", "bounds"},
+    "dma": ({"source", "destination", "stream", "engine_at", "bounds", "hops"},
             {"source", "destination"}),
     "pcie": ({"source", "destination", "stream"}, {"source", "destination"}),
     "redistribute": ({"source", "steps"}, {"source", "steps"}),
@@ -251,6 +251,14 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
                 raise doc.error(("bounds", "packet_max_bytes"), f"{v!r} is not a byte count",
                                 "packet_max_bytes: 1024")
             params["bounds"] = dict(b)
+        if kind == "dma" and "hops" in data:
+            h = data["hops"]
+            if h not in (1, 2) or isinstance(h, bool):
+                raise doc.error(("hops",), f"{h!r} is not 1 or 2", "hops: 2")
+            if not free:
+                raise doc.error(("hops",), "a multi-hop search plans free streams",
+                                "add stream: {time: free, packet: free}")
+            params["hops"] = h
         if "stream" in data:
             tensors["stream"] = ctx.tensor(("stream",), spec_s, "stream", tier="stream")
         else:

@@ -23,7 +23,7 @@ from planner.spec import load_problem, load_problem_text
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DMA_FILES = [p for p in sorted((ROOT / "problems").rglob("*.yaml"))
              if load_problem(p).kind in ("dma", "pcie") and "error" not in load_problem(
-                 p).expect]
+                 p).expect and load_problem(p).params.get("hops", 1) == 1]
 
 
 def run(argv):
@@ -257,3 +257,25 @@ def test_planning_library_is_close_to_its_bounds():
         assert r["verified"], f.name
         ratios.append(r["bound_ratio"])
     assert sum(ratios) / len(ratios) <= 1.15
+
+
+def test_two_hops_when_no_single_transfer_is_legal(tmp_path):
+    path = ROOT / "problems/planning/two_hop_narrow_rows.yaml"
+    code, out, _ = run(["solve", str(path), "--json"])
+    r = json.loads(out)
+    assert code == 0 and r["verified"] and len(r["plan"]["hops"]) == 2
+    assert r["why"] == "no single transfer is legal"
+    assert all(h["checked"] == 8192 for h in r["plan"]["hops"])
+    one = tmp_path / "one.yaml"
+    one.write_text(path.read_text().replace("hops: 2", "hops: 1"))
+    code, out, _ = run(["solve", str(one), "--json"])
+    assert code == 1 and json.loads(out)["explanation"]["code"] == "plan-no-layout"
+
+
+def test_two_hops_allowed_but_direct_is_faster(tmp_path):
+    f = tmp_path / "t.yaml"
+    f.write_text((ROOT / "problems/planning/hbm_transpose_free.yaml").read_text().replace(
+        "'m![A, C, B]'", "'m![C, A, B]'") + "hops: 2\n")
+    code, out, _ = run(["solve", str(f), "--json"])
+    r = json.loads(out)
+    assert code == 0 and r["verified"] and len(r["plan"]["hops"]) == 1 and r["why"] is None
