@@ -250,8 +250,8 @@ def test_free_engine_split_beats_the_given_one(tmp_path):
 def test_planning_library_is_close_to_its_bounds():
     ratios = [1.0]  # Example 4 (157,770 = its bound), solved and verified above
     for f in PLANNING:
-        if f.stem == "dma_example_4_free":
-            continue
+        if f.stem == "dma_example_4_free" or load_problem(f).params.get("hops", 1) > 1:
+            continue  # Example 4: above; multi-hop plans have no single-transfer bound
         _, out, _ = run(["solve", str(f), "--json"])
         r = json.loads(out)
         assert r["verified"], f.name
