@@ -135,6 +135,16 @@ def _hbm_time(reqs: list[tuple[int, np.ndarray, np.ndarray]], penalties: list[st
     return worst, per_chip
 
 
+def _data_time(plan, e, c, sides: dict[int, float]) -> float:
+    """A command's data time from its read (1) and write (2) sides: they pipeline across
+    tiers and serialize HBM -> HBM (Example 1) and within one cluster's DM."""
+    src, dst = plan.source.tier, plan.destination.tier
+    serial = src == dst == "hbm" or (src == dst == "dm" and e.read_chip == e.write_chip
+                                     and (c.read_base >> CLUSTER_SHIFT)
+                                     == (c.write_base >> CLUSTER_SHIFT))
+    return sides[1] + sides[2] if serial else max(sides[1], sides[2])
+
+
 def dma_cycles(plan) -> CycleReport:
     """Cycles of a lowered DmaPlan."""
     eb = plan.elem_bytes
@@ -177,10 +187,7 @@ def dma_cycles(plan) -> CycleReport:
                     hbm_reqs.append((chip, req, stamps))
                 sides[k] = t
             stamp0 += max(sides.values())
-            serial = hbm_hbm or (src == dst == "dm" and e.read_chip == e.write_chip
-                                 and (c.read_base >> CLUSTER_SHIFT)
-                                 == (c.write_base >> CLUSTER_SHIFT))
-            data = sides[1] + sides[2] if serial else max(sides[1], sides[2])
+            data = _data_time(plan, e, c, sides)
             r_sum += sides[1]
             w_sum += sides[2]
             t_engine += STARTUP + data
@@ -253,10 +260,9 @@ def estimate(plan) -> CycleReport:
     loads, channel loads and the row-switch rate scale by packets / sampled packets).
     Milliseconds instead of a pass over every request: the planner ranks layouts with it, and
     `verify` reports it beside the full model (the two agree within 10% on every problem of
-    the library, tests/test_planner.py)."""
+    the library, tests/test_layout_planner.py)."""
     eb = plan.elem_bytes
     src, dst = plan.source.tier, plan.destination.tier
-    hbm_hbm = src == dst == "hbm"
     worst_engine = 0.0
     # per chip, the sampled HBM requests: (address, stamp, block, weight)
     hbm: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = {}
@@ -303,11 +309,7 @@ def estimate(plan) -> CycleReport:
                         _rows(outer, base, k, eb, pbytes))
                 sides[k] = t
             stamp0 += max(sides.values())
-            serial = hbm_hbm or (src == dst == "dm" and e.read_chip == e.write_chip
-                                 and (c.read_base >> CLUSTER_SHIFT)
-                                 == (c.write_base >> CLUSTER_SHIFT))
-            data = sides[1] + sides[2] if serial else max(sides[1], sides[2])
-            t_engine += STARTUP + data
+            t_engine += STARTUP + _data_time(plan, e, c, sides)
         worst_engine = max(worst_engine, t_engine)
     worst_hbm = 0.0
     rows_touched = {chip: len(rows) for chip, rows in row_sets.items()}

@@ -369,7 +369,6 @@ def linearize(f: ex.Formula, vrf: set[str]) -> Spine:
     # after the zip the zipped value is the stream: linearize the rest as a single stream
     # whose only variable is the zip node
     post: list[SpineOp] = []
-    streams_after = {zip_node}
 
     def dep_after(n: ex.Node) -> bool:
         return any(m == zip_node for m in n.walk())
@@ -403,7 +402,6 @@ def linearize(f: ex.Formula, vrf: set[str]) -> Spine:
                        fix="use the zipped value once per op (or square it, x * x)")
         convert(post, {}, n, n.dtype, want, None)
 
-    assert streams_after
     lin_after(root, f.dtype)
     return Spine(pre + post, True, f.dtype, zip_at)
 
@@ -776,9 +774,8 @@ def _operand_slots(op: SpineOp, o: Option) -> tuple[tuple[ve.Slot, ...], ...]:
             v = od.value
             od = ve.Operand("const", value=(-v if isinstance(v, float) else
                                             (-v + 2**31) % 2**32 - 2**31))
-        elif o.transform == "negate":
-            raise fail("plan-no-alu", (op.what,), op=op.what, dtype="", formula="",
-                       hint="")  # pragma: no cover - filtered by the model
+        elif o.transform == "negate":  # pragma: no cover - _options offers it for constants
+            raise AssertionError(f"negated {od.kind} operand of {op.what}")
         out.append(ve.plain(od))
     return tuple(out)
 
