@@ -42,6 +42,10 @@ def minimal_conflict(problem, rejected: set[str]) -> list[str]:
         if ok or not (more - pool):
             break
         pool |= more
+    if not _feasible(problem, set(), pool)[0]:
+        # relaxing every rule found still leaves no plan (a rule checked before any piece
+        # of the order matters, such as dma-tiers): report what rejected the candidates
+        return sorted(rejected)
     core = sorted(pool)
     for r in list(core):
         trial = [x for x in core if x != r]
@@ -64,6 +68,19 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
     from .layout import plan_free
     from .lowering import lower_problem
     free = problem.params.get("free")
+    if problem.params.get("hops", 1) > 1:
+        from .hops import plan_hops
+        try:
+            hp = plan_hops(problem)
+        except TcplanError:
+            hp = None
+        if hp is not None:
+            return 0, {"problem": problem.name, "feasible": True, "cycles": hp.cycles,
+                       "bottleneck": "; ".join(dma_cycles(h.plan).bottleneck
+                                               for h in hp.hops),
+                       "penalties": [p for h in hp.hops for p in dma_cycles(h.plan).penalties],
+                       "binding": [{"rule": None, "title": f"{len(hp.hops)} hop(s)"
+                                    + (f": {hp.direct_error}" if hp.direct_error else "")}]}
     try:
         if free:
             found = plan_free(problem)[0]

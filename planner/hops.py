@@ -24,7 +24,6 @@ from model.tiers import Tensor
 
 from .layout import pieces_of, plan_free
 
-FREE = ["time", "packet", "cluster", "slice"]
 #: at most this many intermediates are tried (orders of the pieces)
 MAX_INTERMEDIATES = 24
 
@@ -50,11 +49,13 @@ class HopPlan:
         return sum(h.cycles for h in self.hops)
 
 
-def _hop(problem, src: Tensor, dst: Tensor) -> Hop:
+def _hop(problem, src: Tensor, dst: Tensor, time_limit: float = 10.0, seed: int = 0) -> Hop:
     stream = Tensor("stream", "stream", src.dtype, dict(problem.tensors["stream"].dims))
     sub = SimpleNamespace(tensors={"source": src, "destination": dst, "stream": stream},
-                          chips=problem.chips, params={"free": FREE}, axes=problem.axes)
-    found, split = plan_free(sub)
+                          chips=problem.chips, axes=problem.axes, kind="dma",
+                          params={"free": problem.params.get("free", []),
+                                  "bounds": problem.params.get("bounds", {})})
+    found, split = plan_free(sub, time_limit, seed)
     b = found.best
     return Hop(src, dst, b.plan, b.cycles, {"time": b.time, "packet": b.packet_text,
                                            "cluster": f"m![{split['cluster']}]",
@@ -65,7 +66,7 @@ def _end(t: Tensor) -> int:
     return t.address + t.dims["element"].size * t.elem_bytes
 
 
-def plan_hops(problem) -> HopPlan:
+def plan_hops(problem, time_limit: float = 10.0, seed: int = 0) -> HopPlan:
     t = problem.tensors
     src, dst = t["source"], t["destination"]
     g = nx.DiGraph()
@@ -74,7 +75,7 @@ def plan_hops(problem) -> HopPlan:
 
     def add(u: str, v: str, a: Tensor, b: Tensor) -> None:
         try:
-            h = _hop(problem, a, b)
+            h = _hop(problem, a, b, time_limit, seed)
         except TcplanError as e:
             rejected[e.code] = rejected.get(e.code, 0) + 1
             return

@@ -23,10 +23,14 @@ from typing import Any
 
 from model import dma
 from model import hardware as hw
-from model.cost import estimate
+from model.cost import dma_cycles, estimate
 from model.mapping import parse
 from model.rules import TcplanError, fail
 from model.tiers import Tensor
+
+
+#: candidates re-ranked by the full model after the estimate's ranking
+RERANK = 8
 
 
 @dataclass(frozen=True)
@@ -116,14 +120,16 @@ def pieces_of(source: Tensor, destination: Tensor, spatial: dict) -> list[Piece]
     return out
 
 
-def _fit(pieces: list[Piece], most: int) -> list[Piece]:
-    """Split a piece that alone exceeds the packet limit at the largest power of two that
-    fits, so that its inner part can still be the packet."""
+def _fit(pieces: list[Piece], most: int, eb: int) -> list[Piece]:
+    """Split a piece that alone exceeds the packet limit at its largest divisor that fits
+    (preferring one whose bytes keep 8-byte alignment), so that its inner part can still be
+    the packet."""
     out = []
     for p in pieces:
         if p.count > most and most > 1:
-            cut = 1 << (most.bit_length() - 1)
-            if p.count % cut == 0:
+            ds = [d for d in range(2, most + 1) if p.count % d == 0]
+            cut = max(ds, key=lambda d: ((d * eb) % hw.DMA_HBM_DM_ALIGN == 0, d), default=None)
+            if cut is not None:
                 out += [Piece(p.axis, p.lo * cut, p.hi, p.size),
                         Piece(p.axis, p.lo, p.lo * cut, p.size)]
                 continue
@@ -133,14 +139,18 @@ def _fit(pieces: list[Piece], most: int) -> list[Piece]:
 
 def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
            packet_max_bytes: int | None = None, time_limit: float = 10.0, workers: int = 1,
-           seed: int = 0, relax: frozenset[str] = frozenset()) -> Search:
-    """Every legal (order, packet) of the free stream, ranked by the estimate."""
+           seed: int = 0, relax: frozenset[str] = frozenset(), pcie: bool = False,
+           engine_at: dict[str, int] | None = None) -> Search:
+    """Every legal (order, packet) of the free stream, ranked by the estimate; the best few
+    by the estimate are re-ranked by the full model (:func:`model.cost.dma_cycles`)."""
+    import time as _time
+    deadline = _time.perf_counter() + time_limit
     from ortools.sat.python import cp_model
     spatial = {d: stream.dims[d] for d in ("chip", "cluster", "slice")}
     eb = source.elem_bytes
     cap = hw.DMA_MAX_PACKET_BYTES if packet_max_bytes is None else min(
         packet_max_bytes, hw.DMA_MAX_PACKET_BYTES)
-    pieces = _fit(pieces_of(source, destination, spatial), max(cap // eb, 1))
+    pieces = _fit(pieces_of(source, destination, spatial), max(cap // eb, 1), eb)
     n = len(pieces)
     m = cp_model.CpModel()
     pos = [m.new_int_var(0, max(n - 1, 0), f"pos_{p.term()}") for p in pieces]
@@ -154,7 +164,9 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         m.add(pos[i] < n - k).only_enforce_if(~inp[i])
     # packet bytes <= cap, in log2 (scaled to stay exact for non-powers of two)
     scale = 1000
-    logs = [round(math.log2(p.count) * scale) for p in pieces]
+    # floor of each log: never excludes a packet within the cap (sum of floors <= floor of
+    # the sum); the few it lets past are rejected exactly after lowering
+    logs = [math.floor(math.log2(p.count) * scale) for p in pieces]
     m.add(sum(lg * b for lg, b in zip(logs, inp)) <= math.floor(math.log2(cap / eb) * scale))
 
     class Collect(cp_model.CpSolverSolutionCallback):
@@ -192,17 +204,33 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         dims["packet"] = parse("m![" + (", ".join(pack_t) or "1") + "]", axes, "packet")
         s = Tensor("stream", "stream", stream.dtype, dims)
         try:
-            plan = dma.lower(source, destination, s, chips, relax=relax)
+            plan = dma.lower(source, destination, s, chips, engine_at, pcie, relax=relax)
         except TcplanError as e:
             for v in e.violations:
                 result.examples.setdefault(v.rule, v)
             for r in {v.rule for v in e.violations}:  # candidates, not violations
                 result.rejected[r] = result.rejected.get(r, 0) + 1
             continue
+        if plan.packet_bytes > cap:  # the exact packet limit (bound or DMA cap)
+            r = "dma-packet-max" if plan.packet_bytes > hw.DMA_MAX_PACKET_BYTES else \
+                "bound:packet_max_bytes"
+            result.rejected[r] = result.rejected.get(r, 0) + 1
+            continue
         c = Candidate(order, kk, dims["time"].text(), dims["packet"].text(),
                       estimate(plan).cycles, plan)
         result.candidates.append(c)
+        if _time.perf_counter() > deadline:  # the time limit cut the search
+            result.status = "feasible"
+            break
     result.candidates.sort(key=lambda c: (c.cycles, len(c.plan.unified), c.order, c.packet))
+    # the estimate samples: re-rank the leaders (within 15% of the best) by the full model
+    if result.candidates:
+        lead = [c for c in result.candidates[:RERANK]
+                if c.cycles <= result.candidates[0].cycles * 1.15]
+        for c in lead:
+            c.cycles = dma_cycles(c.plan).cycles
+        lead.sort(key=lambda c: (c.cycles, len(c.plan.unified), c.order, c.packet))
+        result.candidates[:len(lead)] = lead
     if not result.candidates:
         rules = ", ".join(f"{r} ({k})" for r, k in sorted(result.rejected.items())) or \
             "none enumerated"
@@ -256,7 +284,8 @@ def _engines_of(split: dict[str, str], stream: Tensor, axes: dict[str, int]) -> 
 def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                    free: list[str], packet_max_bytes: int | None = None,
                    time_limit: float = 10.0, seed: int = 0,
-                   relax: frozenset[str] = frozenset()) -> tuple[Search, dict[str, str]]:
+                   relax: frozenset[str] = frozenset(), pcie: bool = False
+                   ) -> tuple[Search, dict[str, str]]:
     """The best (engine split, order, packet): every candidate split searched in turn."""
     axes = dict(source.dims["element"].axes)
     for t in (source, destination, stream):
@@ -281,7 +310,7 @@ def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: i
         s = Tensor("stream", "stream", stream.dtype, dims)
         try:
             found = search(source, destination, s, chips, packet_max_bytes, time_limit,
-                           seed=seed, relax=relax)
+                           seed=seed, relax=relax, pcie=pcie)
         except TcplanError as e:
             f = getattr(e, "search", None)
             if f is not None:
@@ -308,11 +337,13 @@ def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
     free = problem.params.get("free", [])
     if bound == "problem":
         bound = problem.params.get("bounds", {}).get("packet_max_bytes")
+    pcie = getattr(problem, "kind", "dma") == "pcie"
     if "cluster" in free or "slice" in free:
         return search_engines(t["source"], t["destination"], t["stream"], problem.chips,
-                              free, bound, time_limit, seed, relax)
+                              free, bound, time_limit, seed, relax, pcie)
     found = search(t["source"], t["destination"], t["stream"], problem.chips, bound,
-                   time_limit, seed=seed, relax=relax)
+                   time_limit, seed=seed, relax=relax, pcie=pcie,
+                   engine_at=problem.params.get("engine_at"))
     st = t["stream"]
     return found, {"cluster": st.dims["cluster"].text()[3:-1],
                    "slice": st.dims["slice"].text()[3:-1]}

@@ -29,7 +29,7 @@ KIND_KEYS: dict[str, tuple[set[str], set[str]]] = {
     "sequence": ({"buffer", "stream", "mode", "engine"}, {"buffer", "stream"}),
     "dma": ({"source", "destination", "stream", "engine_at", "bounds", "hops"},
             {"source", "destination"}),
-    "pcie": ({"source", "destination", "stream"}, {"source", "destination"}),
+    "pcie": ({"source", "destination", "stream", "bounds"}, {"source", "destination"}),
     "redistribute": ({"source", "steps"}, {"source", "steps"}),
     "gather": ({"variant", "table", "index", "destination"},
                {"variant", "table", "index", "destination"}),
@@ -240,8 +240,10 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
             placeholder = default_stream(tensors["source"], tensors["destination"])
             spec_s = {k: v for k, v in spec_s.items() if k not in free + engines_free}
             spec_s.update({d: placeholder.dims[d].text() for d in free})
+            if "chip" not in spec_s:  # the engines' chips follow the side spread over chips
+                spec_s["chip"] = placeholder.dims["chip"].text()
             params["free"] = free + engines_free
-        if kind == "dma" and "bounds" in data:
+        if "bounds" in data:
             b = data["bounds"]
             if not isinstance(b, dict) or set(b) - {"packet_max_bytes"}:
                 raise doc.error(("bounds",), "bounds take packet_max_bytes",
@@ -266,6 +268,10 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
             tensors["stream"] = default_stream(tensors["source"], tensors["destination"])
         if "engine_at" in data:
             params["engine_at"] = ctx.engine_at(data["engine_at"])
+            if engines_free:
+                raise doc.error(("engine_at",), "engine_at fixes the engine; the stream's "
+                                "engine split is free", "drop engine_at, or the free "
+                                "cluster / slice", at_key=True)
             st = tensors["stream"]
             if any(st.dims[d].size > 1 for d in ("chip", "cluster", "slice")):
                 raise doc.error(("engine_at",), "applies to a single-engine transfer; this "

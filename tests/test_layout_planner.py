@@ -279,3 +279,84 @@ def test_two_hops_allowed_but_direct_is_faster(tmp_path):
     code, out, _ = run(["solve", str(f), "--json"])
     r = json.loads(out)
     assert code == 0 and r["verified"] and len(r["plan"]["hops"]) == 1 and r["why"] is None
+
+
+# ---- regressions from review ------------------------------------------------------------------
+def _solve_text(tmp_path, text, name="p.yaml"):
+    f = tmp_path / name
+    f.write_text(text)
+    code, out, _ = run(["solve", str(f), "--json"])
+    return code, json.loads(out)
+
+
+@pytest.mark.parametrize("bound, axes, most", [(24, "{A: 64, C: 24}", 24),
+                                               (2400, "{A: 7, Q: 7, R: 7, S: 7}", 2400)])
+def test_packet_bound_is_exact(tmp_path, bound, axes, most):
+    names = axes.strip("{}").replace(" ", "").split(",")
+    order = ", ".join(n.split(":")[0] for n in names)
+    code, r = _solve_text(tmp_path, f"""kind: dma
+dtype: i8
+axes: {axes}
+source: {{tier: hbm, element: 'm![{order}]'}}
+destination: {{tier: hbm, address: 1048576, element: 'm![{order}]'}}
+stream: {{time: free, packet: free}}
+bounds: {{packet_max_bytes: {bound}}}
+""")
+    assert code == 0 and r["verified"] and r["plan"]["packet_bytes"] <= most
+    if bound == 24:
+        assert r["plan"]["packet_bytes"] == 24  # the whole 24-byte row fits the bound
+
+
+def test_oversized_piece_splits_at_an_aligned_divisor(tmp_path):
+    code, r = _solve_text(tmp_path, """kind: dma
+dtype: i8
+axes: {A: 2, C: 5000}
+source: {tier: hbm, element: 'm![A, C]'}
+destination: {tier: dm, slice: 'm![A # 64]', element: 'm![C]'}
+stream: {time: free, packet: free}
+""")
+    assert code == 0 and r["verified"] and r["plan"]["packet_bytes"] == 1000
+
+
+def test_free_pcie_stream(tmp_path):
+    code, r = _solve_text(tmp_path, """kind: pcie
+chips: 8
+dtype: i8
+axes: {A: 8, B: 512}
+source: {tier: host, element: 'm![A, B]'}
+destination: {tier: hbm, chip: 'm![A]', element: 'm![B]'}
+stream: {time: free, packet: free}
+""")
+    assert code == 0 and r["verified"] and r["cycles"] == 518
+
+
+def test_hops_keep_the_bounds_and_the_engine_split(tmp_path):
+    text = (ROOT / "problems/planning/two_hop_narrow_rows.yaml").read_text().replace(
+        "stream: {cluster: free, slice: free, time: free, packet: free}",
+        "stream: {time: free, packet: free}\nbounds: {packet_max_bytes: 16}")
+    code, r = _solve_text(tmp_path, text)
+    assert code == 0 and r["verified"]
+    for h in r["plan"]["hops"]:
+        assert h["stream"]["slice"] == "m![1]" and h["stream"]["cluster"] == "m![1]"
+    code, out, _ = run(["explain", str(ROOT / "problems/planning/two_hop_narrow_rows.yaml")])
+    assert code == 0 and "2 hop(s)" in out
+
+
+def test_engine_at_with_a_free_split_is_bad_input(tmp_path):
+    code, r = _solve_text(tmp_path, """kind: dma
+dtype: i8
+axes: {A: 64, C: 256}
+source: {tier: hbm, element: 'm![A, C]'}
+destination: {tier: dm, slice: 'm![A]', element: 'm![C]'}
+stream: {slice: free, time: free, packet: free}
+engine_at: {cluster: 1, pair: 3}
+""")
+    assert code == 2 and "engine_at" in r["error"]["message"]
+
+
+def test_batch_rejects_an_explanation_for_a_feasible_problem(tmp_path):
+    (tmp_path / "f.yaml").write_text(
+        (ROOT / "problems/planning/dma_example_5_free.yaml").read_text().replace(
+            "expect: {status: optimal, verified: true}", "expect: {explanation: [capacity]}"))
+    code, out, _ = run(["batch", str(tmp_path), "--json"])
+    assert code == 1 and "got a plan" in json.loads(out)["problems"][0]["why"]
