@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from model.cost import lower_bound  # noqa: E402
 from model.rules import TcplanError  # noqa: E402
 from planner.chains import plan_expression  # noqa: E402
+from planner.hops import plan_hops  # noqa: E402
 from planner.layout import plan_free, search  # noqa: E402
 from planner.spec import load_problem  # noqa: E402
 
@@ -41,13 +42,15 @@ def main() -> None:
             if p.kind == "expression":
                 plan = plan_expression(p)
                 cycles, bound = plan.cycles, None
+            elif p.params.get("hops", 1) > 1:
+                cycles, bound, best = plan_hops(p).cycles, None, None
             else:
                 best = plan_free(p)[0].best
                 cycles, bound = best.cycles, None
         except TcplanError as e:
             cycles, bound = e.code, None
         dt = time.perf_counter() - t0
-        if p.kind != "expression" and isinstance(cycles, int):
+        if p.kind != "expression" and isinstance(cycles, int) and best is not None:
             bound = lower_bound(best.plan)
             ratios.append(cycles / bound)
         times.append(dt)
