@@ -10,9 +10,12 @@ all different: an exact encoding of the loop order), the packet a chain of the i
 positions, with the DMA packet cap (``dma-packet-max``) and the bound a problem gives
 (``packet_max_bytes``) as linear constraints over the pieces' log sizes.  Every candidate is
 lowered by :func:`model.dma.lower` -- the same code and rule registry as a given stream, so the
-entry limit after merges, alignment and every other rule hold by construction -- and ranked by
-:func:`model.cost.estimate`; ties go to the fewest Time entries, then the enumeration order
-(deterministic).  The planner only chooses: the executor verifies the chosen plan.
+entry limit after merges, alignment and every other rule hold by construction -- checked
+against the exact packet limit, and ranked by :func:`model.cost.estimate`; the leaders (up to
+``RERANK`` within 15% of the best estimate) are re-ranked by the full model
+(:func:`model.cost.dma_cycles`).  Ties go to the fewest Time entries, then the enumeration
+order (deterministic).  Candidates are lowered until the time limit; a cut search says
+``feasible``.  The planner only chooses: the executor verifies the chosen plan.
 """
 
 from __future__ import annotations
