@@ -18,8 +18,8 @@ import numpy as np
 from model.mapping import LIVE, ZERO
 from model.numeric import (BINARY_OPS, NP, UNARY, as_, bits_of, compare, fma32, fp_to_fxp,
                            fxp_to_fp, reduce_time)
-from model.vector import (BINARY_MODES, TERNARY_MODES, Analysis, Arrangement, Guard, Operand,
-                          Slot, Step)
+from model.vector import (BINARY_MODES, FAMILY, TERNARY_MODES, Analysis, Arrangement, Guard,
+                          Operand, Slot, Step)
 
 TOP_PATTERN = np.uint32(0xA5A5A5A5)  # what Top padding lanes hold
 
@@ -146,9 +146,7 @@ def run_chain(an: Analysis, X: np.ndarray, vrf: dict[str, np.ndarray]) -> ChainR
             b = as_(lanes[1].bits, dtype)
             x, y = {"Mode00": (a, a), "Mode01": (a, b), "Mode10": (b, a),
                     "Mode11": (b, b)}[st.mode or "Mode01"]
-            fam = {"logic_zip": "logic", "fxp_zip": "fxp", "fp_zip": "fp_binary",
-                   "clip_zip": "clip"}[k]
-            out = BINARY_OPS[(fam, dtype)][st.op](x, y)
+            out = BINARY_OPS[(FAMILY[k], dtype)][st.op](x, y)
             lanes = [Lane(bits_of(np.asarray(out, NP[dtype])), lanes[1].tags)]
         elif k == "fp_unary":
             flags = st.groups if len(lanes) == 2 else (True,)
@@ -213,8 +211,7 @@ def _apply(st: Step, ln: Lane, operands, ctx: _Ctx) -> np.ndarray:
     dt = NP[ctx.dtype]
     s = as_(ln.bits, ctx.dtype)
     shape = s.shape
-    fam = {"logic": "logic", "fxp": "fxp", "fp_binary": "fp_binary", "fp_div": "fp_div",
-           "clip": "clip", "fp_ternary": "fp_ternary"}[st.kind]
+    fam = FAMILY[st.kind]
     if st.kind == "fp_ternary":
         mode = TERNARY_MODES[st.mode or "Mode012"]
         o0 = _slot_values(operands[0], ctx, ln, shape) if len(operands) > 0 else None

@@ -684,7 +684,7 @@ def _unzip(w: _Walk, i: int, step: Step, info: StepInfo) -> None:
                      max=hw.VE_UNZIP_MAX_INNER)
     g0 = np.nonzero(row == 0)[0]
     g1 = np.nonzero(row == 1)[0]
-    # rows with no live lane belong to neither group unless the Time mapping places them
+    # all-padding rows belong to neither group; the groups must pair up row for row
     if len(g0) != len(g1):
         raise w.fail("ve-unzip-axis", i, step, axis=ax,
                      detail="the two groups have different numbers of time steps")
@@ -727,8 +727,6 @@ def _staged(w: _Walk, i: int, step: Step, info: StepInfo) -> None:
     # dtype and ALU
     if k in FAMILY:
         alu = w.alu_of(step, i, w.dtype)
-        if k in ("fp_unary", "fp_binary", "fp_ternary", "fp_zip") and w.dtype != "f32":
-            pass  # alu_of already rejected a non-f32 stream
         w.use_alu(alu, i, step)
         info.alu = alu
     if k == "fxp_to_fp":
