@@ -12,7 +12,7 @@ from model.mapping import LIVE
 from model.numeric import NP
 from model.rules import fail
 
-from .run import tensor_values
+from .run import carried_axes, tensor_values
 from .vector import bits_of, output_tensor, run_chain
 
 EDGES = {
@@ -71,13 +71,9 @@ def vrf_values(problem, seed: int) -> dict[str, np.ndarray]:
     out = {}
     for i, (name, t) in enumerate(sorted((n[4:], t) for n, t in problem.tensors.items()
                                          if n.startswith("vrf:"))):
-        axes = {a: problem.axes[a] for a in problem.axes if a in _axes_of(t)}
+        axes = {a: problem.axes[a] for a in carried_axes(t, problem.axes)}
         out[name] = with_edges(axes, t.dtype, seed + 1 + i)
     return out
-
-
-def _axes_of(t) -> list[str]:
-    return [a for m in t.dims.values() for a in m.used_axes]
 
 
 def formula_inputs(problem, X: np.ndarray, vrf: dict[str, np.ndarray], pair_axis: str | None
@@ -94,7 +90,7 @@ def formula_inputs(problem, X: np.ndarray, vrf: dict[str, np.ndarray], pair_axis
         inputs["group1"] = np.take(X, 1, axis=k)
     for name, V in vrf.items():
         t = problem.tensors["vrf:" + name]
-        vax = [a for a in axes if a in _axes_of(t)]
+        vax = carried_axes(t, problem.axes)
         inputs[name] = ex._align(V, vax, frame)
     return inputs, frame
 

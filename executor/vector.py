@@ -21,7 +21,9 @@ from model.numeric import (BINARY_OPS, NP, UNARY, as_, bits_of, compare, fma32, 
 from model.vector import (BINARY_MODES, FAMILY, TERNARY_MODES, Analysis, Arrangement, Guard,
                           Operand, Slot, Step)
 
-TOP_PATTERN = np.uint32(0xA5A5A5A5)  # what Top padding lanes hold
+from .run import TOP_BYTE, carried_axes
+
+TOP_PATTERN = np.uint32(TOP_BYTE * 0x01010101)  # Top padding lanes: the executor's Top byte
 
 
 # ---- chain execution ---------------------------------------------------------------------
@@ -76,7 +78,7 @@ def vrf_memory(an: Analysis, name: str, V: np.ndarray) -> np.ndarray:
     t = an.chain.vrf[name]
     el = t.dims["element"]
     ec, es = el.evaluate()
-    vaxes = [a for a in an.chain.axes if a in _axes_of(t)]
+    vaxes = carried_axes(t, an.chain.axes)
     S = len(an.spatial_status)
     idx = []
     for a in vaxes:
@@ -87,15 +89,6 @@ def vrf_memory(an: Analysis, name: str, V: np.ndarray) -> np.ndarray:
     bits = bits_of(np.asarray(vals, NP[t.dtype])).copy()
     bits[:, es != LIVE] = TOP_PATTERN
     return bits
-
-
-def _axes_of(t) -> list[str]:
-    out: list[str] = []
-    for m in t.dims.values():
-        for a in m.used_axes:
-            if a not in out:
-                out.append(a)
-    return out
 
 
 def run_chain(an: Analysis, X: np.ndarray, vrf: dict[str, np.ndarray]) -> ChainResult:

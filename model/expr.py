@@ -212,13 +212,13 @@ def _typed(n: Node, dtype: str, text: str) -> Node:
         if n.op in ("&", "|", "^"):  # a constant of a bit operation is a bit pattern
             for a in args:
                 if a.op == "num" and isinstance(a.value, int) and \
-                        not -(2**31) <= a.value < 2**32:
+                        not nm.fits_32_bits(a.value):
                     raise _bad(text, 0, f"{a.value} does not fit 32 bits")
             args = tuple(Node("num", (), a.value, "i32") if a.op == "num" and isinstance(
                 a.value, int) else a for a in args)
         return Node(n.op, args, n.value, "f32")
     t = "f32" if n.op in FLOAT_FUNCS else "i32"
-    if n.op == "num" and isinstance(n.value, int) and not -(2**31) <= n.value < 2**32:
+    if n.op == "num" and isinstance(n.value, int) and not nm.fits_32_bits(n.value):
         raise _bad(text, 0, f"{n.value} does not fit 32 bits")
     return Node(n.op, args, n.value, t)
 

@@ -14,6 +14,18 @@ from typing import Any
 import numpy as np
 
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
+U32_MAX = 2**32 - 1
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def fits_32_bits(v: int) -> bool:
+    """An integer constant a 32-bit lane can hold: an i32 value or a u32 bit pattern."""
+    return I32_MIN <= v <= U32_MAX
+
+
+def wrap_i32(v: int) -> int:
+    """A Python integer reduced to i32 (two's complement)."""
+    return (v - I32_MIN) % 2**32 + I32_MIN
 NP = {"i32": np.int32, "f32": np.float32}
 
 

@@ -100,6 +100,9 @@ TERNARY_MODES = {"Mode012": ("s", "o0", "o1"), "Mode002": ("s", "s", "o1"),
                  "Mode102": ("o0", "s", "o1"), "Mode112": ("o0", "o0", "o1"),
                  "Mode020": ("s", "o1", "s"), "Mode021": ("s", "o1", "o0"),
                  "Mode120": ("o0", "o1", "s")}
+#: ops of the Inter-Slice Reducer a chain may hand over to (i32: Add, AddSat, Max, Min;
+#: f32: Add, Max, Min, Mul); the reducer itself is not modelled (decisions.md item 39)
+INTER_SLICE_OPS = ("Add", "AddSat", "Max", "Min", "Mul")
 CMP_OPS = ("Equal", "Less", "Greater", "LessUnsigned", "GreaterUnsigned", "True", "False")
 TAG_MODES = ("zero", "comparison", "axis_toggle")
 BIT_REQS = ("One", "Zero", "Ignore")

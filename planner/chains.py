@@ -27,6 +27,7 @@ from typing import Any
 from model import expr as ex
 from model import vector as ve
 from model.mapping import Mapping, parse
+from model.numeric import wrap_i32
 from model.rules import TcplanError, fail
 
 # abstract op -> candidate implementations: (step kind, op name, mode when the operand is on
@@ -772,8 +773,7 @@ def _operand_slots(op: SpineOp, o: Option) -> tuple[tuple[ve.Slot, ...], ...]:
     for od in op.operands:
         if o.transform == "negate" and od.kind == "const":
             v = od.value
-            od = ve.Operand("const", value=(-v if isinstance(v, float) else
-                                            (-v + 2**31) % 2**32 - 2**31))
+            od = ve.Operand("const", value=-v if isinstance(v, float) else wrap_i32(-v))
         elif o.transform == "negate":  # pragma: no cover - _options offers it for constants
             raise AssertionError(f"negated {od.kind} operand of {op.what}")
         out.append(ve.plain(od))

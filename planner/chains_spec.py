@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from model import vector as ve
+from model.numeric import F32_MAX, I32_MIN, U32_MAX, fits_32_bits
 from model.lane import MODES as LANE_MODES
 from model.mapping import Mapping
 
-I32_LO, U32_HI = -(2**31), 2**32 - 1
-F32_MAX = 3.4028234663852886e38
 STEP_HELP = ("steps: tag, unzip, logic, fxp, fxp_to_fp, narrow_split, narrow_trim, fp_unary, "
              "fp_binary, fp_ternary, reduce, fp_div, widen_concat, widen_pad, fp_to_fxp, clip, "
              "filter, stash, reinterpret, logic_zip, fxp_zip, fp_zip, clip_zip, final, "
@@ -196,9 +195,9 @@ def _step(ctx, keys: tuple, item: Any) -> ve.Step:
                 arg, dict) and set(arg) <= {"op"}):
             raise bad("takes no arguments", f"write - {kind}")
         st.op = arg.get("op") if isinstance(arg, dict) else None
-        if st.op is not None and st.op not in ("Add", "AddSat", "Max", "Min", "Mul"):
+        if st.op is not None and st.op not in ve.INTER_SLICE_OPS:
             raise bad(f"{st.op!r} is not an inter-slice reduce op",
-                      "op: Add, AddSat, Max, Min or Mul", ("op",))
+                      "op: " + ", ".join(ve.INTER_SLICE_OPS), ("op",))
     elif kind == "reduce":
         f = fields({"op", "axis", "time", "packet"}, {"op", "axis", "time", "packet"})
         st.op = _op(ctx, _opkeys(keys_k, arg), f["op"], "reduce")
@@ -320,9 +319,9 @@ def _cmp(ctx, keys: tuple, c: Any) -> tuple:
             except ValueError:
                 v = None
         if v is not None and ctx.dtype == "i32" and not (isinstance(v, int)
-                                                         and I32_LO <= v <= U32_HI):
+                                                         and fits_32_bits(v)):
             raise ctx.doc.error(keys, f"{c!r}: an i32 comparison takes a 32-bit integer",
-                                f"use {I32_LO} to {U32_HI}")
+                                f"use {I32_MIN} to {U32_MAX}")
         if v is not None and ctx.dtype == "f32":
             v = float(v)
             if v != v or abs(v) == float("inf") or abs(v) <= F32_MAX:
@@ -358,9 +357,9 @@ def _value(ctx, keys: tuple, v: Any) -> ve.Operand:
                                 "declare it under vrf:")
         return ve.Operand("vrf", name=name)
     if _num(v):
-        if isinstance(v, int) and not I32_LO <= v <= U32_HI:
+        if isinstance(v, int) and not fits_32_bits(v):
             raise ctx.doc.error(keys, f"{v} does not fit 32 bits",
-                                f"use {I32_LO} to {U32_HI} (hex for bit patterns)")
+                                f"use {I32_MIN} to {U32_MAX} (hex for bit patterns)")
         if isinstance(v, float) and v == v and abs(v) != float("inf") and abs(v) > F32_MAX:
             raise ctx.doc.error(keys, f"{v} overflows f32", "use a value within f32 (or .inf)")
         return ve.Operand("const", value=v)

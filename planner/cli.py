@@ -135,24 +135,23 @@ def _positive(text: str) -> float:
     return v
 
 
-def _count(text: str) -> int:
+def _int_arg(text: str, lo: int, hi: int, noun: str, out_of_range: str) -> int:
+    """An integer flag value in [lo, hi]; argparse turns the error into `bad-request`."""
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 1 <= v <= 64:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 1 to 64")
+        raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+    if not lo <= v <= hi:
+        raise argparse.ArgumentTypeError(out_of_range.format(text=repr(text), v=v))
     return v
+
+
+def _count(text: str) -> int:
+    return _int_arg(text, 1, 64, "a whole number", "{text} must be 1 to 64")
 
 
 def _seed(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a seed") from None
-    if not 0 <= v < 2**63:
-        raise argparse.ArgumentTypeError(f"{v} is not a seed (0 or more)")
-    return v
+    return _int_arg(text, 0, 2**63 - 1, "a seed", "{v} is not a seed (0 or more)")
 
 
 def _error_obj(err: TcplanError) -> dict[str, Any]:
@@ -369,13 +368,12 @@ def _run_data(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
 def _run_chains(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
     """Vector chains, planned expressions and lane folds on the user's tensors: x over the
     problem's axes (a pair's grouping axis is an ordinary axis), VRF operands over theirs."""
-    from executor import chains
+    from executor import chains, run
     from executor.run import NP_DTYPES
     shapes = {"x": tuple(problem.axes.values())}
     for n, t in problem.tensors.items():
         if n.startswith("vrf:"):
-            shapes[n[4:]] = tuple(problem.axes[a] for a in problem.axes
-                                  if a in chains._axes_of(t))
+            shapes[n[4:]] = tuple(problem.axes[a] for a in run.carried_axes(t, problem.axes))
     for name, arr in inputs.items():
         dt = NP_DTYPES[problem.dtype if name == "x" else
                        problem.tensors["vrf:" + name].dtype]

@@ -14,7 +14,7 @@ from typing import Any
 
 from model.rules import RULES, TcplanError
 
-BOUND = "bound:packet_max_bytes"
+from .layout import BOUND_PACKET as BOUND
 
 
 def _feasible(problem, keep: set[str], pool: set[str]) -> tuple[bool, set[str]]:

@@ -24,6 +24,9 @@ from model.tiers import Tensor
 
 from .layout import pieces_of, plan_free
 
+#: intermediates start on a boundary of this many bytes past both tensors (a tidy scratch
+#: address; any 256-byte-aligned one would do)
+SCRATCH_ALIGN = 4096
 #: at most this many intermediates are tried (orders of the pieces)
 MAX_INTERMEDIATES = 24
 
@@ -87,7 +90,7 @@ def plan_hops(problem, time_limit: float = 10.0, seed: int = 0) -> HopPlan:
     pieces = pieces_of(src, dst, {})
     scratch = max(_end(src) if src.tier == "hbm" else 0,
                   _end(dst) if dst.tier == "hbm" else 0)
-    scratch = -(-scratch // 4096) * 4096
+    scratch = -(-scratch // SCRATCH_ALIGN) * SCRATCH_ALIGN
     axes = dict(problem.axes)
     tried = 0
     for order in itertools.islice(itertools.permutations(pieces), MAX_INTERMEDIATES):

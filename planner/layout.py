@@ -32,6 +32,8 @@ from model.rules import TcplanError, fail
 from model.tiers import Tensor
 
 
+#: the requirement a problem's packet bound stands for (rejections, explanations)
+BOUND_PACKET = "bound:packet_max_bytes"
 #: candidates re-ranked by the full model after the estimate's ranking
 RERANK = 8
 
@@ -216,7 +218,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             continue
         if plan.packet_bytes > cap:  # the exact packet limit (bound or DMA cap)
             r = "dma-packet-max" if plan.packet_bytes > hw.DMA_MAX_PACKET_BYTES else \
-                "bound:packet_max_bytes"
+                BOUND_PACKET
             result.rejected[r] = result.rejected.get(r, 0) + 1
             continue
         c = Candidate(order, kk, dims["time"].text(), dims["packet"].text(),
