@@ -35,6 +35,7 @@ REQUEST_BYTES = hw.DMA_REQUEST_BYTES
 DMN_BYTES_PER_CYCLE = hw.DMN_BYTES_PER_CYCLE
 HBM_SERVICE = hw.HBM_REQUEST_CYCLES
 ROW_SWITCH = hw.HBM_ROW_SWITCH_CYCLES
+HBM_CHANNELS = hw.HBM_CHANNELS
 PCIE_BYTES_PER_CYCLE = hw.PCIE_BYTES_PER_CYCLE
 REQUESTS_PER_CYCLE = hw.DMA_ENGINE_BYTES_PER_CYCLE / hw.DMA_REQUEST_BYTES
 DMN_SHIFT = hw.DM_DMN_STRIDE.bit_length() - 1  # address bits above a DMN's slices
@@ -116,13 +117,13 @@ def _hbm_time(reqs: list[tuple[int, np.ndarray, np.ndarray]], penalties: list[st
         same_bank = np.r_[False, (c[1:] == c[:-1]) & (b[1:] == b[:-1])]
         switch = same_bank & np.r_[False, r[1:] != r[:-1]]
         cost = np.where(switch, ROW_SWITCH, HBM_SERVICE)
-        busy = np.bincount(c, weights=cost, minlength=32)
-        used = int((np.bincount(c, minlength=32) > 0).sum())
+        busy = np.bincount(c, weights=cost, minlength=HBM_CHANNELS)
+        used = int((np.bincount(c, minlength=HBM_CHANNELS) > 0).sum())
         t = float(busy.max())
         per_chip[chip] = t
         worst = max(worst, t)
         hot = int(busy.argmax())
-        n_sw = int(np.bincount(c[switch], minlength=32)[hot])
+        n_sw = int(np.bincount(c[switch], minlength=HBM_CHANNELS)[hot])
         if n_sw:
             penalties.append(f"row switches on chip {chip} HBM channel {hot}: {n_sw:,} x "
                              f"{ROW_SWITCH} cycles")
@@ -255,6 +256,21 @@ def _sample(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def estimate(plan) -> CycleReport:
+    """The fast estimate: see :func:`_estimate`."""
+    return _estimate(plan, floor=False)
+
+
+def floor(plan) -> int:
+    """What :func:`estimate` gives at least, whatever the loop order of the same packets: the
+    layout planner's bound for all plans that move the same packets (same DMA packet, same
+    engines).  Where a command is estimated exactly (no sampling), everything but the HBM row
+    switches is order-independent, and each HBM bank switches at least once per extra row it
+    opens; where a command is sampled, the engine takes one request per packet's minimum
+    256-byte blocks and the HBM load spreads evenly over 32 channels."""
+    return _estimate(plan, floor=True).cycles
+
+
+def _estimate(plan, floor: bool) -> CycleReport:
     """The cycle model of :func:`dma_cycles` evaluated on a sample: for every command, blocks
     of consecutive packets spread evenly over it stand for the whole (request counts, DMN
     loads, channel loads and the row-switch rate scale by packets / sampled packets).
@@ -267,6 +283,7 @@ def estimate(plan) -> CycleReport:
     # per chip, the sampled HBM requests: (address, stamp, block, weight)
     hbm: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = {}
     row_sets: dict[int, set[int]] = {}  # per chip, the HBM rows the transfer reaches
+    spread: dict[int, float] = {}  # floor: per chip, least requests of sampled commands
     n_cmd_max = max((len(e.commands) for e in plan.engines), default=0)
     for e in plan.engines:
         t_engine = 0.0
@@ -279,9 +296,19 @@ def estimate(plan) -> CycleReport:
                 n *= x[0]
             idx, block = _sample(n)
             scale = n / max(idx.size, 1)
+            rough = floor and idx.size < n  # a sampled command, in the floor
             sides = {}
             for k, tier, base, chip in ((1, src, c.read_base, e.read_chip),
                                         (2, dst, c.write_base, e.write_chip)):
+                if rough:  # every packet takes at least its bytes' 256-byte blocks
+                    least = n * -(-pbytes // REQUEST_BYTES)
+                    t = least / REQUESTS_PER_CYCLE
+                    if plan.pcie:
+                        t = max(t, n * pbytes / PCIE_BYTES_PER_CYCLE)
+                    if tier == "hbm":
+                        spread[chip] = spread.get(chip, 0.0) + least
+                    sides[k] = t
+                    continue
                 paddr = _packet_addr_at(outer, base, k, eb, idx)
                 req, partial = _requests(paddr, pbytes)
                 rpp = _per_packet_requests(paddr, pbytes)
@@ -314,7 +341,12 @@ def estimate(plan) -> CycleReport:
     worst_hbm = 0.0
     rows_touched = {chip: len(rows) for chip, rows in row_sets.items()}
     chip_of = {id(parts): chip for chip, parts in hbm.items()}
-    for parts in hbm.values():
+    for chip in spread:  # floor: a chip with sampled commands
+        total = spread[chip] + sum(float(p[3].sum()) for p in hbm.get(chip, []))
+        worst_hbm = max(worst_hbm, total * HBM_SERVICE / HBM_CHANNELS)
+    for chip, parts in hbm.items():
+        if chip in spread:
+            continue
         req = np.concatenate([p[0] for p in parts])
         stamp = np.concatenate([p[1] for p in parts])
         blk = np.concatenate([p[2] for p in parts])
@@ -326,17 +358,22 @@ def estimate(plan) -> CycleReport:
         switch = same & np.r_[False, r[1:] != r[:-1]]
         # a block's first request in a bank has no predecessor in the sample: give it the
         # switch rate its channel shows elsewhere
-        n_same = np.bincount(ch[same], minlength=32)
-        n_sw = np.bincount(ch[switch], minlength=32)
+        n_same = np.bincount(ch[same], minlength=HBM_CHANNELS)
+        n_sw = np.bincount(ch[switch], minlength=HBM_CHANNELS)
         rate = np.where(n_same > 0, n_sw / np.maximum(n_same, 1), 0.0)
         p_sw = np.where(same, switch.astype(float), rate[ch])
-        load = np.bincount(ch, weights=ww, minlength=32)
-        sw = np.bincount(ch, weights=p_sw * ww, minlength=32)
+        load = np.bincount(ch, weights=ww, minlength=HBM_CHANNELS)
+        sw = np.bincount(ch, weights=p_sw * ww, minlength=HBM_CHANNELS)
         # each bank opens every row the transfer reaches at least once, which blocks of
         # consecutive packets rarely see: take the larger of the two counts
-        banks = np.array([np.unique(b[ch == c]).size for c in range(32)])
+        banks = np.array([np.unique(b[ch == c]).size for c in range(HBM_CHANNELS)])
         rows = rows_touched.get(chip_of[id(parts)], 1)
         sw = np.minimum(load, np.maximum(sw, banks * max(rows - 1, 0)))
+        if floor:  # whatever the order: each bank switches once per extra row it opens
+            trip = np.unique(np.stack([ch, b, r]), axis=1)
+            pairs = np.unique(trip[:2], axis=1)
+            sw = (np.bincount(trip[0], minlength=HBM_CHANNELS)
+                  - np.bincount(pairs[0], minlength=HBM_CHANNELS)).astype(float)
         cost = load * HBM_SERVICE + sw * (ROW_SWITCH - HBM_SERVICE)
         worst_hbm = max(worst_hbm, float(cost.max()))
     hbm_total = STARTUP + worst_hbm
@@ -412,11 +449,11 @@ def lower_bound(plan) -> int:
     for reqs in per_chip.values():
         req = np.concatenate(reqs)
         channel, bank, row = _decode(req)
-        reach = int((np.bincount(channel, minlength=32) > 0).sum())
+        reach = int((np.bincount(channel, minlength=HBM_CHANNELS) > 0).sum())
         # every (channel, bank) opens each of its rows at least once: the first for free
         trip = np.unique(np.stack([channel, bank, row]), axis=1)
-        opens = np.bincount(trip[0], minlength=32)
-        pairs = np.bincount(np.unique(trip[:2], axis=1)[0], minlength=32)
+        opens = np.bincount(trip[0], minlength=HBM_CHANNELS)
+        pairs = np.bincount(np.unique(trip[:2], axis=1)[0], minlength=HBM_CHANNELS)
         extra = (opens - pairs).sum() * (ROW_SWITCH - HBM_SERVICE)
         best = max(best, (req.size * HBM_SERVICE + extra) / max(reach, 1))
     return math.ceil(STARTUP + best)

@@ -215,11 +215,7 @@ def lower(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     v_read, _ = check_side(rl, 0, pieces, "read", "dma")
     v_write, _ = check_side(wl, 1, pieces, "write", "dma")
     violations += v_read + v_write
-    for p in pieces:  # stream padding is moved only where both sides have room for it
-        if p.side not in SPATIAL and p.positions > p.n and not (
-                _room(p, pieces, rl, 0) and _room(p, pieces, wl, 1)):
-            p.positions = p.n
-    temporal = [p for p in pieces if p.side not in SPATIAL and p.positions > 1]
+    temporal = _temporal(pieces, rl, wl)
     violations += _chip_loops(temporal, source, destination)
     raw = [(p.positions, p.strides[0], p.strides[1]) for p in temporal]
     terms = [p.term for p in temporal]
@@ -245,6 +241,25 @@ def lower(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     plan.default_stream = bool(stream.meta.get("default"))
     plan.stream_dims = stream.dims
     return plan
+
+
+def _temporal(pieces: list[_Piece], rl: Layout, wl: Layout) -> list[_Piece]:
+    """The stream's loop pieces (Time and Packet, outermost first); stream padding is moved
+    only where both sides have room for it."""
+    for p in pieces:
+        if p.side not in SPATIAL and p.positions > p.n and not (
+                _room(p, pieces, rl, 0) and _room(p, pieces, wl, 1)):
+            p.positions = p.n
+    return [p for p in pieces if p.side not in SPATIAL and p.positions > 1]
+
+
+def loop_pieces(source: Tensor, destination: Tensor, stream: Tensor) -> list[_Piece]:
+    """The stream's loop pieces as :func:`lower` cuts them (positions, read and write strides
+    in elements): what the layout planner reasons about."""
+    rl, wl = _layout(source), _layout(destination)
+    sides = [(d, stream.dims[d]) for d in SPATIAL] + [("time", stream.dims["time"]),
+                                                      ("packet", stream.dims["packet"])]
+    return _temporal(stream_pieces((rl, wl), sides), rl, wl)
 
 
 class _Relaxed(list):

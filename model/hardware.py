@@ -77,6 +77,8 @@ HBM_BANK_BITS = (17, 18)
 HBM_BANK_GROUP_BITS = (13, 19)
 HBM_SLICE_BIT = 20
 HBM_ROW_LOW_BIT = 21
+#: Channels per chip: the stack bit times the four hashed channel bits.
+HBM_CHANNELS = 2 << len(HBM_CHANNEL_BITS)
 
 # --- DMA timing (facts.md sections 4-6; decisions.md item 12; the cycle model) ---------
 #: Start-up cycles of every DMA command.

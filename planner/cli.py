@@ -609,7 +609,7 @@ def _batch_one(path: str) -> dict[str, Any]:
         from .explain import explain
         try:
             _, rep = explain(problem)
-            got = sorted(it.get("rule") or it["requirement"] for it in rep.get("conflict", []))
+            got = sorted({it.get("rule") or it["requirement"] for it in rep.get("conflict", [])})
             if got != sorted(exp["explanation"]):
                 why.append(f"expected conflict {sorted(exp['explanation'])}, got {got}")
         except TcplanError as e:

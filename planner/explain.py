@@ -94,32 +94,51 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         if found is None:  # a given stream: every broken rule is its own conflict
             items = [_item(v.rule, v.to_json()) for v in e.violations]
             return 1, {"problem": problem.name, "feasible": False, "conflict": items}
+        if found.conflict:  # the solver's core, shrunk (rule instances and bounds)
+            items = [_bound_item(problem) if r.rule is None else
+                     {**_item(r.rule, r.violation.to_json()), "requirement": r.key}
+                     for r in found.conflict]
+            return 1, {"problem": problem.name, "feasible": False, "conflict": items,
+                       "pieces": [p.term() for p in found.pieces], "method": "core"}
         core = minimal_conflict(problem, set(found.rejected))
         items = []
         for r in core:
             if r == BOUND:
-                b = problem.params["bounds"]["packet_max_bytes"]
-                items.append({"requirement": BOUND, "rule": None,
-                              "message": f"the problem bounds the packet to {b:,} B",
-                              "fix": "raise or drop bounds.packet_max_bytes"})
+                items.append(_bound_item(problem))
             else:
                 v = found.examples.get(r)
                 items.append(_item(r, v.to_json() if v is not None else None))
         return 1, {"problem": problem.name, "feasible": False, "conflict": items,
-                   "pieces": [p.term() for p in found.pieces]}
+                   "pieces": [p.term() for p in found.pieces], "method": "deletion"}
     cost = dma_cycles(plan)
     bound = lower_bound(plan)
     binding = []
     if found is not None:
+        from .layout import binding as bind
         best = found.best.cycles
-        for r, n in sorted(found.rejected.items()):
-            binding.append({"rule": r, "candidates_rejected": n,
-                            "title": RULES[r].title})
-        binding.append({"rule": None, "title": f"{len(found.candidates)} legal layout(s); "
-                        f"the chosen one is the fastest by the estimate ({best:,} cycles)"})
+        for b in bind(found, seed=seed):
+            title = RULES[b["rule"]].title if b["rule"] else "the problem's packet bound"
+            what = (f"without it the model's floor is {b['floor_without']:,} cycles"
+                    if b["may_bind"] else "it excludes plans, none faster than the chosen one")
+            binding.append({"rule": b["rule"], "requirement": b["requirement"],
+                            "title": title, "detail": f"{b['message']}; {what}",
+                            "may_bind": b["may_bind"]})
+        for r, n in sorted(found.rejected.items()):  # rules only the lowering checks
+            binding.append({"rule": r, "candidates_rejected": n, "title": RULES[r].title})
+        binding.append({"rule": None, "title": f"{found.enumerated} plan(s) lowered; "
+                        f"the chosen one is the fastest by the estimate ({best:,} cycles), "
+                        + ("proven" if found.status == "optimal" else "not proven")
+                        + " optimal"})
     return 0, {"problem": problem.name, "feasible": True, "cycles": cost.cycles,
                "lower_bound": bound, "bottleneck": cost.bottleneck,
                "penalties": cost.penalties, "binding": binding}
+
+
+def _bound_item(problem) -> dict[str, Any]:
+    b = problem.params["bounds"]["packet_max_bytes"]
+    return {"requirement": BOUND, "rule": None,
+            "message": f"the problem bounds the packet to {b:,} B",
+            "fix": "raise or drop bounds.packet_max_bytes"}
 
 
 def _item(rule: str, v: dict | None) -> dict[str, Any]:

@@ -26,16 +26,15 @@ from typing import Any
 
 from model import dma
 from model import hardware as hw
-from model.cost import dma_cycles, estimate
+from model.cost import estimate
+from model.cost import floor as cost_floor
 from model.mapping import parse
-from model.rules import TcplanError, fail
+from model.rules import TcplanError, Violation, fail
 from model.tiers import Tensor
 
 
 #: the requirement a problem's packet bound stands for (rejections, explanations)
 BOUND_PACKET = "bound:packet_max_bytes"
-#: candidates re-ranked by the full model after the estimate's ranking
-RERANK = 8
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,11 @@ class Search:
     rejected: dict[str, int] = field(default_factory=dict)  # rule id -> candidates
     examples: dict[str, Any] = field(default_factory=dict)  # rule id -> first Violation
     status: str = "optimal"
-    enumerated: int = 0
+    enumerated: int = 0  # plans the model proposed (lowered and estimated)
+    conflict: list | None = None  # the minimal core of Requirements, when infeasible
+    model: Any = None  # the CP-SAT model before the search excluded any plan
+    requirements: list = field(default_factory=list)  # its assumption literals
+    scale: int = 1  # objective units per cycle
 
     @property
     def best(self) -> Candidate:
@@ -142,12 +145,74 @@ def _fit(pieces: list[Piece], most: int, eb: int) -> list[Piece]:
     return out
 
 
+#: the rules whose outcome depends on the order and the packet: encoded in the CP-SAT model
+ORDER_RULES = ("entry-limit", "iteration-limit", "dma-packet-max", "dma-hbm-dm-align",
+               "dma-dm-write-align")
+
+
+@dataclass
+class Requirement:
+    """One assumption literal of the model: a rule instance or a bound of the problem."""
+
+    key: str  # unique: rule id (or BOUND_PACKET) and the term it is about
+    rule: str | None  # the registry rule; None for a bound the problem sets
+    violation: Any  # a Violation describing the instance (None for a bound)
+    literal: Any = None
+
+
+@dataclass
+class _Loops:
+    """The pieces as the lowering cuts them: positions and (read, write) strides."""
+
+    terms: list[str]
+    n: list[int]
+    read: list[int]
+    write: list[int]
+
+    def merges(self, i: int, j: int) -> bool:
+        """Do loops i (outer) and j (inner), adjacent, merge (contiguous on both sides)?"""
+        return (self.read[i] == self.n[j] * self.read[j]
+                and self.write[i] == self.n[j] * self.write[j])
+
+    def unit(self, i: int) -> bool:
+        return self.read[i] == 1 and self.write[i] == 1
+
+    def chains(self) -> list[tuple[int, ...]]:
+        """Every run that can be the innermost contiguous part (outermost first): a unit loop
+        and loops merging outward, plus the empty run."""
+        out: list[tuple[int, ...]] = [()]
+        todo = [(i,) for i in range(len(self.n)) if self.unit(i)]
+        while todo:
+            ch = todo.pop()
+            out.append(ch)
+            todo += [(i,) + ch for i in range(len(self.n))
+                     if i not in ch and self.merges(i, ch[0])]
+        return out
+
+
+def _stream(stream: Tensor, axes: dict[str, int], time_t: list[str], pack_t: list[str]
+            ) -> Tensor:
+    dims = dict(stream.dims)
+    dims["time"] = parse("m![" + (", ".join(time_t) or "1") + "]", axes, "time")
+    dims["packet"] = parse("m![" + (", ".join(pack_t) or "1") + "]", axes, "packet")
+    return Tensor("stream", "stream", stream.dtype, dims)
+
+
 def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
            packet_max_bytes: int | None = None, time_limit: float = 10.0, workers: int = 1,
            seed: int = 0, relax: frozenset[str] = frozenset(), pcie: bool = False,
            engine_at: dict[str, int] | None = None) -> Search:
-    """Every legal (order, packet) of the free stream, ranked by the estimate; the best few
-    by the estimate are re-ranked by the full model (:func:`model.cost.dma_cycles`)."""
+    """The fastest legal (order, packet) of the free stream by :func:`model.cost.estimate`.
+
+    CP-SAT holds the loop order as a circuit over the pieces, the Packet as a suffix of it,
+    the contiguous innermost run, the DMA packet (their common suffix) and every order rule as
+    a constraint guarded by an assumption literal (one per rule instance and per bound).  Its
+    objective is, per DMA packet, :func:`model.cost.floor` (what the estimate gives at least
+    for any order of those packets), with a tie-break that keeps row-stepping loops outer.
+    The loop: solve, lower the plan (every rule of the registry), estimate it, exclude it, and
+    solve again until the model's optimum reaches the best estimate: the plan returned is then
+    the estimate's minimum over all legal plans.  When the model is infeasible, the solver's
+    core, shrunk by deletion, is the conflict (``Search.conflict``)."""
     import time as _time
     deadline = _time.perf_counter() + time_limit
     from ortools.sat.python import cp_model
@@ -157,93 +222,308 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         packet_max_bytes, hw.DMA_MAX_PACKET_BYTES)
     pieces = _fit(pieces_of(source, destination, spatial), max(cap // eb, 1), eb)
     n = len(pieces)
-    m = cp_model.CpModel()
-    pos = [m.new_int_var(0, max(n - 1, 0), f"pos_{p.term()}") for p in pieces]
-    if n:
-        m.add_all_different(pos)
-    inp = [m.new_bool_var(f"in_packet_{p.term()}") for p in pieces]
-    k = m.new_int_var(0, n, "packet_pieces")
-    m.add(k == sum(inp))
-    for i in range(n):  # the packet is the innermost k positions
-        m.add(pos[i] >= n - k).only_enforce_if(inp[i])
-        m.add(pos[i] < n - k).only_enforce_if(~inp[i])
-    # packet bytes <= cap, in log2 (scaled to stay exact for non-powers of two)
-    scale = 1000
-    # floor of each log: never excludes a packet within the cap (sum of floors <= floor of
-    # the sum); the few it lets past are rejected exactly after lowering
-    logs = [math.floor(math.log2(p.count) * scale) for p in pieces]
-    m.add(sum(lg * b for lg, b in zip(logs, inp)) <= math.floor(math.log2(cap / eb) * scale))
-
-    class Collect(cp_model.CpSolverSolutionCallback):
-        def __init__(self):
-            super().__init__()
-            self.found: list[tuple[tuple[int, ...], int]] = []
-
-        def on_solution_callback(self):
-            order = sorted(range(n), key=lambda i: self.value(pos[i]))
-            self.found.append((tuple(order), self.value(k)))
-
-    solver = cp_model.CpSolver()
-    solver.parameters.enumerate_all_solutions = True
-    solver.parameters.max_time_in_seconds = time_limit
-    solver.parameters.num_workers = 1  # enumeration needs a single worker
-    solver.parameters.random_seed = seed
-    cb = Collect()
-    st = solver.solve(m, cb)
-    result = Search(pieces, [], status="optimal" if st == cp_model.OPTIMAL else "feasible")
-    result.enumerated = len(cb.found)
     axes = dict(source.dims["element"].axes)
     for t in (source, destination, stream):
         for mm in t.dims.values():
             axes.update(mm.axes)
-    seen = set()
-    for order, kk in sorted(cb.found):
-        terms = [pieces[i].term() for i in order]
-        time_t, pack_t = terms[:n - kk], terms[n - kk:]
-        key = (tuple(time_t), tuple(pack_t))
-        if key in seen:
-            continue
-        seen.add(key)
-        dims = dict(stream.dims)
-        dims["time"] = parse("m![" + (", ".join(time_t) or "1") + "]", axes, "time")
-        dims["packet"] = parse("m![" + (", ".join(pack_t) or "1") + "]", axes, "packet")
-        s = Tensor("stream", "stream", stream.dtype, dims)
+    terms = [p.term() for p in pieces]
+    result = Search(pieces, [])
+    loose = frozenset(ORDER_RULES) | relax
+
+    def lower(time_t: list[str], pack_t: list[str], rx: frozenset[str]):
+        return dma.lower(source, destination, _stream(stream, axes, time_t, pack_t), chips,
+                         engine_at, pcie, relax=rx)
+
+    # what no order changes: checked once, on the pieces in their own order
+    try:
+        lower(terms, [], loose)
+    except TcplanError as e:
+        for v in e.violations:
+            result.examples.setdefault(v.rule, v)
+            result.rejected[v.rule] = 1
+        result.conflict = [Requirement(v.rule, v.rule, v) for v in e.violations]
+        e.search = result  # type: ignore[attr-defined]
+        raise
+    lp = dma.loop_pieces(source, destination, _stream(stream, axes, terms, []))
+    if [p.term for p in lp] != terms:  # pragma: no cover - pieces are the refinement
+        raise fail("plan-no-layout", (), pieces=", ".join(terms),
+                   rules="the lowering cuts the pieces differently")
+    L = _Loops(terms, [p.positions for p in lp], [p.strides[0] for p in lp],
+               [p.strides[1] for p in lp])
+    chains = L.chains()
+    # what each DMA packet costs at least, whatever the order (the model's objective)
+    floors = []
+    for ch in chains:
+        rest = [terms[i] for i in range(n) if i not in ch]
         try:
-            plan = dma.lower(source, destination, s, chips, engine_at, pcie, relax=relax)
-        except TcplanError as e:
+            floors.append(cost_floor(lower(rest, [terms[i] for i in ch], loose)))
+        except TcplanError:
+            floors.append(0)
+
+    m = cp_model.CpModel()
+    D = n  # the outside of the loop nest: D -> outermost, innermost -> D
+    x = {(i, j): m.new_bool_var(f"next_{i}_{j}") for i in range(n + 1) for j in range(n + 1)
+         if i != j}
+    if n:
+        m.add_circuit([(i, j, lit) for (i, j), lit in x.items()])
+    pos = [m.new_int_var(0, max(n - 1, 0), f"depth_{t}") for t in terms]
+    inp = [m.new_bool_var(f"packet_{t}") for t in terms]
+    inc = [m.new_bool_var(f"run_{t}") for t in terms]
+    for i in range(n):
+        m.add(pos[i] == 0).only_enforce_if(x[D, i])
+        m.add_implication(x[i, D], inc[i]) if L.unit(i) else m.add_implication(x[i, D],
+                                                                             ~inc[i])
+        for j in range(n):
+            if i == j:
+                continue
+            m.add(pos[j] == pos[i] + 1).only_enforce_if(x[i, j])
+            m.add_bool_or([~x[i, j], ~inp[i], inp[j]])  # the Packet is innermost
+            if L.merges(i, j):
+                m.add_bool_or([~x[i, j], ~inc[i], inc[j]])
+                m.add_bool_or([~x[i, j], inc[i], ~inc[j]])
+            else:
+                m.add_implication(x[i, j], ~inc[i])
+    # the DMA packet: the common suffix of Packet and the contiguous run, one of the chains
+    z = [m.new_bool_var(f"dma_packet_{k}") for k in range(len(chains))]
+    m.add_exactly_one(z)
+    for i in range(n):
+        d = m.new_bool_var(f"in_dma_packet_{terms[i]}")
+        m.add_bool_and([inp[i], inc[i]]).only_enforce_if(d)
+        m.add_bool_or([~inp[i], ~inc[i], d])
+        m.add(d == sum(z[k] for k, ch in enumerate(chains) if i in ch))
+    empty = z[chains.index(())]
+
+    reqs: list[Requirement] = []
+
+    def requirement(key: str, rule: str | None, v: Any) -> Any:
+        lit = m.new_bool_var(key)
+        reqs.append(Requirement(key, rule, v, lit))
+        return lit
+
+    def chain_bytes(ch: tuple[int, ...]) -> int:
+        return math.prod(L.n[i] for i in ch) * eb
+
+    # dma-packet-max: the stream's Packet holds at most 4,096 B
+    f = []
+    for i in range(n):
+        fi = m.new_int_var(1, L.n[i], f"packet_loop_{terms[i]}")
+        m.add(fi == L.n[i]).only_enforce_if(inp[i])
+        m.add(fi == 1).only_enforce_if(~inp[i])
+        f.append(fi)
+    whole = math.prod(L.n)
+    prod = m.new_int_var(1, max(whole, 1), "packet_elements")
+    if f:
+        m.add_multiplication_equality(prod, f)
+    else:
+        m.add(prod == 1)
+    most = hw.DMA_MAX_PACKET_BYTES // eb
+    if whole > most:
+        big = min((c for c in chains if chain_bytes(c) > hw.DMA_MAX_PACKET_BYTES),
+                  key=chain_bytes, default=tuple(range(n)))
+        lit = requirement("dma-packet-max", "dma-packet-max", Violation(
+            "dma-packet-max", tuple(terms[i] for i in big), {
+                "packet": chain_bytes(big) // eb, "elem_bytes": eb, "bytes": chain_bytes(big),
+                "suggestion": "m![..., " + (terms[big[0]] if big else "...") + "]"}))
+        m.add(prod <= most).only_enforce_if(lit)
+    # the problem's bound on the DMA packet
+    if packet_max_bytes is not None:
+        over = [k for k, c in enumerate(chains) if chain_bytes(c) > packet_max_bytes]
+        if over:
+            lit = requirement(BOUND_PACKET, None, None)
+            for k in over:
+                m.add_implication(lit, ~z[k])
+    # iteration-limit: a loop longer than 65,536 is an entry of its own, too long
+    for i in range(n):
+        if L.n[i] > hw.MAX_ENTRY_ITERATIONS:
+            from model.sequencer import _split_hint
+            lit = requirement(f"iteration-limit:{terms[i]}", "iteration-limit", Violation(
+                "iteration-limit", (terms[i],), {"entry": i, "term": terms[i], "size": L.n[i],
+                                                 "hint": _split_hint(terms[i], L.n[i])}))
+            m.add_bool_or([~lit])
+    # entry-limit: more than 8 loops must merge down to 8
+    mergeable = [(i, j) for i in range(n) for j in range(n) if i != j and L.merges(i, j)]
+    if n > hw.MAX_SEQUENCER_ENTRIES:
+        lit = requirement("entry-limit", "entry-limit", Violation(
+            "entry-limit", tuple(terms), {"count": f"{n} loops need {n - 8} merges; at best",
+                                          "entries": ", ".join(terms)}))
+        m.add(sum(x[e] for e in mergeable) >= n - hw.MAX_SEQUENCER_ENTRIES
+              ).only_enforce_if(lit)
+    # alignment (seed 002): every stride but the DMA packet's own, and the packet
+    hbm_dm = {source.tier, destination.tier} == {"hbm", "dm"}
+    sides = []
+    if not pcie and (destination.tier == "dm" or hbm_dm):
+        sides.append(("write", L.write, hw.DMA_DM_WRITE_ALIGN))
+    if not pcie and hbm_dm:
+        sides.append(("read", L.read, hw.DMA_HBM_DM_ALIGN))
+    rule = "dma-hbm-dm-align" if hbm_dm else "dma-dm-write-align"
+    for side, strides, align in sides:
+        bad_packets = [k for k, c in enumerate(chains) if (max(chain_bytes(c), eb)) % align]
+        if bad_packets:
+            sizes = sorted({max(chain_bytes(chains[k]), eb) for k in bad_packets})
+            lit = requirement(f"{rule}:{side}:packet", rule, Violation(rule, (), {
+                "side": side, "align": align,
+                "what": "packets of " + ", ".join(f"{b} B" for b in sizes)}))
+            for k in bad_packets:
+                m.add_implication(lit, ~z[k])
+        for i in range(n):
+            if (strides[i] * eb) % align == 0:
+                continue
+            lit = requirement(f"{rule}:{side}:{terms[i]}", rule, Violation(rule, (terms[i],), {
+                "side": side, "align": align,
+                "what": f"stride {strides[i] * eb} B of {terms[i]} outside the DMA packet"}))
+            # i is the DMA packet's run (a packet of more than one element), or the innermost
+            # loop (a one-element packet), or (more than 8 loops) merges into the loop inside
+            q = m.new_bool_var(f"exempt_{side}_{terms[i]}")
+            in_run = m.new_bool_var(f"in_run_{side}_{terms[i]}")
+            m.add_bool_and([inc[i], ~empty]).only_enforce_if(in_run)
+            m.add_bool_or([~inc[i], empty, in_run])
+            inner = m.new_bool_var(f"inner_{side}_{terms[i]}")
+            m.add_bool_and([x[i, D], empty]).only_enforce_if(inner)
+            m.add_bool_or([~x[i, D], ~empty, inner])
+            m.add_bool_or([~q, in_run, inner] + ([x[i, j] for (a, j) in mergeable if a == i]
+                                                if n > hw.MAX_SEQUENCER_ENTRIES else []))
+            m.add_implication(lit, q)
+    # the objective: the DMA packet's floor, then row-stepping loops outer, then a Packet
+    # no longer than the DMA packet
+    weight = []
+    for i in range(n):
+        hbm_strides = [abs(s) * eb for s, t in ((L.read[i], source.tier),
+                                                (L.write[i], destination.tier)) if t == "hbm"]
+        weight.append(max(hbm_strides, default=0).bit_length())
+    spare = sum(inp) - sum(len(c) * z[k] for k, c in enumerate(chains))
+    span = (sum(weight) * max(n - 1, 0) + 1) * (n + 1)
+    m.minimize(span * sum(fl * z[k] for k, fl in enumerate(floors))
+               + (n + 1) * sum(w * p for w, p in zip(weight, pos)) + spare)
+    # relax names rule ids or single requirements (keys); the lowering relaxes by rule
+    off = [r for r in reqs if r.key in relax or (r.rule or r.key) in relax]
+    enforce = [r.literal for r in reqs if r not in off]
+    for r in off:
+        m.add_bool_or([~r.literal])  # a relaxed requirement: its constraint is off
+    relax = relax | {r.rule for r in off if r.rule}
+    m.add_assumptions(enforce)
+    result.model, result.requirements, result.scale = m.clone(), reqs, span
+
+    def solver(limit: float):
+        s = cp_model.CpSolver()
+        s.parameters.num_workers = max(workers, 1)
+        s.parameters.random_seed = seed
+        s.parameters.max_time_in_seconds = max(limit, 0.05)
+        return s
+
+    while True:
+        left = deadline - _time.perf_counter()
+        sv = solver(left)
+        st = sv.solve(m)
+        if st == cp_model.INFEASIBLE:
+            if not result.candidates and not result.enumerated:
+                result.conflict = _shrink(m, sv, reqs, enforce, solver)
+            break
+        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            result.status = "feasible"  # the time limit cut the search
+            break
+        bound = math.floor(sv.best_objective_bound / span)
+        if result.candidates and bound >= result.candidates[0].cycles:
+            break  # no other plan can beat the best one
+        order = sorted(range(n), key=lambda i: sv.value(pos[i]))
+        kk = sum(sv.value(inp[i]) for i in range(n))
+        result.enumerated += 1
+        seen = [x[e] if sv.value(x[e]) else ~x[e] for e in x] + \
+            [inp[i] if sv.value(inp[i]) else ~inp[i] for i in range(n)]
+        m.add_bool_or([~lit for lit in seen])  # this plan is done: never again
+        time_t = [terms[i] for i in order[:n - kk]]
+        pack_t = [terms[i] for i in order[n - kk:]]
+        try:
+            plan = lower(time_t, pack_t, relax)
+        except TcplanError as e:  # a rule the model does not hold: excluded, go on
             for v in e.violations:
                 result.examples.setdefault(v.rule, v)
-            for r in {v.rule for v in e.violations}:  # candidates, not violations
+            for r in {v.rule for v in e.violations}:
                 result.rejected[r] = result.rejected.get(r, 0) + 1
             continue
-        if plan.packet_bytes > cap:  # the exact packet limit (bound or DMA cap)
-            r = "dma-packet-max" if plan.packet_bytes > hw.DMA_MAX_PACKET_BYTES else \
-                BOUND_PACKET
-            result.rejected[r] = result.rejected.get(r, 0) + 1
+        if plan.packet_bytes > cap and BOUND_PACKET not in relax:  # pragma: no cover
+            result.rejected[BOUND_PACKET] = result.rejected.get(BOUND_PACKET, 0) + 1
             continue
-        c = Candidate(order, kk, dims["time"].text(), dims["packet"].text(),
-                      estimate(plan).cycles, plan)
+        c = Candidate(tuple(order), kk, plan.stream_dims["time"].text(),
+                      plan.stream_dims["packet"].text(), estimate(plan).cycles, plan)
         result.candidates.append(c)
-        if _time.perf_counter() > deadline:  # the time limit cut the search
+        result.candidates.sort(key=lambda c: c.cycles)  # stable: the first found wins ties
+        if _time.perf_counter() > deadline:
             result.status = "feasible"
             break
-    result.candidates.sort(key=lambda c: (c.cycles, len(c.plan.unified), c.order, c.packet))
-    # the estimate samples: re-rank the leaders (within 15% of the best) by the full model
-    if result.candidates:
-        lead = [c for c in result.candidates[:RERANK]
-                if c.cycles <= result.candidates[0].cycles * 1.15]
-        for c in lead:
-            c.cycles = dma_cycles(c.plan).cycles
-        lead.sort(key=lambda c: (c.cycles, len(c.plan.unified), c.order, c.packet))
-        result.candidates[:len(lead)] = lead
     if not result.candidates:
-        rules = ", ".join(f"{r} ({k})" for r, k in sorted(result.rejected.items())) or \
-            "none enumerated"
-        err = fail("plan-no-layout", tuple(result.rejected), pieces=", ".join(
-            p.term() for p in pieces), rules=rules)
+        if result.conflict:
+            rules = sorted({r.rule or r.key for r in result.conflict})
+            for r in result.conflict:
+                result.rejected[r.rule or r.key] = result.rejected.get(r.rule or r.key, 0) + 1
+                if r.violation is not None:
+                    result.examples.setdefault(r.rule, r.violation)
+        else:
+            rules = [f"{r} ({k})" for r, k in sorted(result.rejected.items())]
+        err = fail("plan-no-layout", tuple(result.rejected), pieces=", ".join(terms),
+                   rules=", ".join(rules) or "none enumerated")
         err.search = result  # type: ignore[attr-defined]  # for the diagnostics
         raise err
     return result
+
+
+def binding(found: Search, workers: int = 1, seed: int = 0) -> list[dict[str, Any]]:
+    """For a solved search, what each requirement does: whether it excludes any plan and,
+    when dropped alone, the best floor the model could reach (below the floor with every
+    requirement: it may bind the optimum)."""
+    from ortools.sat.python import cp_model
+    out = []
+    if found.model is None or not found.candidates:
+        return out
+    base = found.model.clone()
+    s = cp_model.CpSolver()
+    s.parameters.num_workers, s.parameters.random_seed = max(workers, 1), seed
+    if s.solve(base) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return out
+    floor_all = math.floor(s.objective_value / found.scale)
+    for r in found.requirements:
+        others = [q.literal for q in found.requirements if q is not r]
+        m = found.model.clone()
+        m.clear_assumptions()
+        lit = m.get_bool_var_from_proto_index(r.literal.index)
+        m.add_assumptions([m.get_bool_var_from_proto_index(q.index) for q in others])
+        s = cp_model.CpSolver()
+        s.parameters.num_workers, s.parameters.random_seed = max(workers, 1), seed
+        s.parameters.max_time_in_seconds = 10.0
+        if s.solve(m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            continue
+        reach = math.floor(s.objective_value / found.scale)
+        m.add_bool_or([~lit])
+        excludes = cp_model.CpSolver().solve(m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        if not excludes and reach >= floor_all:
+            continue
+        out.append({"rule": r.rule, "requirement": r.key, "excludes_plans": excludes,
+                    "floor_without": reach, "may_bind": reach < floor_all,
+                    "message": r.violation.message if r.violation is not None else
+                    "the problem's packet bound"})
+    return out
+
+
+def _shrink(m, sv, reqs: list[Requirement], enforce: list, solver) -> list[Requirement]:
+    """The solver's infeasibility core, shrunk by deletion to a minimal one: dropping any
+    requirement left makes the model feasible."""
+    from ortools.sat.python import cp_model
+    by_index = {r.literal.index: r for r in reqs}
+    core = [by_index[i] for i in sv.sufficient_assumptions_for_infeasibility()
+            if i in by_index]
+    if not core:  # infeasible without any requirement: nothing the problem can drop
+        return []
+
+    def infeasible(keep: list[Requirement]) -> bool:
+        m.clear_assumptions()
+        m.add_assumptions([r.literal for r in keep])
+        return solver(10.0).solve(m) == cp_model.INFEASIBLE
+    for r in list(core):
+        trial = [q for q in core if q is not r]
+        if infeasible(trial):
+            core = trial
+    m.clear_assumptions()
+    m.add_assumptions(enforce)
+    return core
 
 
 def engine_splits(source: Tensor, destination: Tensor, stream: Tensor, free: list[str]
