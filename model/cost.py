@@ -366,7 +366,8 @@ def _estimate(plan, floor: bool) -> CycleReport:
         sw = np.bincount(ch, weights=p_sw * ww, minlength=HBM_CHANNELS)
         # each bank opens every row the transfer reaches at least once, which blocks of
         # consecutive packets rarely see: take the larger of the two counts
-        banks = np.array([np.unique(b[ch == c]).size for c in range(HBM_CHANNELS)])
+        # banks each channel uses (bank ids are 5 bits)
+        banks = np.bincount(np.unique(ch * 32 + b) // 32, minlength=HBM_CHANNELS)
         rows = rows_touched.get(chip_of[id(parts)], 1)
         sw = np.minimum(load, np.maximum(sw, banks * max(rows - 1, 0)))
         if floor:  # whatever the order: each bank switches once per extra row it opens

@@ -131,8 +131,23 @@ class DmaPlan:
         }
 
 
+#: the last few tensors' layouts (a search lowers the same tensors many times)
+_LAYOUTS: dict[int, tuple[Tensor, Layout]] = {}
+
+
 def _layout(t: Tensor) -> Layout:
     """The tensor's address space in elements (Chip digits step by a whole chip space)."""
+    hit = _LAYOUTS.get(id(t))
+    if hit is not None and hit[0] is t:
+        return hit[1]
+    if len(_LAYOUTS) > 64:
+        _LAYOUTS.clear()
+    out = _layout_of(t)
+    _LAYOUTS[id(t)] = (t, out)
+    return out
+
+
+def _layout_of(t: Tensor) -> Layout:
     eb = t.elem_bytes
     chip_unit = CHIP_SPACE_BYTES // eb
     if t.tier in ("hbm", "host"):
