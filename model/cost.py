@@ -260,17 +260,18 @@ def estimate(plan) -> CycleReport:
     return _estimate(plan, floor=False)
 
 
-def floor(plan) -> int:
+def floor(plan, rough_write: bool = False) -> int:
     """What :func:`estimate` gives at least, whatever the loop order of the same packets: the
     layout planner's bound for all plans that move the same packets (same DMA packet, same
     engines).  Where a command is estimated exactly (no sampling), everything but the HBM row
     switches is order-independent, and each HBM bank switches at least once per extra row it
     opens; where a command is sampled, the engine takes one request per packet's minimum
-    256-byte blocks and the HBM load spreads evenly over 32 channels."""
-    return _estimate(plan, floor=True).cycles
+    256-byte blocks and the HBM load spreads evenly over 32 channels.  ``rough_write``: the
+    write side as if sampled (the bound of every Element order of the destination)."""
+    return _estimate(plan, floor=True, rough_write=rough_write).cycles
 
 
-def _estimate(plan, floor: bool) -> CycleReport:
+def _estimate(plan, floor: bool, rough_write: bool = False) -> CycleReport:
     """The cycle model of :func:`dma_cycles` evaluated on a sample: for every command, blocks
     of consecutive packets spread evenly over it stand for the whole (request counts, DMN
     loads, channel loads and the row-switch rate scale by packets / sampled packets).
@@ -300,7 +301,8 @@ def _estimate(plan, floor: bool) -> CycleReport:
             sides = {}
             for k, tier, base, chip in ((1, src, c.read_base, e.read_chip),
                                         (2, dst, c.write_base, e.write_chip)):
-                if rough:  # every packet takes at least its bytes' 256-byte blocks
+                if rough or (floor and rough_write and k == 2):
+                    # every packet takes at least its bytes' 256-byte blocks
                     least = n * -(-pbytes // REQUEST_BYTES)
                     t = least / REQUESTS_PER_CYCLE
                     if plan.pcie:

@@ -677,11 +677,14 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
         return _solve_hops(problem, args, stdout)
     try:
         if free:
-            found, split = plan_free(problem, args.time_limit, args.seed)
+            found, split = plan_free(problem, args.time_limit, args.seed,
+                                     workers=args.workers)
             best = found.best
             plan, status = best.plan, found.status
             chosen = {"time": best.time, "packet": best.packet_text,
                       "cluster": f"m![{split['cluster']}]", "slice": f"m![{split['slice']}]"}
+            if best.element is not None:
+                chosen["destination_element"] = best.element
             n_cand, rejected = len(found.candidates), found.rejected
         else:
             plan, status = lower_problem(problem), "given"
@@ -721,7 +724,9 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
         lines = [f"{problem.name}: stream "
                  + (f"Cluster {chosen['cluster']}, Slice {chosen['slice']}, " if "slice" in
                     chosen else "") + f"Time {chosen['time']}, Packet {chosen['packet']} "
-                 f"({status}; {n_cand} legal layout(s)"
+                 + (f"into destination Element {chosen['destination_element']} "
+                    if "destination_element" in chosen else "")
+                 + f"({status}; {n_cand} legal layout(s)"
                  + (", rejected: " + ", ".join(f"{r} x{k}" for r, k in rejected.items())
                     if rejected else "") + f"; {solve_s:.2f} s)",
                  format_dma(problem.name, plan),

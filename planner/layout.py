@@ -66,6 +66,7 @@ class Candidate:
     packet_text: str
     cycles: int = 0
     plan: Any = None
+    element: str | None = None  # the destination's Element, when the planner chose it
 
 
 @dataclass
@@ -168,14 +169,25 @@ class _Loops:
     n: list[int]
     read: list[int]
     write: list[int]
+    free: list[bool] = field(default_factory=list)  # in a free destination Element
+
+    @property
+    def write_free(self) -> bool:
+        return any(self.free)
 
     def merges(self, i: int, j: int) -> bool:
-        """Do loops i (outer) and j (inner), adjacent, merge (contiguous on both sides)?"""
-        return (self.read[i] == self.n[j] * self.read[j]
-                and self.write[i] == self.n[j] * self.write[j])
+        """Can loops i (outer) and j (inner), adjacent, merge (contiguous on both sides)? A
+        free Element order can make any two of its loops contiguous on the write side; a
+        loop of a free Element and one of another dimension never are."""
+        fi, fj = self.is_free(i), self.is_free(j)
+        return self.read[i] == self.n[j] * self.read[j] and (
+            (fi and fj) or (not fi and not fj and self.write[i] == self.n[j] * self.write[j]))
 
     def unit(self, i: int) -> bool:
-        return self.read[i] == 1 and self.write[i] == 1
+        return self.read[i] == 1 and (self.is_free(i) or self.write[i] == 1)
+
+    def is_free(self, i: int) -> bool:
+        return bool(self.free) and self.free[i]
 
     def chains(self) -> list[tuple[int, ...]]:
         """Every run that can be the innermost contiguous part (outermost first): a unit loop
@@ -198,10 +210,65 @@ def _stream(stream: Tensor, axes: dict[str, int], time_t: list[str], pack_t: lis
     return Tensor("stream", "stream", stream.dtype, dims)
 
 
+def _widen(pieces: list[Piece], lp: list, eb: int, cap: int) -> list[Piece]:
+    """Along each side's contiguous run (from its unit-stride piece outward), where the run
+    is still under one 256-byte request and the next piece would take it past the packet
+    cap, split that piece at its largest divisor that fits (8-byte aligned first): the
+    packet can then be as large as the cap allows.  The split is order-independent."""
+    out = list(pieces)
+    for k in (0, 1):
+        at = {p.strides[k]: i for i, p in enumerate(lp) if p.strides[k] > 0}
+        cum, i = 1, at.get(1)
+        while i is not None:
+            n = lp[i].positions
+            if cum * eb < hw.DMA_REQUEST_BYTES and cum * n * eb > cap and \
+                    out[i] is pieces[i] and pieces[i].count == n:
+                ds = [d for d in range(2, n) if n % d == 0 and cum * d * eb <= cap]
+                if ds:
+                    d = max(ds, key=lambda d: ((cum * d * eb) % hw.DMA_HBM_DM_ALIGN == 0, d))
+                    p = pieces[i]
+                    out[i] = [Piece(p.axis, p.lo * d, p.hi, p.size),
+                              Piece(p.axis, p.lo, p.lo * d, p.size)]
+                break
+            cum *= n
+            i = at.get(cum)
+    flat: list[Piece] = []
+    for x in out:
+        flat += x if isinstance(x, list) else [x]
+    return flat
+
+
+def candidate_pieces(source: Tensor, destination: Tensor, stream: Tensor,
+                     packet_max_bytes: int | None = None) -> tuple[list[Piece], list]:
+    """The factors a free stream orders: the common refinement of the digit ranges
+    (:func:`pieces_of`), a piece larger than the packet cap split (:func:`_fit`), and a piece
+    that keeps the contiguous run under one request split (:func:`_widen`); with the loops
+    the lowering cuts from them (positions, strides)."""
+    spatial = {d: stream.dims[d] for d in ("chip", "cluster", "slice")}
+    eb = source.elem_bytes
+    cap = hw.DMA_MAX_PACKET_BYTES if packet_max_bytes is None else min(
+        packet_max_bytes, hw.DMA_MAX_PACKET_BYTES)
+    pieces = _fit(pieces_of(source, destination, spatial), max(cap // eb, 1), eb)
+    axes = dict(source.dims["element"].axes)
+    for t in (source, destination, stream):
+        for mm in t.dims.values():
+            axes.update(mm.axes)
+
+    def loops(ps: list[Piece]) -> list:
+        return dma.loop_pieces(source, destination,
+                               _stream(stream, axes, [p.term() for p in ps], []))
+    lp = loops(pieces)
+    wider = _widen(pieces, lp, eb, cap)
+    if wider != pieces:  # a piece split so that the packet can reach a whole request
+        pieces, lp = wider, loops(wider)
+    return pieces, lp
+
+
 def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
            packet_max_bytes: int | None = None, time_limit: float = 10.0, workers: int = 1,
            seed: int = 0, relax: frozenset[str] = frozenset(), pcie: bool = False,
-           engine_at: dict[str, int] | None = None) -> Search:
+           engine_at: dict[str, int] | None = None, free_element: dict | None = None
+           ) -> Search:
     """The fastest legal (order, packet) of the free stream by :func:`model.cost.estimate`.
 
     CP-SAT holds the loop order as a circuit over the pieces, the Packet as a suffix of it,
@@ -212,7 +279,13 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     The loop: solve, lower the plan (every rule of the registry), estimate it, exclude it, and
     solve again until the model's optimum reaches the best estimate: the plan returned is then
     the estimate's minimum over all legal plans.  When the model is infeasible, the solver's
-    core, shrunk by deletion, is the conflict (``Search.conflict``)."""
+    core, shrunk by deletion, is the conflict (``Search.conflict``).
+
+    ``free_element`` (``{"prefix": [terms]}``): the destination's Element order is chosen too,
+    as a second circuit over the pieces (the prefix's pieces outermost): two loops merge on the
+    write side exactly when the inner one is the outer one's Element successor, and a loop's
+    write stride is 8-byte aligned when the 2-adic orders of the pieces inside it in Element
+    add up to enough."""
     import time as _time
     deadline = _time.perf_counter() + time_limit
     from ortools.sat.python import cp_model
@@ -230,8 +303,17 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     result = Search(pieces, [])
     loose = frozenset(ORDER_RULES) | relax
 
-    def lower(time_t: list[str], pack_t: list[str], rx: frozenset[str]):
-        return dma.lower(source, destination, _stream(stream, axes, time_t, pack_t), chips,
+    def dest(element: list[str] | None) -> Tensor:
+        if element is None:
+            return destination
+        dims = dict(destination.dims)
+        dims["element"] = parse("m![" + ", ".join(element) + "]", axes, "element")
+        return Tensor(destination.name, destination.tier, destination.dtype, dims,
+                      destination.address)
+
+    def lower(time_t: list[str], pack_t: list[str], rx: frozenset[str],
+              element: list[str] | None = None):
+        return dma.lower(source, dest(element), _stream(stream, axes, time_t, pack_t), chips,
                          engine_at, pcie, relax=rx)
 
     # what no order changes: checked once, on the pieces in their own order
@@ -244,19 +326,36 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         result.conflict = [Requirement(v.rule, v.rule, v) for v in e.violations]
         e.search = result  # type: ignore[attr-defined]
         raise
-    lp = dma.loop_pieces(source, destination, _stream(stream, axes, terms, []))
+    pieces, lp = candidate_pieces(source, destination, stream, packet_max_bytes)
+    n, terms = len(pieces), [p.term() for p in pieces]
+    result.pieces = pieces
     if [p.term for p in lp] != terms:  # pragma: no cover - pieces are the refinement
         raise fail("plan-no-layout", (), pieces=", ".join(terms),
                    rules="the lowering cuts the pieces differently")
+    held = _ranges(Tensor("e", destination.tier, destination.dtype,
+                          {"element": destination.dims["element"]}))
+    free = [free_element is not None and any(lo <= p.lo and p.hi <= hi for lo, hi in
+                                             held.get(p.axis, [])) for p in pieces]
     L = _Loops(terms, [p.positions for p in lp], [p.strides[0] for p in lp],
-               [p.strides[1] for p in lp])
+               [p.strides[1] for p in lp], free)
+    E = [i for i in range(n) if free[i]]  # the free Element's loops
+    if free_element is not None and math.prod(L.n[i] for i in E) != \
+            destination.dims["element"].size:
+        raise fail("bad-request", detail="a free Element needs every one of its digits moved "
+                   "by Time and Packet, but the stream's engine split takes some",
+                   fix="give the destination's Element, or an engine split outside it")
     chains = L.chains()
-    # what each DMA packet costs at least, whatever the order (the model's objective)
+    # what each DMA packet costs at least, whatever the order (the model's objective); with
+    # a free Element the write side counts only its least requests (any Element order)
     floors = []
     for ch in chains:
         rest = [terms[i] for i in range(n) if i not in ch]
+        pack = [terms[i] for i in ch]
         try:
-            floors.append(cost_floor(lower(rest, [terms[i] for i in ch], loose)))
+            plan = lower(rest, pack, loose, [terms[i] for i in range(n) if i not in ch
+                                             and free[i]] + [terms[i] for i in ch if free[i]]
+                         if L.write_free else None)
+            floors.append(cost_floor(plan, rough_write=L.write_free))
         except TcplanError:
             floors.append(0)
 
@@ -269,10 +368,37 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     pos = [m.new_int_var(0, max(n - 1, 0), f"depth_{t}") for t in terms]
     inp = [m.new_bool_var(f"packet_{t}") for t in terms]
     inc = [m.new_bool_var(f"run_{t}") for t in terms]
+    y: dict[tuple[int, int], Any] = {}  # a free Element order: D -> outermost ... -> D
+    epos: list[Any] = []
+    if L.write_free:
+        y = {(i, j): m.new_bool_var(f"element_next_{i}_{j}") for i in E + [D]
+             for j in E + [D] if i != j}
+        m.add_circuit([(i, j, lit) for (i, j), lit in y.items()])
+        epos = [m.new_int_var(0, len(E) - 1, f"element_depth_{t}") if free[i] else None
+                for i, t in enumerate(terms)]
+        for i in E:
+            m.add(epos[i] == 0).only_enforce_if(y[D, i])
+            for j in E:
+                if i != j:
+                    m.add(epos[j] == epos[i] + 1).only_enforce_if(y[i, j])
+        fixed = []  # the prefix's pieces, outermost first
+        for t in free_element.get("prefix", []):
+            pm = parse(f"m![{t}]", axes, "element")
+            f = next(f for f in pm.factors if f.axis is not None)
+            fixed += sorted((i for i, p in enumerate(pieces) if p.axis == f.axis
+                             and f.lo <= p.lo and p.hi <= f.lo * f.count),
+                            key=lambda i: -pieces[i].lo)
+        for k, i in enumerate(fixed):
+            m.add(epos[i] == k)
     for i in range(n):
         m.add(pos[i] == 0).only_enforce_if(x[D, i])
-        m.add_implication(x[i, D], inc[i]) if L.unit(i) else m.add_implication(x[i, D],
-                                                                             ~inc[i])
+        if not L.unit(i):
+            m.add_implication(x[i, D], ~inc[i])
+        elif L.is_free(i):  # contiguous on the write side: innermost in Element
+            m.add_bool_or([~x[i, D], ~inc[i], y[i, D]])
+            m.add_bool_or([~x[i, D], inc[i], ~y[i, D]])
+        else:
+            m.add_implication(x[i, D], inc[i])
         for j in range(n):
             if i == j:
                 continue
@@ -280,7 +406,11 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             m.add_bool_or([~x[i, j], ~inp[i], inp[j]])  # the Packet is innermost
             if L.merges(i, j):
                 m.add_bool_or([~x[i, j], ~inc[i], inc[j]])
-                m.add_bool_or([~x[i, j], inc[i], ~inc[j]])
+                if L.is_free(i):  # inc_i == inc_j and j is i's Element successor
+                    m.add_bool_or([~x[i, j], ~inc[i], y[i, j]])
+                    m.add_bool_or([~x[i, j], inc[i], ~inc[j], ~y[i, j]])
+                else:
+                    m.add_bool_or([~x[i, j], inc[i], ~inc[j]])
             else:
                 m.add_implication(x[i, j], ~inc[i])
     # the DMA packet: the common suffix of Packet and the contiguous run, one of the chains
@@ -342,12 +472,19 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             m.add_bool_or([~lit])
     # entry-limit: more than 8 loops must merge down to 8
     mergeable = [(i, j) for i in range(n) for j in range(n) if i != j and L.merges(i, j)]
+    merged = {}  # (i, j): loop j directly inside loop i, contiguous on both sides
+    for e in mergeable:
+        if L.is_free(e[0]):
+            merged[e] = m.new_bool_var(f"merge_{e[0]}_{e[1]}")
+            m.add_bool_and([x[e], y[e]]).only_enforce_if(merged[e])
+            m.add_bool_or([~x[e], ~y[e], merged[e]])
+        else:
+            merged[e] = x[e]
     if n > hw.MAX_SEQUENCER_ENTRIES:
         lit = requirement("entry-limit", "entry-limit", Violation(
             "entry-limit", tuple(terms), {"count": f"{n} loops need {n - 8} merges; at best",
                                           "entries": ", ".join(terms)}))
-        m.add(sum(x[e] for e in mergeable) >= n - hw.MAX_SEQUENCER_ENTRIES
-              ).only_enforce_if(lit)
+        m.add(sum(merged.values()) >= n - hw.MAX_SEQUENCER_ENTRIES).only_enforce_if(lit)
     # alignment (seed 002): every stride but the DMA packet's own, and the packet
     hbm_dm = {source.tier, destination.tier} == {"hbm", "dm"}
     sides = []
@@ -365,12 +502,32 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                 "what": "packets of " + ", ".join(f"{b} B" for b in sizes)}))
             for k in bad_packets:
                 m.add_implication(lit, ~z[k])
+        need = (align & -align).bit_length() - (eb & -eb).bit_length()  # 2-adic order
         for i in range(n):
-            if (strides[i] * eb) % align == 0:
+            aligned = None  # a free Element: aligned when enough 2s lie inside it
+            if side == "write" and L.is_free(i):
+                twos = [((L.n[j] & -L.n[j]).bit_length() - 1, j) for j in E if j != i]
+                if sum(v for v, _ in twos) < need:
+                    aligned = False
+                elif need > 0:
+                    aligned = m.new_bool_var(f"aligned_{terms[i]}")
+                    inside = []
+                    for v, j in twos:
+                        if v:
+                            b = m.new_bool_var(f"element_inside_{i}_{j}")
+                            m.add(epos[j] > epos[i]).only_enforce_if(b)
+                            m.add(epos[j] < epos[i]).only_enforce_if(~b)
+                            inside.append(v * b)
+                    m.add(sum(inside) >= need).only_enforce_if(aligned)
+                what = f"the write stride of {terms[i]} (its Element order is free)"
+            elif (strides[i] * eb) % align == 0:
+                continue
+            else:
+                what = f"stride {strides[i] * eb} B of {terms[i]} outside the DMA packet"
+            if L.is_free(i) and side == "write" and need <= 0:
                 continue
             lit = requirement(f"{rule}:{side}:{terms[i]}", rule, Violation(rule, (terms[i],), {
-                "side": side, "align": align,
-                "what": f"stride {strides[i] * eb} B of {terms[i]} outside the DMA packet"}))
+                "side": side, "align": align, "what": what}))
             # i is the DMA packet's run (a packet of more than one element), or the innermost
             # loop (a one-element packet), or (more than 8 loops) merges into the loop inside
             q = m.new_bool_var(f"exempt_{side}_{terms[i]}")
@@ -380,8 +537,11 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             inner = m.new_bool_var(f"inner_{side}_{terms[i]}")
             m.add_bool_and([x[i, D], empty]).only_enforce_if(inner)
             m.add_bool_or([~x[i, D], ~empty, inner])
-            m.add_bool_or([~q, in_run, inner] + ([x[i, j] for (a, j) in mergeable if a == i]
-                                                if n > hw.MAX_SEQUENCER_ENTRIES else []))
+            m.add_bool_or([~q, in_run, inner]
+                          + ([merged[a, j] for (a, j) in mergeable if a == i]
+                             if n > hw.MAX_SEQUENCER_ENTRIES else [])
+                          + ([aligned] if aligned is not None and aligned is not False
+                             else []))
             m.add_implication(lit, q)
     # the objective: the DMA packet's floor, then row-stepping loops outer, then a Packet
     # no longer than the DMA packet
@@ -428,12 +588,15 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         kk = sum(sv.value(inp[i]) for i in range(n))
         result.enumerated += 1
         seen = [x[e] if sv.value(x[e]) else ~x[e] for e in x] + \
-            [inp[i] if sv.value(inp[i]) else ~inp[i] for i in range(n)]
+            [inp[i] if sv.value(inp[i]) else ~inp[i] for i in range(n)] + \
+            [y[e] if sv.value(y[e]) else ~y[e] for e in y]
         m.add_bool_or([~lit for lit in seen])  # this plan is done: never again
         time_t = [terms[i] for i in order[:n - kk]]
         pack_t = [terms[i] for i in order[n - kk:]]
+        element = ([terms[i] for i in sorted(E, key=lambda i: sv.value(epos[i]))]
+                   if L.write_free else None)
         try:
-            plan = lower(time_t, pack_t, relax)
+            plan = lower(time_t, pack_t, relax, element)
         except TcplanError as e:  # a rule the model does not hold: excluded, go on
             for v in e.violations:
                 result.examples.setdefault(v.rule, v)
@@ -444,7 +607,8 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             result.rejected[BOUND_PACKET] = result.rejected.get(BOUND_PACKET, 0) + 1
             continue
         c = Candidate(tuple(order), kk, plan.stream_dims["time"].text(),
-                      plan.stream_dims["packet"].text(), estimate(plan).cycles, plan)
+                      plan.stream_dims["packet"].text(), estimate(plan).cycles, plan,
+                      plan.destination.dims["element"].text() if L.write_free else None)
         result.candidates.append(c)
         result.candidates.sort(key=lambda c: c.cycles)  # stable: the first found wins ties
         if _time.perf_counter() > deadline:
@@ -569,7 +733,8 @@ def _engines_of(split: dict[str, str], stream: Tensor, axes: dict[str, int]) -> 
 def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                    free: list[str], packet_max_bytes: int | None = None,
                    time_limit: float = 10.0, seed: int = 0,
-                   relax: frozenset[str] = frozenset(), pcie: bool = False
+                   relax: frozenset[str] = frozenset(), pcie: bool = False,
+                   free_element: dict | None = None, workers: int = 1
                    ) -> tuple[Search, dict[str, str]]:
     """The best (engine split, order, packet): every candidate split searched in turn."""
     axes = dict(source.dims["element"].axes)
@@ -595,7 +760,8 @@ def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: i
         s = Tensor("stream", "stream", stream.dtype, dims)
         try:
             found = search(source, destination, s, chips, packet_max_bytes, time_limit,
-                           seed=seed, relax=relax, pcie=pcie)
+                           workers, seed=seed, relax=relax, pcie=pcie,
+                           free_element=free_element)
         except TcplanError as e:
             f = getattr(e, "search", None)
             if f is not None:
@@ -615,20 +781,22 @@ def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: i
 
 
 def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
-              relax: frozenset[str] = frozenset(), bound: Any = "problem"
+              relax: frozenset[str] = frozenset(), bound: Any = "problem", workers: int = 1
               ) -> tuple[Search, dict[str, str]]:
-    """A problem's free stream: (the search, the engine split used)."""
+    """A problem's free stream (and free destination Element): (the search, the engine
+    split used)."""
     t = problem.tensors
     free = problem.params.get("free", [])
     if bound == "problem":
         bound = problem.params.get("bounds", {}).get("packet_max_bytes")
     pcie = getattr(problem, "kind", "dma") == "pcie"
+    element = problem.params.get("free_element")
     if "cluster" in free or "slice" in free:
         return search_engines(t["source"], t["destination"], t["stream"], problem.chips,
-                              free, bound, time_limit, seed, relax, pcie)
+                              free, bound, time_limit, seed, relax, pcie, element, workers)
     found = search(t["source"], t["destination"], t["stream"], problem.chips, bound,
-                   time_limit, seed=seed, relax=relax, pcie=pcie,
-                   engine_at=problem.params.get("engine_at"))
+                   time_limit, workers, seed=seed, relax=relax, pcie=pcie,
+                   engine_at=problem.params.get("engine_at"), free_element=element)
     st = t["stream"]
     return found, {"cluster": st.dims["cluster"].text()[3:-1],
                    "slice": st.dims["slice"].text()[3:-1]}

@@ -221,8 +221,12 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
                                       "pseudo")
     elif kind in ("dma", "pcie"):
         tensors["source"] = ctx.tensor(("source",), data["source"], "source")
-        tensors["destination"] = ctx.tensor(("destination",), data["destination"],
-                                            "destination")
+        spec_d = data["destination"]
+        free_element = None
+        if isinstance(spec_d, dict) and (spec_d.get("element") == "free"
+                                         or isinstance(spec_d.get("element"), dict)):
+            free_element, spec_d = _free_element(ctx, tensors["source"], spec_d)
+        tensors["destination"] = ctx.tensor(("destination",), spec_d, "destination")
         spec_s = data.get("stream")
         free = [d for d in ("time", "packet") if isinstance(spec_s, dict)
                 and spec_s.get(d) == "free"]
@@ -243,6 +247,11 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
             if "chip" not in spec_s:  # the engines' chips follow the side spread over chips
                 spec_s["chip"] = placeholder.dims["chip"].text()
             params["free"] = free + engines_free
+        if free_element is not None:
+            if not free:
+                raise doc.error(("destination", "element"), "a free destination is planned "
+                                "with its stream", "add stream: {time: free, packet: free}")
+            params["free_element"] = free_element
         if "bounds" in data:
             b = data["bounds"]
             if not isinstance(b, dict) or set(b) - {"packet_max_bytes"}:
@@ -449,3 +458,50 @@ class _Ctx:
             raise self.doc.error(keys + ("dtype",), f"{dtype!r} is not a dtype",
                                  "use one of " + ", ".join(hw.DTYPE_BYTES))
         return Tensor(name, t, dtype, dims, address)
+
+
+def _free_element(ctx: "_Ctx", source: Tensor, spec: dict) -> tuple[dict, dict]:
+    """``element: free`` (or ``{free: true, prefix: 'm![...]'}``): the destination's Element
+    order is the planner's.  Returns the bound (``prefix``: terms that stay outermost, in
+    order) and the destination spec with a placeholder Element: every digit the
+    destination's other dimensions leave, in the source's order."""
+    doc = ctx.doc
+    keys = ("destination", "element")
+    raw = spec["element"]
+    prefix: list[str] = []
+    if isinstance(raw, dict):
+        if set(raw) - {"free", "prefix"} or raw.get("free") is not True:
+            raise doc.error(keys, "a bounded free Element takes free: true and a prefix",
+                            "element: {free: true, prefix: 'm![B / 4]'}")
+        if "prefix" in raw:
+            pm = ctx.mapping(keys + ("prefix",), raw["prefix"], "element")
+            prefix = [text for text, fs in pm.items() if any(f.axis for f in fs)]
+    others = {k: v for k, v in spec.items() if k != "element"}
+    held: dict[str, list[tuple[int, int]]] = {}
+    probe = ctx.tensor(("destination",), {**others, "element": "m![1]"}, "destination")
+    for m in probe.dims.values():
+        for f in m.factors:
+            if f.axis is not None:
+                held.setdefault(f.axis, []).append((f.lo, f.lo * f.count))
+    terms = []
+    for f in source.dims["element"].factors:  # the source's digits, outermost first
+        if f.axis is None:
+            continue
+        size = source.dims["element"].axes[f.axis]
+        lo, hi = f.lo, min(f.lo * f.count, size)
+        cuts = sorted({lo, hi} | {x for a, b in held.get(f.axis, []) for x in (a, b)
+                                  if lo < x < hi})
+        for a, b in reversed(list(zip(cuts, cuts[1:]))):
+            if any(x <= a and b <= y for x, y in held.get(f.axis, [])):
+                continue
+            terms.append(f.axis if a == 1 and b >= size else f"{f.axis} % {b}" if a == 1
+                         else f"{f.axis} / {a}" if b >= size else f"{f.axis} / {a} % {b // a}")
+    if not terms:
+        raise doc.error(keys, "the other dimensions hold every digit: nothing is left for "
+                        "Element", "give Element a mapping")
+    for t in prefix:
+        if t not in terms:
+            raise doc.error(keys + ("prefix",), f"{t} is not one of the Element digits "
+                            f"({', '.join(terms)})", "use terms the Element holds")
+    return {"prefix": prefix, "terms": terms}, {**others,
+                                                "element": "m![" + ", ".join(terms) + "]"}

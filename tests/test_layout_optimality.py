@@ -13,7 +13,7 @@ from model.cost import estimate
 from model.mapping import parse
 from model.rules import TcplanError
 from model.tiers import Tensor
-from planner.layout import pieces_of, search
+from planner.layout import candidate_pieces, search
 from planner.spec import load_problem_text
 
 #: pieces of the generated problems: 20 problems, up to 7 free factors
@@ -67,8 +67,7 @@ stream: {{time: free, packet: free}}
 """
         p = load_problem_text(text, f"<generated {seed}>")
         t = p.tensors
-        spatial = {d: t["stream"].dims[d] for d in ("chip", "cluster", "slice")}
-        if len(pieces_of(t["source"], t["destination"], spatial)) == want:
+        if len(candidate_pieces(t["source"], t["destination"], t["stream"])[0]) == want:
             return text
 
 
@@ -84,8 +83,7 @@ def enumerate_all(seed: int) -> tuple[int | None, int, int]:
     """(the least estimate over every legal plan or None, plans, legal plans)."""
     p = load_problem_text(problem_text(seed, SIZES[seed]), f"<generated {seed}>")
     t = p.tensors
-    spatial = {d: t["stream"].dims[d] for d in ("chip", "cluster", "slice")}
-    pieces = pieces_of(t["source"], t["destination"], spatial)
+    pieces, _ = candidate_pieces(t["source"], t["destination"], t["stream"])
     axes = dict(p.axes)
     best, plans, legal = None, 0, 0
     memo: dict[tuple, int] = {}
@@ -136,3 +134,73 @@ def test_planner_plan_is_the_cheapest_of_every_plan():
         # the model proposed few plans: the floor prunes the rest
         assert got.enumerated <= legal
     assert feasible >= 14  # most generated problems have a plan
+
+
+def free_element_text(seed: int) -> str:
+    """A random HBM -> DM transfer whose destination Element order is free too."""
+    rng = random.Random(1000 + seed)
+    names = ["A", "B", "C", "D"][:rng.choice([3, 4])]
+    axes = {a: rng.choice([4, 8, 16]) for a in names}
+    src = _terms(rng, axes, set(rng.sample(names, rng.randint(0, 1))))
+    return f"""kind: dma
+dtype: {rng.choice(['i32', 'bf16', 'i8'])}
+axes: {{{', '.join(f'{a}: {v}' for a, v in axes.items())}}}
+source: {{tier: hbm, element: 'm![{', '.join(src)}]'}}
+destination: {{tier: dm, slice: 'm![{names[0]} # 64]', element: free}}
+stream: {{time: free, packet: free}}
+"""
+
+
+def enumerate_free_element(seed: int) -> tuple[int | None, int]:
+    """(least estimate over every Element order x stream order x Packet split, plans)."""
+    p = load_problem_text(free_element_text(seed), f"<free element {seed}>")
+    t = p.tensors
+    pieces, _ = candidate_pieces(t["source"], t["destination"], t["stream"])
+    element = [x for x in pieces if any(f.axis == x.axis and f.lo <= x.lo
+                                        and x.hi <= f.lo * f.count
+                                        for f in t["destination"].dims["element"].factors)]
+    axes = dict(p.axes)
+    best, plans = None, 0
+    for e_order in itertools.permutations(element):
+        dims = dict(t["destination"].dims)
+        dims["element"] = parse("m![" + ", ".join(x.term() for x in e_order) + "]", axes)
+        dst = Tensor("destination", "dm", t["destination"].dtype, dims,
+                     t["destination"].address)
+        for order in itertools.permutations(pieces):
+            terms = [x.term() for x in order]
+            for k in range(len(pieces) + 1):
+                plans += 1
+                sd = dict(t["stream"].dims)
+                sd["time"] = parse("m![" + (", ".join(terms[:len(terms) - k]) or "1") + "]",
+                                   axes)
+                sd["packet"] = parse("m![" + (", ".join(terms[len(terms) - k:]) or "1")
+                                     + "]", axes)
+                try:
+                    plan = dma.lower(t["source"], dst,
+                                     Tensor("stream", "stream", t["source"].dtype, sd), 1)
+                except TcplanError:
+                    continue
+                c = estimate(plan).cycles
+                best = c if best is None else min(best, c)
+    return best, plans
+
+
+def test_free_element_plan_is_the_cheapest_of_every_plan():
+    from planner.layout import plan_free
+    with ProcessPoolExecutor(2) as pool:
+        truth = list(pool.map(enumerate_free_element, range(6)))
+    feasible = 0
+    for seed, (want, plans) in enumerate(truth):
+        p = load_problem_text(free_element_text(seed), f"<free element {seed}>")
+        assert p.params["free_element"] == {"prefix": [], "terms": p.params[
+            "free_element"]["terms"]}
+        try:
+            found, _ = plan_free(p)
+        except TcplanError as e:
+            assert want is None, (seed, want, e.code)
+            continue
+        feasible += 1
+        assert found.status == "optimal" and found.best.cycles == want, (
+            seed, found.best.cycles, want, plans)
+        assert found.best.element is not None
+    assert feasible >= 4

@@ -16,7 +16,7 @@ from model.mapping import parse
 from model.rules import TcplanError
 from model.tiers import Tensor
 from planner.cli import main
-from planner.layout import pieces_of, search
+from planner.layout import candidate_pieces, search
 from planner.lowering import lower_problem
 from planner.spec import load_problem, load_problem_text
 
@@ -63,8 +63,7 @@ def brute_force(p):
     """Every order of the pieces and every packet split, lowered and estimated
     (itertools, not the CP-SAT enumeration)."""
     t = p.tensors
-    spatial = {d: t["stream"].dims[d] for d in ("chip", "cluster", "slice")}
-    pieces = pieces_of(t["source"], t["destination"], spatial)
+    pieces, _ = candidate_pieces(t["source"], t["destination"], t["stream"])
     axes = dict(p.axes)
     best = None
     for order in itertools.permutations(range(len(pieces))):
