@@ -9,6 +9,8 @@
 2. The layout search against an itertools enumeration of every order and packet on small
    generated problems (tests/test_layout_planner.py's generator), in the same run: the ratio of
    the two times.
+3. The same on the generated problems with 5 to 7 free factors of
+   tests/test_layout_optimality.py (the enumeration there costs 5!*6 to 7!*8 plans).
 """
 
 from __future__ import annotations
@@ -80,6 +82,24 @@ def main() -> None:
         t_b += t2 - t1
     print(f"layout search {t_s:.2f} s vs itertools enumeration {t_b:.2f} s on 12 small "
           f"problems: ratio {t_s / t_b:.2f}")
+    from test_layout_optimality import SIZES, enumerate_all, problem_text
+
+    from planner.spec import load_problem_text
+    print("\nfactors  search s  enumeration s  ratio")
+    for seed, k in enumerate(SIZES):
+        if k < 5:
+            continue
+        p = load_problem_text(problem_text(seed, k), f"<generated {seed}>")
+        t = p.tensors
+        t0 = time.perf_counter()
+        try:
+            search(t["source"], t["destination"], t["stream"], p.chips)
+        except TcplanError:
+            pass
+        t1 = time.perf_counter()
+        enumerate_all(seed)
+        t2 = time.perf_counter()
+        print(f"{k:7d}  {t1 - t0:8.3f}  {t2 - t1:13.2f}  {(t1 - t0) / (t2 - t1):.4f}")
 
 
 if __name__ == "__main__":

@@ -267,8 +267,8 @@ def candidate_pieces(source: Tensor, destination: Tensor, stream: Tensor,
 def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
            packet_max_bytes: int | None = None, time_limit: float = 10.0, workers: int = 1,
            seed: int = 0, relax: frozenset[str] = frozenset(), pcie: bool = False,
-           engine_at: dict[str, int] | None = None, free_element: dict | None = None
-           ) -> Search:
+           engine_at: dict[str, int] | None = None, free_element: dict | None = None,
+           beat: int | None = None) -> Search:
     """The fastest legal (order, packet) of the free stream by :func:`model.cost.estimate`.
 
     CP-SAT holds the loop order as a circuit over the pieces, the Packet as a suffix of it,
@@ -285,7 +285,10 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     as a second circuit over the pieces (the prefix's pieces outermost): two loops merge on the
     write side exactly when the inner one is the outer one's Element successor, and a loop's
     write stride is 8-byte aligned when the 2-adic orders of the pieces inside it in Element
-    add up to enough."""
+    add up to enough.
+
+    ``beat``: only plans faster than this many cycles matter (another engine split has one);
+    when the model proves none is, the result has no candidates and status ``dominated``."""
     import time as _time
     deadline = _time.perf_counter() + time_limit
     from ortools.sat.python import cp_model
@@ -584,6 +587,10 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         bound = math.floor(sv.best_objective_bound / span)
         if result.candidates and bound >= result.candidates[0].cycles:
             break  # no other plan can beat the best one
+        if beat is not None and bound >= beat:
+            if not result.candidates:
+                result.status = "dominated"
+            break  # nothing here beats the plan the caller has
         order = sorted(range(n), key=lambda i: sv.value(pos[i]))
         kk = sum(sv.value(inp[i]) for i in range(n))
         result.enumerated += 1
@@ -614,7 +621,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         if _time.perf_counter() > deadline:
             result.status = "feasible"
             break
-    if not result.candidates:
+    if not result.candidates and result.status != "dominated":
         if result.conflict:
             rules = sorted({r.rule or r.key for r in result.conflict})
             for r in result.conflict:
@@ -761,7 +768,10 @@ def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: i
         try:
             found = search(source, destination, s, chips, packet_max_bytes, time_limit,
                            workers, seed=seed, relax=relax, pcie=pcie,
-                           free_element=free_element)
+                           free_element=free_element,
+                           beat=best[0].best.cycles if best is not None else None)
+            if found.status == "dominated":
+                continue
         except TcplanError as e:
             f = getattr(e, "search", None)
             if f is not None:
