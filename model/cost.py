@@ -373,10 +373,11 @@ def _estimate(plan, floor: bool, rough_write: bool = False) -> CycleReport:
         rows = rows_touched.get(chip_of[id(parts)], 1)
         sw = np.minimum(load, np.maximum(sw, banks * max(rows - 1, 0)))
         if floor:  # whatever the order: each bank switches once per extra row it opens
-            trip = np.unique(np.stack([ch, b, r]), axis=1)
-            pairs = np.unique(trip[:2], axis=1)
-            sw = (np.bincount(trip[0], minlength=HBM_CHANNELS)
-                  - np.bincount(pairs[0], minlength=HBM_CHANNELS)).astype(float)
+            bank_of = ch * 32 + b  # (channel, bank); bank ids are 5 bits
+            opens = np.unique(bank_of * (int(r.max()) + 1) + r) // (int(r.max()) + 1)
+            sw = (np.bincount(opens // 32, minlength=HBM_CHANNELS)
+                  - np.bincount(np.unique(bank_of) // 32, minlength=HBM_CHANNELS)
+                  ).astype(float)
         cost = load * HBM_SERVICE + sw * (ROW_SWITCH - HBM_SERVICE)
         worst_hbm = max(worst_hbm, float(cost.max()))
     hbm_total = STARTUP + worst_hbm

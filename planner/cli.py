@@ -685,6 +685,8 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
                       "cluster": f"m![{split['cluster']}]", "slice": f"m![{split['slice']}]"}
             if best.element is not None:
                 chosen["destination_element"] = best.element
+            if problem.params.get("free_slice"):
+                chosen["destination_slice"] = plan.destination.dims["slice"].text()
             n_cand, rejected = len(found.candidates), found.rejected
         else:
             plan, status = lower_problem(problem), "given"
@@ -724,7 +726,9 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
         lines = [f"{problem.name}: stream "
                  + (f"Cluster {chosen['cluster']}, Slice {chosen['slice']}, " if "slice" in
                     chosen else "") + f"Time {chosen['time']}, Packet {chosen['packet']} "
-                 + (f"into destination Element {chosen['destination_element']} "
+                 + ("into destination " + ", ".join(
+                     f"{d.title()} {chosen['destination_' + d]}" for d in ("slice", "element")
+                     if "destination_" + d in chosen) + " "
                     if "destination_element" in chosen else "")
                  + f"({status}; {n_cand} legal layout(s)"
                  + (", rejected: " + ", ".join(f"{r} x{k}" for r, k in rejected.items())

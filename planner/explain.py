@@ -91,6 +91,9 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         if e.kind == "input":
             raise
         found = getattr(e, "search", None)
+        if hasattr(e, "slice_failures"):  # a free Slice: why each candidate has no plan
+            return 1, {"problem": problem.name, "feasible": False, "method": "per-candidate",
+                       "conflict": _slice_items(problem, e)}
         if found is None:  # a given stream: every broken rule is its own conflict
             items = [_item(v.rule, v.to_json()) for v in e.violations]
             return 1, {"problem": problem.name, "feasible": False, "conflict": items}
@@ -118,8 +121,9 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         best = found.best.cycles
         for b in bind(found, seed=seed):
             title = RULES[b["rule"]].title if b["rule"] else "the problem's packet bound"
-            what = (f"without it the model's floor is {b['floor_without']:,} cycles"
-                    if b["may_bind"] else "it excludes plans, none faster than the chosen one")
+            what = ("it excludes plans, none faster than the chosen one" if not b["may_bind"]
+                    else "without it larger packets become possible" if not b["floor_without"]
+                    else f"without it the model's floor is {b['floor_without']:,} cycles")
             binding.append({"rule": b["rule"], "requirement": b["requirement"],
                             "title": title, "detail": f"{b['message']}; {what}",
                             "may_bind": b["may_bind"]})
@@ -132,6 +136,38 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
     return 0, {"problem": problem.name, "feasible": True, "cycles": cost.cycles,
                "lower_bound": bound, "bottleneck": cost.bottleneck,
                "penalties": cost.penalties, "binding": binding}
+
+
+def _slice_items(problem, err) -> list[dict[str, Any]]:
+    """A free Slice with no plan: the footprint bound (when it cut candidates), then each
+    remaining candidate's own conflict, labelled with the candidate."""
+    from .layout import BOUND_FOOTPRINT
+    fs = problem.params["free_slice"]
+    items = []
+    most = fs.get("max_footprint_bytes")
+    if most is not None:
+        cut = [text for text, dst, _ in fs["candidates"]
+               if dst.dims["element"].size * dst.elem_bytes > most]
+        if cut:
+            items.append({"requirement": BOUND_FOOTPRINT, "rule": None,
+                          "message": f"the problem bounds a slice's footprint to {most:,} B, "
+                                     f"which excludes Slice {', '.join(cut)}",
+                          "fix": "raise or drop max_footprint_bytes"})
+    for text, e in err.slice_failures:
+        found = getattr(e, "search", None)
+        if found is not None and found.conflict:
+            vs = [r.violation for r in found.conflict if r.violation is not None]
+            bound = any(r.rule is None for r in found.conflict)
+        else:
+            vs, bound = list(e.violations), False
+        for v in vs:
+            it = _item(v.rule, v.to_json())
+            it["message"] = f"with Slice {text}: {it['message']}"
+            items.append(it)
+        if bound:
+            items.append({**_bound_item(problem), "message": f"with Slice {text}: "
+                          + _bound_item(problem)["message"]})
+    return items
 
 
 def _bound_item(problem) -> dict[str, Any]:

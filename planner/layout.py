@@ -352,6 +352,9 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     # a free Element the write side counts only its least requests (any Element order)
     floors = []
     for ch in chains:
+        if math.prod(L.n[i] for i in ch) * eb > hw.DMA_MAX_PACKET_BYTES:
+            floors.append(0)  # over the packet cap: only a relaxed dma-packet-max reaches it
+            continue
         rest = [terms[i] for i in range(n) if i not in ch]
         pack = [terms[i] for i in ch]
         try:
@@ -799,6 +802,8 @@ def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
     free = problem.params.get("free", [])
     if bound == "problem":
         bound = problem.params.get("bounds", {}).get("packet_max_bytes")
+    if problem.params.get("free_slice"):
+        return _plan_slices(problem, time_limit, seed, relax, bound, workers)
     pcie = getattr(problem, "kind", "dma") == "pcie"
     element = problem.params.get("free_element")
     if "cluster" in free or "slice" in free:
@@ -810,3 +815,48 @@ def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
     st = t["stream"]
     return found, {"cluster": st.dims["cluster"].text()[3:-1],
                    "slice": st.dims["slice"].text()[3:-1]}
+
+
+#: the requirement a free Slice's footprint bound stands for
+BOUND_FOOTPRINT = "bound:max_footprint_bytes"
+
+
+def _plan_slices(problem, time_limit: float, seed: int, relax: frozenset[str], bound: Any,
+                 workers: int) -> tuple[Search, dict[str, str]]:
+    """A free destination Slice: every candidate Slice mapping (with a free Element) searched
+    in turn, each told the best plan so far; the fastest wins."""
+    from types import SimpleNamespace
+    fs = problem.params["free_slice"]
+    most = fs.get("max_footprint_bytes")
+    best: tuple[Search, dict[str, str]] | None = None
+    reasons: dict[str, list[str]] = {}
+    failures: list[tuple[str, Any]] = []
+    t = problem.tensors
+    for text, dst, fe in fs["candidates"]:
+        foot = dst.dims["element"].size * dst.elem_bytes
+        if most is not None and foot > most and BOUND_FOOTPRINT not in relax:
+            reasons.setdefault(BOUND_FOOTPRINT, []).append(text)
+            continue
+        sub = SimpleNamespace(tensors={**t, "destination": dst}, chips=problem.chips,
+                              axes=problem.axes, kind=problem.kind,
+                              params={**problem.params, "free_slice": None,
+                                      "free_element": fe})
+        try:
+            found, split = plan_free(sub, time_limit, seed, relax, bound, workers)
+        except TcplanError as e:
+            if e.kind == "input":
+                raise
+            for r in {v.rule for v in e.violations} | set(
+                    getattr(getattr(e, "search", None), "rejected", {}) or {}):
+                reasons.setdefault(r, []).append(text)
+            failures.append((text, e))
+            continue
+        if found.candidates and (best is None or found.best.cycles < best[0].best.cycles):
+            best = (found, split)
+    if best is None:
+        rules = "; ".join(f"{r} ({', '.join(ts)})" for r, ts in sorted(reasons.items()))
+        err = fail("plan-no-layout", tuple(reasons), pieces="of every Slice candidate",
+                   rules=rules or "no candidate")
+        err.slice_failures = failures  # type: ignore[attr-defined]  # for the diagnostics
+        raise err
+    return best

@@ -222,7 +222,11 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
     elif kind in ("dma", "pcie"):
         tensors["source"] = ctx.tensor(("source",), data["source"], "source")
         spec_d = data["destination"]
-        free_element = None
+        free_element = free_slice = None
+        if isinstance(spec_d, dict) and (spec_d.get("slice") == "free"
+                                         or isinstance(spec_d.get("slice"), dict)):
+            free_slice = _free_slice(ctx, tensors["source"], spec_d)
+            spec_d = free_slice["specs"][0]
         if isinstance(spec_d, dict) and (spec_d.get("element") == "free"
                                          or isinstance(spec_d.get("element"), dict)):
             free_element, spec_d = _free_element(ctx, tensors["source"], spec_d)
@@ -252,6 +256,22 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
                 raise doc.error(("destination", "element"), "a free destination is planned "
                                 "with its stream", "add stream: {time: free, packet: free}")
             params["free_element"] = free_element
+        if free_slice is not None:
+            if not free:
+                raise doc.error(("destination", "slice"), "a free destination is planned "
+                                "with its stream", "add stream: {time: free, packet: free}")
+            cands = []
+            for text, sd in zip(free_slice["texts"], free_slice["specs"]):
+                try:  # a candidate whose Slice takes the Element prefix's digits is dropped
+                    fe, sd = _free_element(ctx, tensors["source"], sd)
+                except TcplanError:
+                    continue
+                cands.append((text, ctx.tensor(("destination",), sd, "destination"), fe))
+            if not cands:
+                raise doc.error(("destination", "slice"), "no Slice candidate leaves the "
+                                "Element prefix's digits to Element", "change the prefix")
+            params["free_slice"] = {"candidates": cands,
+                                    "max_footprint_bytes": free_slice["max_footprint_bytes"]}
         if "bounds" in data:
             b = data["bounds"]
             if not isinstance(b, dict) or set(b) - {"packet_max_bytes"}:
@@ -499,9 +519,73 @@ def _free_element(ctx: "_Ctx", source: Tensor, spec: dict) -> tuple[dict, dict]:
     if not terms:
         raise doc.error(keys, "the other dimensions hold every digit: nothing is left for "
                         "Element", "give Element a mapping")
-    for t in prefix:
-        if t not in terms:
+    def digits(text: str) -> tuple:
+        f = next(f for f in parse(f"m![{text}]", ctx.axes).factors if f.axis is not None)
+        return (f.axis, f.lo, min(f.lo * f.count, ctx.axes[f.axis]))
+    by_digits = {digits(t): t for t in terms}
+    named = []
+    for t in prefix:  # the prefix's terms, as the Element's own terms
+        if digits(t) not in by_digits:
             raise doc.error(keys + ("prefix",), f"{t} is not one of the Element digits "
                             f"({', '.join(terms)})", "use terms the Element holds")
+        named.append(by_digits[digits(t)])
+    prefix = named
     return {"prefix": prefix, "terms": terms}, {**others,
                                                 "element": "m![" + ", ".join(terms) + "]"}
+
+
+#: generated Slice candidates spread over at least one DMN's slices (``allowed`` may go lower)
+MIN_SLICE_SPREAD = hw.SLICES_PER_DMN
+
+
+def _free_slice(ctx: "_Ctx", source: Tensor, spec: dict) -> dict[str, Any]:
+    """``slice: free`` (or ``{free: true, allowed: [...], max_footprint_bytes: N}``) with a
+    free Element: the candidate Slice mappings (the ``allowed`` ones, else the top digits of
+    one axis, ``X / k``, over 32 to 256 slices, padded to the smallest slice count of 64, 128
+    or 256 that holds them) and, for each, the destination spec with that Slice."""
+    doc = ctx.doc
+    keys = ("destination", "slice")
+    raw = spec["slice"]
+    if spec.get("tier") != "dm":
+        raise doc.error(keys, "only a DM destination has a Slice to plan", "give the Slice")
+    if not (spec.get("element") == "free" or isinstance(spec.get("element"), dict)):
+        raise doc.error(keys, "a free Slice needs a free Element (Element holds what Slice "
+                        "leaves)", "element: free")
+    allowed, most = None, None
+    if isinstance(raw, dict):
+        if set(raw) - {"free", "allowed", "max_footprint_bytes"} or raw.get("free") is not True:
+            raise doc.error(keys, "a bounded free Slice takes free: true, allowed and "
+                            "max_footprint_bytes",
+                            "slice: {free: true, allowed: ['m![A]'], max_footprint_bytes: 65536}")
+        if "allowed" in raw:
+            if not isinstance(raw["allowed"], list) or not raw["allowed"]:
+                raise doc.error(keys + ("allowed",), "expected a list of Slice mappings",
+                                "allowed: ['m![A # 64]', 'm![B / 2]']")
+            allowed = []
+            for k, text in enumerate(raw["allowed"]):
+                ctx.mapping(keys + ("allowed", k), text, "slice")
+                allowed.append(text)
+        most = raw.get("max_footprint_bytes")
+        if most is not None and (isinstance(most, bool) or not isinstance(most, int)
+                                 or most < 1):
+            raise doc.error(keys + ("max_footprint_bytes",), f"{most!r} is not a byte count",
+                            "max_footprint_bytes: 65536")
+    if allowed is None:
+        allowed = []
+        for f in source.dims["element"].factors:
+            if f.axis is None:
+                continue
+            size = source.dims["element"].axes[f.axis]
+            k = 1
+            while k < size:
+                count = -(-size // k)
+                if MIN_SLICE_SPREAD <= count <= max(hw.SLICE_SIZES) and size % k == 0:
+                    pad = min(x for x in hw.SLICE_SIZES if x >= count)
+                    term = f.axis if k == 1 else f"{f.axis} / {k}"
+                    allowed.append(f"m![{term}" + (f" # {pad}" if pad != count else "") + "]")
+                k *= 2
+        allowed = list(dict.fromkeys(allowed))
+    if not allowed:
+        raise doc.error(keys, "no axis can be spread over slices", "give the Slice")
+    specs = [{**spec, "slice": text} for text in allowed]
+    return {"texts": allowed, "specs": specs, "max_footprint_bytes": most}

@@ -151,21 +151,20 @@ stream: {{time: free, packet: free}}
 """
 
 
-def enumerate_free_element(seed: int) -> tuple[int | None, int]:
-    """(least estimate over every Element order x stream order x Packet split, plans)."""
-    p = load_problem_text(free_element_text(seed), f"<free element {seed}>")
+def _every_plan(p, destination) -> tuple[int | None, int]:
+    """(least estimate over every Element order x stream order x Packet split into this
+    destination (its Element free), plans)."""
     t = p.tensors
-    pieces, _ = candidate_pieces(t["source"], t["destination"], t["stream"])
+    pieces, _ = candidate_pieces(t["source"], destination, t["stream"])
     element = [x for x in pieces if any(f.axis == x.axis and f.lo <= x.lo
                                         and x.hi <= f.lo * f.count
-                                        for f in t["destination"].dims["element"].factors)]
+                                        for f in destination.dims["element"].factors)]
     axes = dict(p.axes)
     best, plans = None, 0
     for e_order in itertools.permutations(element):
-        dims = dict(t["destination"].dims)
+        dims = dict(destination.dims)
         dims["element"] = parse("m![" + ", ".join(x.term() for x in e_order) + "]", axes)
-        dst = Tensor("destination", "dm", t["destination"].dtype, dims,
-                     t["destination"].address)
+        dst = Tensor("destination", "dm", destination.dtype, dims, destination.address)
         for order in itertools.permutations(pieces):
             terms = [x.term() for x in order]
             for k in range(len(pieces) + 1):
@@ -183,6 +182,52 @@ def enumerate_free_element(seed: int) -> tuple[int | None, int]:
                 c = estimate(plan).cycles
                 best = c if best is None else min(best, c)
     return best, plans
+
+
+def enumerate_free_element(seed: int) -> tuple[int | None, int]:
+    p = load_problem_text(free_element_text(seed), f"<free element {seed}>")
+    return _every_plan(p, p.tensors["destination"])
+
+
+FREE_SLICE = """kind: dma
+dtype: {dtype}
+axes: {{A: 64, B: {b}, C: 8}}
+source: {{tier: hbm, element: 'm![{src}]'}}
+destination: {{tier: dm, slice: free, element: free}}
+stream: {{time: free, packet: free}}
+"""
+SLICE_CASES = [("i32", 4, "A, B, C"), ("bf16", 2, "B, A, C"), ("i8", 4, "C, A, B")]
+
+
+def enumerate_free_slice(case: int) -> tuple[int | None, int, int]:
+    """(least estimate over every Slice candidate x Element order x stream plan, plans,
+    Slice candidates)."""
+    dtype, b, src = SLICE_CASES[case]
+    p = load_problem_text(FREE_SLICE.format(dtype=dtype, b=b, src=src), f"<free slice {case}>")
+    best, plans = None, 0
+    cands = p.params["free_slice"]["candidates"]
+    for _, dst, _ in cands:
+        c, n = _every_plan(p, dst)
+        plans += n
+        if c is not None:
+            best = c if best is None else min(best, c)
+    return best, plans, len(cands)
+
+
+def test_free_slice_plan_is_the_cheapest_of_every_plan():
+    from planner.layout import plan_free
+    with ProcessPoolExecutor(2) as pool:
+        truth = list(pool.map(enumerate_free_slice, range(len(SLICE_CASES))))
+    for case, (want, plans, n_cands) in enumerate(truth):
+        dtype, b, src = SLICE_CASES[case]
+        p = load_problem_text(FREE_SLICE.format(dtype=dtype, b=b, src=src), "<free slice>")
+        assert n_cands == 2  # m![A] and m![A / 2 # 64]
+        try:
+            found, _ = plan_free(p)
+        except TcplanError as e:
+            assert want is None, (case, e.code)
+            continue
+        assert found.best.cycles == want, (case, found.best.cycles, want, plans)
 
 
 def test_free_element_plan_is_the_cheapest_of_every_plan():

@@ -179,7 +179,14 @@ def test_infeasible_problem_explained_minimally(path):
         assert rules == sorted(p.expect["explanation"])
     else:
         assert rules == [p.expect["error"]]
-    if p.kind == "dma" and p.params.get("free"):
+    if p.kind == "dma" and p.params.get("free_slice"):
+        from planner.layout import plan_free
+        assert got == ["bound:max_footprint_bytes"]
+        # the footprint bound alone is the conflict: without it a Slice has a plan
+        free_slice = {**p.params["free_slice"], "max_footprint_bytes": None}
+        p.params = {**p.params, "free_slice": free_slice}
+        assert plan_free(p)[0].candidates
+    elif p.kind == "dma" and p.params.get("free"):
         from planner.layout import plan_free
         with pytest.raises(TcplanError) as err:
             plan_free(p)
