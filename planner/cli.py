@@ -686,7 +686,8 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
             if best.element is not None:
                 chosen["destination_element"] = best.element
             if problem.params.get("free_slice"):
-                chosen["destination_slice"] = plan.destination.dims["slice"].text()
+                dim = problem.params["free_slice"]["dim"]
+                chosen["destination_" + dim] = plan.destination.dims[dim].text()
             n_cand, rejected = len(found.candidates), found.rejected
         else:
             plan, status = lower_problem(problem), "given"
@@ -729,7 +730,7 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
                  + ("into destination " + ", ".join(
                      f"{d.title()} {chosen['destination_' + d]}" for d in ("slice", "element")
                      if "destination_" + d in chosen) + " "
-                    if "destination_element" in chosen else "")
+                    if any(k.startswith("destination_") for k in chosen) else "")
                  + f"({status}; {n_cand} legal layout(s)"
                  + (", rejected: " + ", ".join(f"{r} x{k}" for r, k in rejected.items())
                     if rejected else "") + f"; {solve_s:.2f} s)",

@@ -43,6 +43,7 @@ class Piece:
     lo: int
     hi: int  # digit range [lo, hi)
     size: int  # axis size
+    pad: int | None = None  # a whole axis padded on both sides: the positions both have
 
     @property
     def count(self) -> int:
@@ -50,7 +51,7 @@ class Piece:
 
     def term(self) -> str:
         if self.lo == 1 and self.hi >= self.size:
-            return self.axis
+            return self.axis + (f" # {self.pad}" if self.pad else "")
         if self.lo == 1:
             return f"{self.axis} % {self.hi}"
         if self.hi >= self.size:
@@ -125,8 +126,22 @@ def pieces_of(source: Tensor, destination: Tensor, spatial: dict) -> list[Piece]
             inside = any(l0 <= lo and hi <= h0 for l0, h0 in held[a])
             taken = any(l0 <= lo and hi <= h0 for l0, h0 in spatial_r.get(a, []))
             if inside and not taken and hi > lo:
-                out.append(Piece(a, lo, hi, axes[a]))
+                pad = None
+                if lo == 1 and hi >= axes[a]:  # padded on both sides: stream the padding
+                    ext = min(_extent(source, a), _extent(destination, a))
+                    pad = ext if ext > axes[a] else None
+                out.append(Piece(a, lo, hi, axes[a], pad))
     return out
+
+
+def _extent(t: Tensor, axis: str) -> int:
+    """The positions a tensor gives a whole axis held by one factor (with its padding), or
+    the axis size."""
+    for m in t.dims.values():
+        for f in m.factors:
+            if f.axis == axis and f.lo == 1:
+                return f.size  # positions, padding included
+    return 0
 
 
 def _fit(pieces: list[Piece], most: int, eb: int) -> list[Piece]:

@@ -227,6 +227,10 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
                                          or isinstance(spec_d.get("slice"), dict)):
             free_slice = _free_slice(ctx, tensors["source"], spec_d)
             spec_d = free_slice["specs"][0]
+        elif isinstance(spec_d, dict) and any(isinstance(v, str) and FREE_PAD.search(v)
+                                              for v in spec_d.values()):
+            free_slice = _free_padding(ctx, spec_d)
+            spec_d = free_slice["specs"][0]
         if isinstance(spec_d, dict) and (spec_d.get("element") == "free"
                                          or isinstance(spec_d.get("element"), dict)):
             free_element, spec_d = _free_element(ctx, tensors["source"], spec_d)
@@ -262,15 +266,17 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
                                 "with its stream", "add stream: {time: free, packet: free}")
             cands = []
             for text, sd in zip(free_slice["texts"], free_slice["specs"]):
-                try:  # a candidate whose Slice takes the Element prefix's digits is dropped
-                    fe, sd = _free_element(ctx, tensors["source"], sd)
-                except TcplanError:
-                    continue
+                fe = None
+                if sd.get("element") == "free" or isinstance(sd.get("element"), dict):
+                    try:  # a candidate whose Slice takes the prefix's digits is dropped
+                        fe, sd = _free_element(ctx, tensors["source"], sd)
+                    except TcplanError:
+                        continue
                 cands.append((text, ctx.tensor(("destination",), sd, "destination"), fe))
             if not cands:
                 raise doc.error(("destination", "slice"), "no Slice candidate leaves the "
                                 "Element prefix's digits to Element", "change the prefix")
-            params["free_slice"] = {"candidates": cands,
+            params["free_slice"] = {"candidates": cands, "dim": free_slice["dim"],
                                     "max_footprint_bytes": free_slice["max_footprint_bytes"]}
         if "bounds" in data:
             b = data["bounds"]
@@ -588,4 +594,39 @@ def _free_slice(ctx: "_Ctx", source: Tensor, spec: dict) -> dict[str, Any]:
     if not allowed:
         raise doc.error(keys, "no axis can be spread over slices", "give the Slice")
     specs = [{**spec, "slice": text} for text in allowed]
-    return {"texts": allowed, "specs": specs, "max_footprint_bytes": most}
+    return {"texts": allowed, "specs": specs, "max_footprint_bytes": most, "dim": "slice"}
+
+
+#: a padding amount the planner chooses: ``m![A, C # free]``
+FREE_PAD = __import__("re").compile(r"([^,\[\]]+?)\s*#\s*free\b")
+
+
+def _free_padding(ctx: "_Ctx", spec: dict) -> dict[str, Any]:
+    """One destination term padded ``# free``: the candidate padded sizes (a Slice term: 64,
+    128 or 256 slices; another term: its size rounded up to a multiple of 2, 4, ..., 64, up
+    to four times its size; the unpadded size first) and the destination spec for each."""
+    doc = ctx.doc
+    found = [(d, v) for d, v in spec.items() if isinstance(v, str) and FREE_PAD.search(v)]
+    if len(found) > 1 or len(FREE_PAD.findall(found[0][1])) > 1:
+        raise doc.error(("destination", found[-1][0]), "one padding amount can be free",
+                        "give the other padding amounts")
+    dim, text = found[0]
+    keys = ("destination", dim)
+    term = FREE_PAD.search(text).group(1).strip()
+    n = ctx.mapping(keys, f"m![{term}]", dim).size
+    if dim == "slice":
+        sizes = [x for x in hw.SLICE_SIZES if x >= n]
+    else:
+        sizes = sorted({-(-n // m) * m for m in (1, 2, 4, 8, 16, 32, 64)} - {0})
+        sizes = [x for x in sizes if x <= 4 * n]
+    if not sizes:
+        raise doc.error(keys, f"{term} has {n} positions: no padded size fits",
+                        "give the mapping")
+    texts, specs = [], []
+    for x in sizes:
+        padded = term if x == n else f"{term} # {x}"
+        new = FREE_PAD.sub(lambda _m, p=padded: p, text, count=1)
+        ctx.mapping(keys, new, dim)  # each candidate is a valid mapping
+        texts.append(new)
+        specs.append({**spec, dim: new})
+    return {"texts": texts, "specs": specs, "max_footprint_bytes": None, "dim": dim}
