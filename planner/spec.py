@@ -625,7 +625,9 @@ def _free_padding(ctx: "_Ctx", spec: dict) -> dict[str, Any]:
     texts, specs = [], []
     for x in sizes:
         padded = term if x == n else f"{term} # {x}"
-        new = FREE_PAD.sub(lambda _m, p=padded: p, text, count=1)
+        new = FREE_PAD.sub(lambda mt, p=padded: mt.group(1)[:len(mt.group(1))
+                                                            - len(mt.group(1).lstrip())] + p,
+                           text, count=1)
         ctx.mapping(keys, new, dim)  # each candidate is a valid mapping
         texts.append(new)
         specs.append({**spec, dim: new})

@@ -249,3 +249,43 @@ def test_free_element_plan_is_the_cheapest_of_every_plan():
             seed, found.best.cycles, want, plans)
         assert found.best.element is not None
     assert feasible >= 4
+
+
+def _stream_plans(p, dst) -> int | None:
+    """Least estimate over every stream order x Packet split into a given destination."""
+    t = p.tensors
+    pieces, _ = candidate_pieces(t["source"], dst, t["stream"])
+    best = None
+    for order in itertools.permutations(pieces):
+        terms = [x.term() for x in order]
+        for k in range(len(pieces) + 1):
+            sd = dict(t["stream"].dims)
+            sd["time"] = parse("m![" + (", ".join(terms[:len(terms) - k]) or "1") + "]",
+                               p.axes)
+            sd["packet"] = parse("m![" + (", ".join(terms[len(terms) - k:]) or "1") + "]",
+                                 p.axes)
+            try:
+                plan = dma.lower(t["source"], dst,
+                                 Tensor("stream", "stream", t["source"].dtype, sd), 1)
+            except TcplanError:
+                continue
+            c = estimate(plan).cycles
+            best = c if best is None else min(best, c)
+    return best
+
+
+def test_free_padding_plan_is_the_cheapest_of_every_candidate():
+    import pathlib
+
+    from planner.layout import plan_free
+    from planner.spec import load_problem
+    p = load_problem(pathlib.Path(__file__).parents[1]
+                     / "problems/planning/free_padding_rows.yaml")
+    cands = p.params["free_slice"]["candidates"]
+    assert [c[0] for c in cands] == ["m![B, C]", "m![B, C # 6]", "m![B, C # 8]",
+                                  "m![B, C # 16]"]
+    costs = [_stream_plans(p, dst) for _, dst, _ in cands]
+    assert costs[0] is None  # 5-byte rows: nothing aligns
+    found, _ = plan_free(p)
+    assert found.best.cycles == min(c for c in costs if c is not None)
+    assert found.best.plan.destination.dims["element"].text() == "m![B, C # 8]"
