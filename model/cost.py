@@ -226,9 +226,14 @@ def _summarize(penalties: list[str]) -> list[str]:
 
 # ---- the fast estimate (the planner's objective) -----------------------------------------------
 #: the estimate samples this many blocks of consecutive packets per command ...
-SAMPLE_BLOCKS = 64
+SAMPLE_BLOCKS = 32
 #: ... of this many packets each (a whole command when it is smaller)
-SAMPLE_BLOCK = 128
+SAMPLE_BLOCK = 1024
+
+
+#: below this share of sampled HBM requests with a same-bank predecessor in their block, the
+#: sample cannot show the row switches and the estimate is the full model
+MIN_SAME_BANK = 0.5
 
 
 def _digits(entries, packet: int) -> list[tuple[int, int, int]]:
@@ -285,6 +290,7 @@ def _estimate(plan, floor: bool, rough_write: bool = False) -> CycleReport:
     hbm: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = {}
     row_sets: dict[int, set[int]] = {}  # per chip, the HBM rows the transfer reaches
     spread: dict[int, float] = {}  # floor: per chip, least requests of sampled commands
+    sampled = False
     n_cmd_max = max((len(e.commands) for e in plan.engines), default=0)
     for e in plan.engines:
         t_engine = 0.0
@@ -297,6 +303,7 @@ def _estimate(plan, floor: bool, rough_write: bool = False) -> CycleReport:
                 n *= x[0]
             idx, block = _sample(n)
             scale = n / max(idx.size, 1)
+            sampled = sampled or idx.size < n
             rough = floor and idx.size < n  # a sampled command, in the floor
             sides = {}
             for k, tier, base, chip in ((1, src, c.read_base, e.read_chip),
@@ -357,6 +364,10 @@ def _estimate(plan, floor: bool, rough_write: bool = False) -> CycleReport:
         order = np.lexsort((stamp, blk, bank, channel))
         ch, b, r, bl, ww = channel[order], bank[order], row[order], blk[order], w[order]
         same = np.r_[False, (ch[1:] == ch[:-1]) & (b[1:] == b[:-1]) & (bl[1:] == bl[:-1])]
+        if not floor and sampled and same.mean() < MIN_SAME_BANK:
+            # the blocks see too few requests per bank to show its row switches: the full
+            # model (every request) instead
+            return dma_cycles(plan)
         switch = same & np.r_[False, r[1:] != r[:-1]]
         # a block's first request in a bank has no predecessor in the sample: give it the
         # switch rate its channel shows elsewhere

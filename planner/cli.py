@@ -686,8 +686,8 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
             if best.element is not None:
                 chosen["destination_element"] = best.element
             if problem.params.get("free_slice"):
-                dim = problem.params["free_slice"]["dim"]
-                chosen["destination_" + dim] = plan.destination.dims[dim].text()
+                for dim in problem.params["free_slice"]["dims"]:
+                    chosen["destination_" + dim] = plan.destination.dims[dim].text()
             n_cand, rejected = len(found.candidates), found.rejected
         else:
             plan, status = lower_problem(problem), "given"
@@ -728,7 +728,8 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
                  + (f"Cluster {chosen['cluster']}, Slice {chosen['slice']}, " if "slice" in
                     chosen else "") + f"Time {chosen['time']}, Packet {chosen['packet']} "
                  + ("into destination " + ", ".join(
-                     f"{d.title()} {chosen['destination_' + d]}" for d in ("slice", "element")
+                     f"{d.title()} {chosen['destination_' + d]}"
+                     for d in ("chip", "cluster", "slice", "element")
                      if "destination_" + d in chosen) + " "
                     if any(k.startswith("destination_") for k in chosen) else "")
                  + f"({status}; {n_cand} legal layout(s)"

@@ -151,7 +151,7 @@ def _slice_items(problem, err) -> list[dict[str, Any]]:
         if cut:
             items.append({"requirement": BOUND_FOOTPRINT, "rule": None,
                           "message": f"the problem bounds a slice's footprint to {most:,} B, "
-                                     f"which excludes Slice {', '.join(cut)}",
+                                     f"which excludes {', '.join(cut)}",
                           "fix": "raise or drop max_footprint_bytes"})
     for text, e in err.slice_failures:
         found = getattr(e, "search", None)
@@ -162,10 +162,10 @@ def _slice_items(problem, err) -> list[dict[str, Any]]:
             vs, bound = list(e.violations), False
         for v in vs:
             it = _item(v.rule, v.to_json())
-            it["message"] = f"with Slice {text}: {it['message']}"
+            it["message"] = f"with {text}: {it['message']}"
             items.append(it)
         if bound:
-            items.append({**_bound_item(problem), "message": f"with Slice {text}: "
+            items.append({**_bound_item(problem), "message": f"with {text}: "
                           + _bound_item(problem)["message"]})
     return items
 

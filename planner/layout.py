@@ -870,7 +870,7 @@ def _plan_slices(problem, time_limit: float, seed: int, relax: frozenset[str], b
             best = (found, split)
     if best is None:
         rules = "; ".join(f"{r} ({', '.join(ts)})" for r, ts in sorted(reasons.items()))
-        err = fail("plan-no-layout", tuple(reasons), pieces="of every Slice candidate",
+        err = fail("plan-no-layout", tuple(reasons), pieces="of every destination candidate",
                    rules=rules or "no candidate")
         err.slice_failures = failures  # type: ignore[attr-defined]  # for the diagnostics
         raise err

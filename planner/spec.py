@@ -223,8 +223,8 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
         tensors["source"] = ctx.tensor(("source",), data["source"], "source")
         spec_d = data["destination"]
         free_element = free_slice = None
-        if isinstance(spec_d, dict) and (spec_d.get("slice") == "free"
-                                         or isinstance(spec_d.get("slice"), dict)):
+        if isinstance(spec_d, dict) and any(spec_d.get(d) == "free" or isinstance(
+                spec_d.get(d), dict) for d in ("chip", "cluster", "slice")):
             free_slice = _free_slice(ctx, tensors["source"], spec_d)
             spec_d = free_slice["specs"][0]
         elif isinstance(spec_d, dict) and any(isinstance(v, str) and FREE_PAD.search(v)
@@ -262,8 +262,9 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
             params["free_element"] = free_element
         if free_slice is not None:
             if not free:
-                raise doc.error(("destination", "slice"), "a free destination is planned "
-                                "with its stream", "add stream: {time: free, packet: free}")
+                raise doc.error(("destination", free_slice["dims"][0]), "a free destination "
+                                "is planned with its stream",
+                                "add stream: {time: free, packet: free}")
             cands = []
             for text, sd in zip(free_slice["texts"], free_slice["specs"]):
                 fe = None
@@ -274,9 +275,9 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
                         continue
                 cands.append((text, ctx.tensor(("destination",), sd, "destination"), fe))
             if not cands:
-                raise doc.error(("destination", "slice"), "no Slice candidate leaves the "
+                raise doc.error(("destination", "element"), "no candidate placement leaves the "
                                 "Element prefix's digits to Element", "change the prefix")
-            params["free_slice"] = {"candidates": cands, "dim": free_slice["dim"],
+            params["free_slice"] = {"candidates": cands, "dims": free_slice["dims"],
                                     "max_footprint_bytes": free_slice["max_footprint_bytes"]}
         if "bounds" in data:
             b = data["bounds"]
@@ -545,56 +546,93 @@ MIN_SLICE_SPREAD = hw.SLICES_PER_DMN
 
 
 def _free_slice(ctx: "_Ctx", source: Tensor, spec: dict) -> dict[str, Any]:
-    """``slice: free`` (or ``{free: true, allowed: [...], max_footprint_bytes: N}``) with a
-    free Element: the candidate Slice mappings (the ``allowed`` ones, else the top digits of
-    one axis, ``X / k``, over 32 to 256 slices, padded to the smallest slice count of 64, 128
-    or 256 that holds them) and, for each, the destination spec with that Slice."""
+    """A free placement of a destination with a free Element: ``slice``, ``cluster`` and/or
+    ``chip`` say ``free`` (or ``{free: true, allowed: [...]}``; a Slice also takes
+    ``max_footprint_bytes``).  The candidates of each: the ``allowed`` ones, else the top
+    digits of one axis, ``X / k`` -- a Slice over 32 to 256 slices (padded to 64, 128 or
+    256), a Cluster over both clusters, a Chip over every chip -- plus, for Cluster and Chip,
+    staying in the first one.  Returns every combination (no axis in two dimensions) and the
+    destination spec of each."""
+    import itertools
     doc = ctx.doc
-    keys = ("destination", "slice")
-    raw = spec["slice"]
-    if spec.get("tier") != "dm":
-        raise doc.error(keys, "only a DM destination has a Slice to plan", "give the Slice")
+    dims = [d for d in ("chip", "cluster", "slice")
+            if spec.get(d) == "free" or isinstance(spec.get(d), dict)]
+    if spec.get("tier") != "dm" and set(dims) - {"chip"}:
+        raise doc.error(("destination", dims[-1]), "only a DM destination has a Slice and a "
+                        "Cluster to plan", "give the mapping")
     if not (spec.get("element") == "free" or isinstance(spec.get("element"), dict)):
-        raise doc.error(keys, "a free Slice needs a free Element (Element holds what Slice "
-                        "leaves)", "element: free")
-    allowed, most = None, None
-    if isinstance(raw, dict):
-        if set(raw) - {"free", "allowed", "max_footprint_bytes"} or raw.get("free") is not True:
-            raise doc.error(keys, "a bounded free Slice takes free: true, allowed and "
-                            "max_footprint_bytes",
-                            "slice: {free: true, allowed: ['m![A]'], max_footprint_bytes: 65536}")
-        if "allowed" in raw:
-            if not isinstance(raw["allowed"], list) or not raw["allowed"]:
-                raise doc.error(keys + ("allowed",), "expected a list of Slice mappings",
-                                "allowed: ['m![A # 64]', 'm![B / 2]']")
-            allowed = []
-            for k, text in enumerate(raw["allowed"]):
-                ctx.mapping(keys + ("allowed", k), text, "slice")
-                allowed.append(text)
-        most = raw.get("max_footprint_bytes")
-        if most is not None and (isinstance(most, bool) or not isinstance(most, int)
-                                 or most < 1):
-            raise doc.error(keys + ("max_footprint_bytes",), f"{most!r} is not a byte count",
-                            "max_footprint_bytes: 65536")
-    if allowed is None:
-        allowed = []
-        for f in source.dims["element"].factors:
-            if f.axis is None:
-                continue
-            size = source.dims["element"].axes[f.axis]
-            k = 1
-            while k < size:
-                count = -(-size // k)
-                if MIN_SLICE_SPREAD <= count <= max(hw.SLICE_SIZES) and size % k == 0:
-                    pad = min(x for x in hw.SLICE_SIZES if x >= count)
-                    term = f.axis if k == 1 else f"{f.axis} / {k}"
-                    allowed.append(f"m![{term}" + (f" # {pad}" if pad != count else "") + "]")
-                k *= 2
-        allowed = list(dict.fromkeys(allowed))
-    if not allowed:
-        raise doc.error(keys, "no axis can be spread over slices", "give the Slice")
-    specs = [{**spec, "slice": text} for text in allowed]
-    return {"texts": allowed, "specs": specs, "max_footprint_bytes": most, "dim": "slice"}
+        raise doc.error(("destination", dims[-1]), f"a free {dims[-1].title()} needs a free "
+                        f"Element (Element holds what {dims[-1].title()} leaves)",
+                        "element: free")
+    most = None
+    lists: list[list[str]] = []
+    for d in dims:
+        keys = ("destination", d)
+        raw = spec[d]
+        allowed = None
+        if isinstance(raw, dict):
+            extra = {"max_footprint_bytes"} if d == "slice" else set()
+            if set(raw) - {"free", "allowed"} - extra or raw.get("free") is not True:
+                raise doc.error(keys, f"a bounded free {d.title()} takes free: true, allowed"
+                                + (" and max_footprint_bytes" if extra else ""),
+                                f"{d}: {{free: true, allowed: ['m![A]']}}")
+            if "allowed" in raw:
+                if not isinstance(raw["allowed"], list) or not raw["allowed"]:
+                    raise doc.error(keys + ("allowed",), f"expected a list of {d.title()} "
+                                    "mappings", "allowed: ['m![A # 64]', 'm![B / 2]']")
+                allowed = []
+                for k, text in enumerate(raw["allowed"]):
+                    ctx.mapping(keys + ("allowed", k), text, d)
+                    allowed.append(text)
+            if d == "slice":
+                most = raw.get("max_footprint_bytes")
+                if most is not None and (isinstance(most, bool) or not isinstance(most, int)
+                                         or most < 1):
+                    raise doc.error(keys + ("max_footprint_bytes",),
+                                    f"{most!r} is not a byte count",
+                                    "max_footprint_bytes: 65536")
+        if allowed is None:
+            allowed = _spread_candidates(source, d, ctx.chips)
+        if not allowed:
+            raise doc.error(keys, f"no axis can be spread over the {d} dimension",
+                            f"give the {d.title()}")
+        lists.append(allowed)
+    texts, specs = [], []
+    for combo in itertools.product(*lists):
+        used = [set(parse(t, ctx.axes).axes) & set(ctx.axes) for t in combo]
+        if any(a & b for i, a in enumerate(used) for b in used[i + 1:]):
+            continue  # one axis's top digits in two dimensions
+        texts.append(", ".join(f"{d} {t}" for d, t in zip(dims, combo)) if len(dims) > 1
+                     else combo[0])
+        specs.append({**spec, **dict(zip(dims, combo))})
+    if not specs:
+        raise doc.error(("destination", dims[-1]), "no combination of the candidates keeps "
+                        "each axis in one dimension", "give allowed lists")
+    return {"texts": texts, "specs": specs, "max_footprint_bytes": most, "dims": dims}
+
+
+def _spread_candidates(source: Tensor, dim: str, chips: int) -> list[str]:
+    """Generated candidates for a free Slice, Cluster or Chip: the top digits of one axis."""
+    if dim == "slice":
+        counts, first = range(MIN_SLICE_SPREAD, max(hw.SLICE_SIZES) + 1), []
+    elif dim == "cluster":
+        counts, first = [hw.CLUSTERS_PER_CHIP], [f"m![1 # {hw.CLUSTERS_PER_CHIP}]"]
+    else:
+        counts, first = ([chips], ["m![1 # %d]" % chips]) if chips > 1 else ([], ["m![1]"])
+    out = list(first)
+    for f in source.dims["element"].factors:
+        if f.axis is None:
+            continue
+        size = source.dims["element"].axes[f.axis]
+        k = 1
+        while k < size:
+            count = -(-size // k)
+            if count in counts and size % k == 0:
+                pad = min(x for x in hw.SLICE_SIZES if x >= count) if dim == "slice" else count
+                term = f.axis if k == 1 else f"{f.axis} / {k}"
+                out.append(f"m![{term}" + (f" # {pad}" if pad != count else "") + "]")
+            k *= 2
+    return list(dict.fromkeys(out))
 
 
 #: a padding amount the planner chooses: ``m![A, C # free]``
@@ -631,4 +669,4 @@ def _free_padding(ctx: "_Ctx", spec: dict) -> dict[str, Any]:
         ctx.mapping(keys, new, dim)  # each candidate is a valid mapping
         texts.append(new)
         specs.append({**spec, dim: new})
-    return {"texts": texts, "specs": specs, "max_footprint_bytes": None, "dim": dim}
+    return {"texts": texts, "specs": specs, "max_footprint_bytes": None, "dims": [dim]}
