@@ -98,7 +98,7 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
             items = [_item(v.rule, v.to_json()) for v in e.violations]
             return 1, {"problem": problem.name, "feasible": False, "conflict": items}
         if found.conflict:  # the solver's core, shrunk (rule instances and bounds)
-            items = [_bound_item(problem) if r.rule is None else
+            items = [_bound_item(problem, r.key) if r.rule is None else
                      {**_item(r.rule, r.violation.to_json()), "requirement": r.key}
                      for r in found.conflict]
             return 1, {"problem": problem.name, "feasible": False, "conflict": items,
@@ -153,24 +153,37 @@ def _slice_items(problem, err) -> list[dict[str, Any]]:
                           "message": f"the problem bounds a slice's footprint to {most:,} B, "
                                      f"which excludes {', '.join(cut)}",
                           "fix": "raise or drop max_footprint_bytes"})
+    cores = [getattr(getattr(e, "search", None), "conflict", None) or []
+             for _, e in err.slice_failures]
+    keys = {tuple(sorted(r.key for r in c)) for c in cores}
+    if err.slice_failures and len(keys) == 1 and all(r.rule is None for r in cores[0]):
+        # every candidate fails on the same bound(s) alone: that is the conflict
+        return items + [_bound_item(problem, r.key) for r in cores[0]]
     for text, e in err.slice_failures:
         found = getattr(e, "search", None)
         if found is not None and found.conflict:
             vs = [r.violation for r in found.conflict if r.violation is not None]
-            bound = any(r.rule is None for r in found.conflict)
         else:
-            vs, bound = list(e.violations), False
+            vs = list(e.violations)
         for v in vs:
             it = _item(v.rule, v.to_json())
             it["message"] = f"with {text}: {it['message']}"
             items.append(it)
-        if bound:
-            items.append({**_bound_item(problem), "message": f"with {text}: "
-                          + _bound_item(problem)["message"]})
+        for r in (found.conflict if found is not None and found.conflict else []):
+            if r.rule is None:
+                b = _bound_item(problem, r.key)
+                items.append({**b, "message": f"with {text}: {b['message']}"})
     return items
 
 
-def _bound_item(problem) -> dict[str, Any]:
+def _bound_item(problem, key: str = BOUND) -> dict[str, Any]:
+    from .layout import BOUND_ALIGN
+    if key == BOUND_ALIGN:
+        a = problem.params["bounds"]["align_bytes"]
+        return {"requirement": key, "rule": None,
+                "message": f"the problem wants every destination Element row on a multiple "
+                           f"of {a:,} B", "fix": "lower or drop bounds.align_bytes, or pad "
+                                                 "the rows (`# free`)"}
     b = problem.params["bounds"]["packet_max_bytes"]
     return {"requirement": BOUND, "rule": None,
             "message": f"the problem bounds the packet to {b:,} B",

@@ -35,6 +35,8 @@ from model.tiers import Tensor
 
 #: the requirement a problem's packet bound stands for (rejections, explanations)
 BOUND_PACKET = "bound:packet_max_bytes"
+#: the requirement a problem's alignment bound on the destination's Element rows stands for
+BOUND_ALIGN = "bound:align_bytes"
 
 
 @dataclass(frozen=True)
@@ -283,7 +285,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
            packet_max_bytes: int | None = None, time_limit: float = 10.0, workers: int = 1,
            seed: int = 0, relax: frozenset[str] = frozenset(), pcie: bool = False,
            engine_at: dict[str, int] | None = None, free_element: dict | None = None,
-           beat: int | None = None) -> Search:
+           beat: int | None = None, align_bytes: int | None = None) -> Search:
     """The fastest legal (order, packet) of the free stream by :func:`model.cost.estimate`.
 
     CP-SAT holds the loop order as a circuit over the pieces, the Packet as a suffix of it,
@@ -301,6 +303,9 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     write side exactly when the inner one is the outer one's Element successor, and a loop's
     write stride is 8-byte aligned when the 2-adic orders of the pieces inside it in Element
     add up to enough.
+
+    ``align_bytes`` (a bound of the problem, ``bound:align_bytes``): every destination
+    Element row (each write stride above one element) is a multiple of it.
 
     ``beat``: only plans faster than this many cycles matter (another engine split has one);
     when the model proves none is, the result has no candidates and status ``dominated``."""
@@ -445,6 +450,16 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     empty = z[chains.index(())]
 
     reqs: list[Requirement] = []
+    inside_of: dict[tuple[int, int], Any] = {}
+
+    def inside(i: int, j: int) -> Any:
+        """Is free-Element loop j inside loop i in Element order?"""
+        if (i, j) not in inside_of:
+            b = m.new_bool_var(f"element_inside_{i}_{j}")
+            m.add(epos[j] > epos[i]).only_enforce_if(b)
+            m.add(epos[j] < epos[i]).only_enforce_if(~b)
+            inside_of[i, j] = b
+        return inside_of[i, j]
 
     def requirement(key: str, rule: str | None, v: Any) -> Any:
         lit = m.new_bool_var(key)
@@ -532,14 +547,8 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                     aligned = False
                 elif need > 0:
                     aligned = m.new_bool_var(f"aligned_{terms[i]}")
-                    inside = []
-                    for v, j in twos:
-                        if v:
-                            b = m.new_bool_var(f"element_inside_{i}_{j}")
-                            m.add(epos[j] > epos[i]).only_enforce_if(b)
-                            m.add(epos[j] < epos[i]).only_enforce_if(~b)
-                            inside.append(v * b)
-                    m.add(sum(inside) >= need).only_enforce_if(aligned)
+                    m.add(sum(v * inside(i, j) for v, j in twos if v) >= need
+                          ).only_enforce_if(aligned)
                 what = f"the write stride of {terms[i]} (its Element order is free)"
             elif (strides[i] * eb) % align == 0:
                 continue
@@ -564,6 +573,22 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                           + ([aligned] if aligned is not None and aligned is not False
                              else []))
             m.add_implication(lit, q)
+    # the problem's alignment bound on the destination's Element rows
+    if align_bytes is not None:
+        need_a = (align_bytes & -align_bytes).bit_length() - (eb & -eb).bit_length()
+        lit = None
+        for i in range(n):
+            rows = L.write[i] > 1 and L.write[i] * eb < hw.DM_SLICE_STRIDE
+            if not L.is_free(i) and rows and (L.write[i] * eb) % align_bytes:
+                lit = requirement(BOUND_ALIGN, None, None) if lit is None else lit
+                m.add_bool_or([~lit])  # a given Element row breaks it: no plan keeps it
+            elif L.is_free(i) and need_a > 0:
+                lit = requirement(BOUND_ALIGN, None, None) if lit is None else lit
+                twos = [((L.n[j] & -L.n[j]).bit_length() - 1, j) for j in E if j != i]
+                ok = m.new_bool_var(f"row_aligned_{terms[i]}")
+                m.add(sum(v * inside(i, j) for v, j in twos if v) >= need_a
+                      ).only_enforce_if(ok)
+                m.add_bool_or([~lit, ok, y[i, D]])  # Element's innermost loop is no row
     # the objective: the DMA packet's floor, then row-stepping loops outer, then a Packet
     # no longer than the DMA packet
     weight = []
@@ -759,8 +784,8 @@ def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: i
                    free: list[str], packet_max_bytes: int | None = None,
                    time_limit: float = 10.0, seed: int = 0,
                    relax: frozenset[str] = frozenset(), pcie: bool = False,
-                   free_element: dict | None = None, workers: int = 1
-                   ) -> tuple[Search, dict[str, str]]:
+                   free_element: dict | None = None, workers: int = 1,
+                   align_bytes: int | None = None) -> tuple[Search, dict[str, str]]:
     """The best (engine split, order, packet): every candidate split searched in turn."""
     axes = dict(source.dims["element"].axes)
     for t in (source, destination, stream):
@@ -786,7 +811,7 @@ def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: i
         try:
             found = search(source, destination, s, chips, packet_max_bytes, time_limit,
                            workers, seed=seed, relax=relax, pcie=pcie,
-                           free_element=free_element,
+                           free_element=free_element, align_bytes=align_bytes,
                            beat=best[0].best.cycles if best is not None else None)
             if found.status == "dominated":
                 continue
@@ -823,10 +848,15 @@ def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
     element = problem.params.get("free_element")
     if "cluster" in free or "slice" in free:
         return search_engines(t["source"], t["destination"], t["stream"], problem.chips,
-                              free, bound, time_limit, seed, relax, pcie, element, workers)
+                              free, bound, time_limit, seed, relax, pcie, element, workers,
+                              problem.params.get("bounds", {}).get("align_bytes"))
+    align = problem.params.get("bounds", {}).get("align_bytes")
+    if align is not None and BOUND_ALIGN in relax:
+        align = None
     found = search(t["source"], t["destination"], t["stream"], problem.chips, bound,
                    time_limit, workers, seed=seed, relax=relax, pcie=pcie,
-                   engine_at=problem.params.get("engine_at"), free_element=element)
+                   engine_at=problem.params.get("engine_at"), free_element=element,
+                   align_bytes=align)
     st = t["stream"]
     return found, {"cluster": st.dims["cluster"].text()[3:-1],
                    "slice": st.dims["slice"].text()[3:-1]}

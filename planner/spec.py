@@ -281,13 +281,21 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
                                     "max_footprint_bytes": free_slice["max_footprint_bytes"]}
         if "bounds" in data:
             b = data["bounds"]
-            if not isinstance(b, dict) or set(b) - {"packet_max_bytes"}:
-                raise doc.error(("bounds",), "bounds take packet_max_bytes",
-                                "bounds: {packet_max_bytes: 1024}")
+            if not isinstance(b, dict) or set(b) - {"packet_max_bytes", "align_bytes"}:
+                raise doc.error(("bounds",), "bounds take packet_max_bytes and align_bytes",
+                                "bounds: {packet_max_bytes: 1024, align_bytes: 64}")
             v = b.get("packet_max_bytes")
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise doc.error(("bounds", "packet_max_bytes"), f"{v!r} is not a byte count",
                                 "packet_max_bytes: 1024")
+            a = b.get("align_bytes")
+            if a is not None and (isinstance(a, bool) or not isinstance(a, int) or a < 1
+                                  or a & (a - 1)):
+                raise doc.error(("bounds", "align_bytes"), f"{a!r} is not a power of two",
+                                "align_bytes: 64")
+            if a is not None and not free:
+                raise doc.error(("bounds", "align_bytes"), "bounds apply to a planned "
+                                "(free) problem", "add stream: {time: free, packet: free}")
             params["bounds"] = dict(b)
         if kind == "dma" and "hops" in data:
             h = data["hops"]

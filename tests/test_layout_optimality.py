@@ -151,9 +151,10 @@ stream: {{time: free, packet: free}}
 """
 
 
-def _every_plan(p, destination) -> tuple[int | None, int]:
+def _every_plan(p, destination, align: int | None = None) -> tuple[int | None, int]:
     """(least estimate over every Element order x stream order x Packet split into this
-    destination (its Element free), plans)."""
+    destination (its Element free), plans); with ``align``, only Element orders whose rows
+    (every Element stride above one element) are multiples of it."""
     t = p.tensors
     pieces, _ = candidate_pieces(t["source"], destination, t["stream"])
     element = [x for x in pieces if any(f.axis == x.axis and f.lo <= x.lo
@@ -165,6 +166,13 @@ def _every_plan(p, destination) -> tuple[int | None, int]:
         dims = dict(destination.dims)
         dims["element"] = parse("m![" + ", ".join(x.term() for x in e_order) + "]", axes)
         dst = Tensor("destination", "dm", destination.dtype, dims, destination.address)
+        if align is not None:
+            strides, step = [], dst.elem_bytes
+            for x in reversed(e_order):
+                strides.append(step)
+                step *= x.count
+            if any(s > dst.elem_bytes and s % align for s in strides):
+                continue
         for order in itertools.permutations(pieces):
             terms = [x.term() for x in order]
             for k in range(len(pieces) + 1):
@@ -289,3 +297,32 @@ def test_free_padding_plan_is_the_cheapest_of_every_candidate():
     found, _ = plan_free(p)
     assert found.best.cycles == min(c for c in costs if c is not None)
     assert found.best.plan.destination.dims["element"].text() == "m![B, C # 8]"
+
+
+def test_alignment_bound_plan_is_the_cheapest_of_every_aligned_plan():
+    """bounds.align_bytes on a free Element: the planner's plan is the cheapest of the plans
+    whose Element rows are multiples of the bound (brute force), and a bound no order meets
+    is the whole conflict."""
+    from planner.explain import explain
+    from planner.layout import plan_free
+    feasible = 0
+    for case in range(3):
+        dtype, b, src = SLICE_CASES[case]
+        text = FREE_SLICE.format(dtype=dtype, b=b, src=src).replace(
+            "slice: free", "slice: 'm![A]'") + "bounds: {align_bytes: 16}\n"
+        p = load_problem_text(text, f"<aligned {case}>")
+        want, _ = _every_plan(p, p.tensors["destination"], align=16)
+        try:
+            found, _ = plan_free(p)
+        except TcplanError as e:
+            assert want is None and e.code == "plan-no-layout", case
+            continue
+        feasible += 1
+        assert found.best.cycles == want, (case, found.best.cycles, want)
+    assert feasible
+    p = load_problem_text(FREE_SLICE.format(dtype="i8", b=4, src="A, B, C").replace(
+        "slice: free", "slice: 'm![A]'") + "bounds: {align_bytes: 64}\n", "<aligned 64>")
+    code, rep = explain(p)  # rows of at most 8 bytes cannot sit on 64-byte multiples
+    assert code == 1 and [it["requirement"] for it in rep["conflict"]] == [
+        "bound:align_bytes"]
+    assert plan_free(p, relax=frozenset({"bound:align_bytes"}))[0].candidates
