@@ -69,17 +69,8 @@ def main() -> None:
     t_s = t_b = 0.0
     for seed in range(12):
         p = free_problem(seed)
-        t = p.tensors
-        t0 = time.perf_counter()
-        try:
-            search(t["source"], t["destination"], t["stream"], p.chips)
-        except TcplanError:
-            pass
-        t1 = time.perf_counter()
-        brute_force(p)
-        t2 = time.perf_counter()
-        t_s += t1 - t0
-        t_b += t2 - t1
+        a, b = _race(p, lambda p=p: brute_force(p))
+        t_s, t_b = t_s + a, t_b + b
     print(f"layout search {t_s:.2f} s vs itertools enumeration {t_b:.2f} s on 12 small "
           f"problems: ratio {t_s / t_b:.2f}")
     from test_layout_optimality import SIZES, enumerate_all, problem_text
@@ -90,17 +81,21 @@ def main() -> None:
         if k < 5:
             continue
         p = load_problem_text(problem_text(seed, k), f"<generated {seed}>")
-        t = p.tensors
-        t0 = time.perf_counter()
-        try:
-            search(t["source"], t["destination"], t["stream"], p.chips)
-        except TcplanError:
-            pass
-        t1 = time.perf_counter()
-        enumerate_all(seed)
-        t2 = time.perf_counter()
-        print(f"{k:7d}  {t1 - t0:8.3f}  {t2 - t1:13.2f}  {(t1 - t0) / (t2 - t1):.4f}")
+        a, b = _race(p, lambda seed=seed: enumerate_all(seed))
+        print(f"{k:7d}  {a:8.3f}  {b:13.2f}  {a / b:.4f}")
 
+
+def _race(p, enumeration) -> tuple[float, float]:
+    """Seconds of the layout search and of the enumeration on one problem."""
+    t = p.tensors
+    t0 = time.perf_counter()
+    try:
+        search(t["source"], t["destination"], t["stream"], p.chips)
+    except TcplanError:
+        pass
+    t1 = time.perf_counter()
+    enumeration()
+    return t1 - t0, time.perf_counter() - t1
 
 if __name__ == "__main__":
     main()
