@@ -295,7 +295,14 @@ def _entries(raw: list[tuple[int, int, int]], terms: list[str], packet: int
     final, groups, violations = merge_policy(raw, terms)
     final_terms = [" * ".join(dict.fromkeys(terms[g] for g in grp)) for grp in groups]
     stride0 = _stride0(final, packet)
+    before = len(final)
     final, final_terms = _split_packet(final, final_terms, stride0)
+    if len(final) > hw.MAX_SEQUENCER_ENTRIES and before <= hw.MAX_SEQUENCER_ENTRIES:
+        # the packet cut a merged run in two: one entry too many
+        text = ", ".join(f"{n} : ({r}, {w})" for n, r, w in final)
+        violations.append(Violation("entry-limit", tuple(dict.fromkeys(terms)), {
+            "count": len(final), "entries": f"[{text}] (the DMA packet splits the innermost "
+                                            f"merged run)"}))
     return final, final_terms, stride0, violations
 
 

@@ -591,9 +591,17 @@ RULES: dict[str, Rule] = _rules(
     ),
     Rule(
         "plan-no-layout", "hardware", "a free stream has a legal layout",
-        "no order of the pieces {pieces} (with any packet) lowers: rejected by {rules}",
-        "fix the rule named most often (e.g. pad or re-split the destination so its pieces "
-        "align), or give part of the stream", "seed 002; planner/layout.py", scope="planner",
+        "no order of the pieces {pieces} (with any packet) is legal: {rules}",
+        "run `tcplan explain` for the conflicting requirements and a fix for each (e.g. pad "
+        "or re-split the destination so its pieces align), or give part of the stream",
+        "seed 002; planner/layout.py", scope="planner",
+    ),
+    Rule(
+        "plan-time-limit", "hardware", "the layout search finds a plan within its time limit",
+        "the time limit ({limit} s) ran out before the search found a legal plan ({lowered} "
+        "proposed plan(s) lowered and rejected)",
+        "raise --time-limit, or fix part of the stream or the destination",
+        "planner/layout.py", scope="planner",
     ),
     # ---- Contraction Engine: Lane Folder (seed 004; facts.md section 8) -------------------
     Rule(

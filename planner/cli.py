@@ -552,8 +552,8 @@ def _cmd_explain(args: argparse.Namespace, stdout: TextIO) -> int:
         print(json.dumps(rep), file=stdout)
         return code
     if not rep["feasible"]:
-        lines = [f"{problem.name}: no plan. These requirements conflict (drop any one and a "
-                 "plan exists):"]
+        lines = [f"{problem.name}: no plan. These requirements conflict (no plan meets them "
+                 "all; without any one of them, the others can be met):"]
         for it in rep["conflict"]:
             head = f"[{it['rule']}]" if it.get("rule") else "[bound]"
             lines.append(f"  {head} {it['message']}")
@@ -697,9 +697,10 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
     except TcplanError as err:
         if err.kind == "input":
             raise
-        out = {"problem": problem.name, "status": "infeasible", "cycles": None, "plan": None,
+        status = "unknown" if err.code == "plan-time-limit" else "infeasible"
+        out = {"problem": problem.name, "status": status, "cycles": None, "plan": None,
                "verified": None, "explanation": err.to_json()}
-        print(json.dumps(out) if args.json else f"{problem.name}: infeasible\n"
+        print(json.dumps(out) if args.json else f"{problem.name}: {status}\n"
               + _format_error(err), file=stdout)
         return EXIT_RULE
     solve_s = time.perf_counter() - t0
@@ -760,9 +761,10 @@ def _solve_hops(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
     except TcplanError as err:
         if err.kind == "input":
             raise
-        out = {"problem": problem.name, "status": "infeasible", "cycles": None, "plan": None,
+        status = "unknown" if err.code == "plan-time-limit" else "infeasible"
+        out = {"problem": problem.name, "status": status, "cycles": None, "plan": None,
                "verified": None, "explanation": err.to_json()}
-        print(json.dumps(out) if args.json else f"{problem.name}: infeasible\n"
+        print(json.dumps(out) if args.json else f"{problem.name}: {status}\n"
               + _format_error(err), file=stdout)
         return EXIT_RULE
     solve_s = time.perf_counter() - t0

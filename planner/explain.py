@@ -104,6 +104,9 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
             return 1, {"problem": problem.name, "feasible": False, "conflict": items,
                        "pieces": [p.term() for p in found.pieces], "method": "core"}
         core = minimal_conflict(problem, set(found.rejected))
+        if not core:  # nothing to shrink: the error itself
+            return 1, {"problem": problem.name, "feasible": False, "method": "error",
+                       "conflict": [_item(v.rule, v.to_json()) for v in e.violations]}
         items = []
         for r in core:
             if r == BOUND:
@@ -120,13 +123,13 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         from .layout import binding as bind
         best = found.best.cycles
         for b in bind(found, seed=seed):
-            title = RULES[b["rule"]].title if b["rule"] else "the problem's packet bound"
-            what = ("it excludes plans, none faster than the chosen one" if not b["may_bind"]
-                    else "without it larger packets become possible" if not b["floor_without"]
-                    else f"without it the model's floor is {b['floor_without']:,} cycles")
+            title = RULES[b["rule"]].title if b["rule"] else f"the bound {b['requirement']}"
+            what = ("without it DMA packets over the cap become possible (not costed)"
+                    if not b["floor_without"] else
+                    f"without it the model's floor falls from {b['floor']:,} to "
+                    f"{b['floor_without']:,} cycles")
             binding.append({"rule": b["rule"], "requirement": b["requirement"],
-                            "title": title, "detail": f"{b['message']}; {what}",
-                            "may_bind": b["may_bind"]})
+                            "title": title, "detail": f"{b['message']}; {what}"})
         for r, n in sorted(found.rejected.items()):  # rules only the lowering checks
             binding.append({"rule": r, "candidates_rejected": n, "title": RULES[r].title})
         binding.append({"rule": None, "title": f"{found.enumerated} plan(s) lowered; "

@@ -46,6 +46,7 @@ class Piece:
     hi: int  # digit range [lo, hi)
     size: int  # axis size
     pad: int | None = None  # a whole axis padded on both sides: the positions both have
+    ext: int | None = None  # the axis's padded extent where its size does not split evenly
 
     @property
     def count(self) -> int:
@@ -54,11 +55,16 @@ class Piece:
     def term(self) -> str:
         if self.lo == 1 and self.hi >= self.size:
             return self.axis + (f" # {self.pad}" if self.pad else "")
+        # digits of an axis whose size the cut does not divide: name them on the padded axis
+        a = self.axis
+        if self.ext and ((self.hi < self.size and self.size % self.hi)
+                         or (self.lo > 1 and self.size % self.lo)):
+            a = f"{self.axis} # {self.ext}"
         if self.lo == 1:
-            return f"{self.axis} % {self.hi}"
+            return f"{a} % {self.hi}"
         if self.hi >= self.size:
-            return f"{self.axis} / {self.lo}"
-        return f"{self.axis} / {self.lo} % {self.count}"
+            return f"{a} / {self.lo}"
+        return f"{a} / {self.lo} % {self.count}"
 
 
 @dataclass
@@ -132,7 +138,12 @@ def pieces_of(source: Tensor, destination: Tensor, spatial: dict) -> list[Piece]
                 if lo == 1 and hi >= axes[a]:  # padded on both sides: stream the padding
                     ext = min(_extent(source, a), _extent(destination, a))
                     pad = ext if ext > axes[a] else None
-                out.append(Piece(a, lo, hi, axes[a], pad))
+                widest = max((f.lo * f.size for t in (source, destination, *[
+                    Tensor("s", "stream", source.dtype, {d: m}) for d, m in spatial.items()])
+                    for mm in t.dims.values() for f in mm.factors if f.axis == a),
+                    default=axes[a])
+                out.append(Piece(a, lo, hi, axes[a], pad,
+                                 widest if widest > axes[a] else None))
     return out
 
 
@@ -442,11 +453,13 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     # the DMA packet: the common suffix of Packet and the contiguous run, one of the chains
     z = [m.new_bool_var(f"dma_packet_{k}") for k in range(len(chains))]
     m.add_exactly_one(z)
+    dpk = []  # in the DMA packet
     for i in range(n):
         d = m.new_bool_var(f"in_dma_packet_{terms[i]}")
         m.add_bool_and([inp[i], inc[i]]).only_enforce_if(d)
         m.add_bool_or([~inp[i], ~inc[i], d])
         m.add(d == sum(z[k] for k, ch in enumerate(chains) if i in ch))
+        dpk.append(d)
     empty = z[chains.index(())]
 
     reqs: list[Requirement] = []
@@ -520,7 +533,11 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         lit = requirement("entry-limit", "entry-limit", Violation(
             "entry-limit", tuple(terms), {"count": f"{n} loops need {n - 8} merges; at best",
                                           "entries": ", ".join(terms)}))
-        m.add(sum(merged.values()) >= n - hw.MAX_SEQUENCER_ENTRIES).only_enforce_if(lit)
+        # a DMA packet shorter than the merged contiguous run cuts it in two: one entry more
+        cut = m.new_bool_var("packet_cuts_run")
+        for i in range(n):
+            m.add_bool_or([cut, ~inc[i], dpk[i], empty])
+        m.add(sum(merged.values()) - cut >= n - hw.MAX_SEQUENCER_ENTRIES).only_enforce_if(lit)
     # alignment (seed 002): every stride but the DMA packet's own, and the packet
     hbm_dm = {source.tier, destination.tier} == {"hbm", "dm"}
     sides = []
@@ -529,15 +546,17 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     if not pcie and hbm_dm:
         sides.append(("read", L.read, hw.DMA_HBM_DM_ALIGN))
     rule = "dma-hbm-dm-align" if hbm_dm else "dma-dm-write-align"
-    for side, strides, align in sides:
+    if sides:  # the packet is one size on both sides: one requirement
+        align = max(a for _, _, a in sides)
         bad_packets = [k for k, c in enumerate(chains) if (max(chain_bytes(c), eb)) % align]
         if bad_packets:
             sizes = sorted({max(chain_bytes(chains[k]), eb) for k in bad_packets})
-            lit = requirement(f"{rule}:{side}:packet", rule, Violation(rule, (), {
-                "side": side, "align": align,
+            lit = requirement(f"{rule}:packet", rule, Violation(rule, (), {
+                "side": " and ".join(sorted(s for s, _, _ in sides)), "align": align,
                 "what": "packets of " + ", ".join(f"{b} B" for b in sizes)}))
             for k in bad_packets:
                 m.add_implication(lit, ~z[k])
+    for side, strides, align in sides:
         need = (align & -align).bit_length() - (eb & -eb).bit_length()  # 2-adic order
         for i in range(n):
             aligned = None  # a free Element: aligned when enough 2s lie inside it
@@ -626,6 +645,11 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             break
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             result.status = "feasible"  # the time limit cut the search
+            if not result.candidates:
+                err = fail("plan-time-limit", (), limit=f"{time_limit:g}",
+                           lowered=result.enumerated)
+                err.search = result  # type: ignore[attr-defined]
+                raise err
             break
         bound = math.floor(sv.best_objective_bound / span)
         if result.candidates and bound >= result.candidates[0].cycles:
@@ -672,48 +696,46 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                 if r.violation is not None:
                     result.examples.setdefault(r.rule, r.violation)
         else:
-            rules = [f"{r} ({k})" for r, k in sorted(result.rejected.items())]
+            rules = [f"{r} (rejected {k} proposed plan(s))"
+                     for r, k in sorted(result.rejected.items())]
         err = fail("plan-no-layout", tuple(result.rejected), pieces=", ".join(terms),
-                   rules=", ".join(rules) or "none enumerated")
+                   rules=("in conflict: " if result.conflict else "") + ", ".join(rules)
+                   or "the model has no plan")
         err.search = result  # type: ignore[attr-defined]  # for the diagnostics
         raise err
     return result
 
 
 def binding(found: Search, workers: int = 1, seed: int = 0) -> list[dict[str, Any]]:
-    """For a solved search, what each requirement does: whether it excludes any plan and,
-    when dropped alone, the best floor the model could reach (below the floor with every
-    requirement: it may bind the optimum)."""
+    """For a solved search, the requirements that may bind the plan: dropped alone, the
+    model's floor goes below its floor with every requirement (a faster plan may exist)."""
     from ortools.sat.python import cp_model
-    out = []
+    out: list[dict[str, Any]] = []
     if found.model is None or not found.candidates:
         return out
-    base = found.model.clone()
-    s = cp_model.CpSolver()
-    s.parameters.num_workers, s.parameters.random_seed = max(workers, 1), seed
-    if s.solve(base) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return out
-    floor_all = math.floor(s.objective_value / found.scale)
-    for r in found.requirements:
-        others = [q.literal for q in found.requirements if q is not r]
-        m = found.model.clone()
-        m.clear_assumptions()
-        lit = m.get_bool_var_from_proto_index(r.literal.index)
-        m.add_assumptions([m.get_bool_var_from_proto_index(q.index) for q in others])
+
+    def floor_of(m) -> int | None:
         s = cp_model.CpSolver()
         s.parameters.num_workers, s.parameters.random_seed = max(workers, 1), seed
         s.parameters.max_time_in_seconds = 10.0
         if s.solve(m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return None
+        return math.floor(s.best_objective_bound / found.scale)
+    floor_all = floor_of(found.model.clone())
+    if floor_all is None:
+        return out
+    for r in found.requirements:
+        m = found.model.clone()
+        m.clear_assumptions()
+        m.add_assumptions([m.get_bool_var_from_proto_index(q.literal.index)
+                           for q in found.requirements if q is not r])
+        reach = floor_of(m)
+        if reach is None or reach >= floor_all:
             continue
-        reach = math.floor(s.objective_value / found.scale)
-        m.add_bool_or([~lit])
-        excludes = cp_model.CpSolver().solve(m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-        if not excludes and reach >= floor_all:
-            continue
-        out.append({"rule": r.rule, "requirement": r.key, "excludes_plans": excludes,
-                    "floor_without": reach, "may_bind": reach < floor_all,
+        out.append({"rule": r.rule, "requirement": r.key, "floor_without": reach,
+                    "floor": floor_all,
                     "message": r.violation.message if r.violation is not None else
-                    "the problem's packet bound"})
+                    "a bound of the problem"})
     return out
 
 
@@ -796,11 +818,11 @@ def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: i
     examples: dict[str, Any] = {}
     splits = engine_splits(source, destination, stream, free)
     count = {i: _engines_of(sp, stream, axes) for i, sp in enumerate(splits)}
-    # the most engines first; fewer only when no split with more has a legal layout
+    timed_out: TcplanError | None = None
+    # every split, the most engines first (they are usually faster, so the later ones meet
+    # a good plan to beat and stop early)
     for i in sorted(range(len(splits)), key=lambda i: -count[i]):
         split = splits[i]
-        if best is not None and count[i] < _engines_of(best[1], stream, axes):
-            break
         dims = dict(stream.dims)
         try:
             for d, text in split.items():
@@ -816,6 +838,8 @@ def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: i
             if found.status == "dominated":
                 continue
         except TcplanError as e:
+            if e.code == "plan-time-limit":
+                timed_out = e
             f = getattr(e, "search", None)
             if f is not None:
                 for r, k in f.rejected.items():
@@ -824,6 +848,8 @@ def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: i
             continue
         if best is None or found.best.cycles < best[0].best.cycles:
             best = (found, split)
+    if best is None and timed_out is not None:
+        raise timed_out  # not proven infeasible: a split ran out of time
     if best is None:
         err = fail("plan-no-layout", tuple(rejected), pieces="of the stream, over every "
                    "engine split,",
@@ -876,6 +902,7 @@ def _plan_slices(problem, time_limit: float, seed: int, relax: frozenset[str], b
     best: tuple[Search, dict[str, str]] | None = None
     reasons: dict[str, list[str]] = {}
     failures: list[tuple[str, Any]] = []
+    timed_out: TcplanError | None = None
     t = problem.tensors
     for text, dst, fe in fs["candidates"]:
         foot = dst.dims["element"].size * dst.elem_bytes
@@ -891,6 +918,8 @@ def _plan_slices(problem, time_limit: float, seed: int, relax: frozenset[str], b
         except TcplanError as e:
             if e.kind == "input":
                 raise
+            if e.code == "plan-time-limit":
+                timed_out = e
             for r in {v.rule for v in e.violations} | set(
                     getattr(getattr(e, "search", None), "rejected", {}) or {}):
                 reasons.setdefault(r, []).append(text)
@@ -898,6 +927,8 @@ def _plan_slices(problem, time_limit: float, seed: int, relax: frozenset[str], b
             continue
         if found.candidates and (best is None or found.best.cycles < best[0].best.cycles):
             best = (found, split)
+    if best is None and timed_out is not None:
+        raise timed_out  # not proven infeasible: a candidate ran out of time
     if best is None:
         rules = "; ".join(f"{r} ({', '.join(ts)})" for r, ts in sorted(reasons.items()))
         err = fail("plan-no-layout", tuple(reasons), pieces="of every destination candidate",

@@ -510,7 +510,11 @@ def _free_element(ctx: "_Ctx", source: Tensor, spec: dict) -> tuple[dict, dict]:
                             "element: {free: true, prefix: 'm![B / 4]'}")
         if "prefix" in raw:
             pm = ctx.mapping(keys + ("prefix",), raw["prefix"], "element")
-            prefix = [text for text, fs in pm.items() if any(f.axis for f in fs)]
+            for text, fs in pm.items():
+                if not any(f.axis for f in fs):
+                    raise doc.error(keys + ("prefix",), f"{text} names no axis digits",
+                                    "prefix: 'm![H]'")
+                prefix.append(text)
     others = {k: v for k, v in spec.items() if k != "element"}
     held: dict[str, list[tuple[int, int]]] = {}
     probe = ctx.tensor(("destination",), {**others, "element": "m![1]"}, "destination")
@@ -543,6 +547,9 @@ def _free_element(ctx: "_Ctx", source: Tensor, spec: dict) -> tuple[dict, dict]:
         if digits(t) not in by_digits:
             raise doc.error(keys + ("prefix",), f"{t} is not one of the Element digits "
                             f"({', '.join(terms)})", "use terms the Element holds")
+        if by_digits[digits(t)] in named:
+            raise doc.error(keys + ("prefix",), f"{t} appears twice in the prefix",
+                            "name each term once")
         named.append(by_digits[digits(t)])
     prefix = named
     return {"prefix": prefix, "terms": terms}, {**others,

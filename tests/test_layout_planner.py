@@ -213,7 +213,7 @@ def test_explain_feasible_reports_the_bottleneck():
                         "--json"])
     r = json.loads(out)
     assert code == 0 and r["feasible"] and r["bottleneck"] == "HBM channels"
-    assert any(b.get("rule") == "dma-hbm-dm-align" for b in r["binding"])
+    assert any(b.get("rule") == "dma-packet-max" for b in r["binding"])
 
 
 def test_batch_meets_every_expectation(tmp_path):
@@ -382,3 +382,90 @@ def test_batch_rejects_an_explanation_for_a_feasible_problem(tmp_path):
             "expect: {status: optimal, verified: true}", "expect: {explanation: [capacity]}"))
     code, out, _ = run(["batch", str(tmp_path), "--json"])
     assert code == 1 and "got a plan" in json.loads(out)["problems"][0]["why"]
+
+
+# ---- review regressions (second planner review) ----------------------------------------------
+def test_fewer_engines_win_when_faster(tmp_path):
+    """Every engine split is searched: here one engine beats eight (532 against 628)."""
+    code, r = _solve_text(tmp_path, """kind: dma
+dtype: i8
+axes: {A: 6, B: 16, C: 2}
+source: {tier: hbm, element: 'm![A, B / 4, B % 4, C]'}
+destination: {tier: dm, slice: 'm![A # 64]', element: 'm![B, C]'}
+stream: {cluster: free, slice: free, time: free, packet: free}
+""")
+    assert code == 0 and r["status"] == "optimal" and r["cycles"] == 532 and r["verified"]
+
+
+def test_split_padded_axis_streams_on_the_padded_axis(tmp_path):
+    """A = 14 split as (A # 16) / 4 and (A # 16) % 4: the free stream names the pieces on
+    the padded axis and reaches the given stream's 4,085 cycles."""
+    text = """kind: dma
+dtype: i8
+axes: {A: 14, C: 16}
+source: {tier: hbm, element: 'm![A # 16, C]'}
+destination: {tier: hbm, address: 1048576, element: 'm![A # 16 / 4, C, A # 16 % 4]'}
+"""
+    code, r = _solve_text(tmp_path, text + "stream: {time: free, packet: free}\n")
+    assert code == 0 and r["verified"] and r["cycles"] == 4085
+    code, out, _ = run(["verify", str(_write(tmp_path, text + "stream: {time: 'm![A # 16 / 4, "
+                                                     "C]', packet: 'm![A # 16 % 4]'}\n")),
+                        "--json"])
+    assert code == 0 and json.loads(out)["cycles"] == 4085
+
+
+def test_packet_cutting_a_merged_run_counts_an_entry(tmp_path):
+    """Nine loops merge to eight, then the 4-element packet cuts the merged H * I run in
+    two: nine entries, rejected; the free stream finds an order that fits."""
+    head = """kind: dma
+dtype: i32
+axes: {A: 2, B: 2, C: 2, D: 2, E: 2, F: 2, G: 2, H: 2, I: 4}
+source: {tier: hbm, element: 'm![A, B, C, D, E, F, G, H, I]'}
+destination: {tier: hbm, address: 1048576, element: 'm![G, F, E, D, C, B, A, H, I]'}
+"""
+    code, out, _ = run(["verify", str(_write(tmp_path, head + "stream: {time: 'm![A, B, C, D, "
+                                             "E, F, G, H]', packet: 'm![I]'}\n")), "--json"])
+    assert code == 1 and "entry-limit" in out
+    code, r = _solve_text(tmp_path, head + "stream: {time: free, packet: free}\n"
+                          "bounds: {packet_max_bytes: 16}\n", "free.yaml")
+    assert code == 0 and r["status"] == "optimal" and r["verified"]
+    assert len(r["plan"]["unified"]) <= 8 and r["rejected"] == {}
+
+
+def test_one_packet_requirement_for_both_sides():
+    """The packet's alignment is one requirement (not one per side): dropping it alone, with
+    every other requirement kept, leaves a plan."""
+    from planner.layout import plan_free
+    p = load_problem(ROOT / "problems/infeasible/dma_packet_bound_too_small.yaml")
+    assert plan_free(p, relax=frozenset({"dma-hbm-dm-align:packet"}))[0].candidates
+    assert plan_free(p, bound=None)[0].candidates
+
+
+def test_binding_lists_only_requirements_that_lower_the_floor(tmp_path):
+    from planner.explain import explain
+    p = load_problem_text("""kind: dma
+dtype: i8
+axes: {B: 64}
+source: {tier: hbm, element: 'm![B]'}
+destination: {tier: dm, slice: 'm![1 # 64]', element: 'm![B]'}
+stream: {time: free, packet: free}
+""", "<one piece>")
+    code, rep = explain(p)
+    assert code == 0 and [b for b in rep["binding"] if b.get("requirement")] == []
+
+
+def test_time_limit_before_any_plan(monkeypatch):
+    from ortools.sat.python import cp_model
+
+    from planner.layout import plan_free
+    monkeypatch.setattr(cp_model.CpSolver, "solve", lambda self, m, cb=None: cp_model.UNKNOWN)
+    p = load_problem(ROOT / "problems/planning/attention_v_head_major.yaml")
+    with pytest.raises(TcplanError) as e:
+        plan_free(p)
+    assert e.value.code == "plan-time-limit"
+
+
+def _write(tmp_path, text, name="g.yaml"):
+    f = tmp_path / name
+    f.write_text(text)
+    return f
