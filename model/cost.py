@@ -265,18 +265,20 @@ def estimate(plan) -> CycleReport:
     return _estimate(plan, floor=False)
 
 
-def floor(plan, rough_write: bool = False) -> int:
+def floor(plan) -> int:
     """What :func:`estimate` gives at least, whatever the loop order of the same packets: the
     layout planner's bound for all plans that move the same packets (same DMA packet, same
     engines).  Where a command is estimated exactly (no sampling), everything but the HBM row
     switches is order-independent, and each HBM bank switches at least once per extra row it
     opens; where a command is sampled, the engine takes one request per packet's minimum
-    256-byte blocks and the HBM load spreads evenly over 32 channels.  ``rough_write``: the
-    write side as if sampled (the bound of every Element order of the destination)."""
-    return _estimate(plan, floor=True, rough_write=rough_write).cycles
+    256-byte blocks and the HBM load spreads evenly over 32 channels.  With a free
+    destination Element the same holds for the plan whose Element ends in the DMA packet's
+    run: every plan with that packet writes the same packets (the run is Element's
+    innermost), in another order."""
+    return _estimate(plan, floor=True).cycles
 
 
-def _estimate(plan, floor: bool, rough_write: bool = False) -> CycleReport:
+def _estimate(plan, floor: bool) -> CycleReport:
     """The cycle model of :func:`dma_cycles` evaluated on a sample: for every command, blocks
     of consecutive packets spread evenly over it stand for the whole (request counts, DMN
     loads, channel loads and the row-switch rate scale by packets / sampled packets).
@@ -308,14 +310,14 @@ def _estimate(plan, floor: bool, rough_write: bool = False) -> CycleReport:
             sides = {}
             for k, tier, base, chip in ((1, src, c.read_base, e.read_chip),
                                         (2, dst, c.write_base, e.write_chip)):
-                if rough or (floor and rough_write and k == 2):
-                    # every packet takes at least its bytes' 256-byte blocks
+                if rough:  # every packet takes at least its bytes' 256-byte blocks
                     least = n * -(-pbytes // REQUEST_BYTES)
                     t = least / REQUESTS_PER_CYCLE
                     if plan.pcie:
                         t = max(t, n * pbytes / PCIE_BYTES_PER_CYCLE)
-                    if tier == "hbm":
-                        spread[chip] = spread.get(chip, 0.0) + least
+                    if tier == "hbm":  # a write not a whole block is read-modify-write
+                        rmw = n if k == 2 and pbytes % REQUEST_BYTES else 0
+                        spread[chip] = spread.get(chip, 0.0) + least + rmw
                     sides[k] = t
                     continue
                 paddr = _packet_addr_at(outer, base, k, eb, idx)
@@ -353,9 +355,9 @@ def _estimate(plan, floor: bool, rough_write: bool = False) -> CycleReport:
     for chip in spread:  # floor: a chip with sampled commands
         total = spread[chip] + sum(float(p[3].sum()) for p in hbm.get(chip, []))
         worst_hbm = max(worst_hbm, total * HBM_SERVICE / HBM_CHANNELS)
-    for chip, parts in hbm.items():
-        if chip in spread:
-            continue
+    for parts in hbm.values():
+        # (a chip with sampled commands in the floor: its exact requests still bound their
+        # channels; the sampled ones only add)
         req = np.concatenate([p[0] for p in parts])
         stamp = np.concatenate([p[1] for p in parts])
         blk = np.concatenate([p[2] for p in parts])

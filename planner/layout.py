@@ -380,7 +380,8 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                    fix="give the destination's Element, or an engine split outside it")
     chains = L.chains()
     # what each DMA packet costs at least, whatever the order (the model's objective); with
-    # a free Element the write side counts only its least requests (any Element order)
+    # a free Element the representative's Element ends in the packet's run, as every plan
+    # with that packet does, so it writes the same packets
     floors = []
     for ch in chains:
         if math.prod(L.n[i] for i in ch) * eb > hw.DMA_MAX_PACKET_BYTES:
@@ -392,7 +393,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             plan = lower(rest, pack, loose, [terms[i] for i in range(n) if i not in ch
                                              and free[i]] + [terms[i] for i in ch if free[i]]
                          if L.write_free else None)
-            floors.append(cost_floor(plan, rough_write=L.write_free))
+            floors.append(cost_floor(plan))
         except TcplanError:
             floors.append(0)
 
