@@ -552,8 +552,11 @@ def _cmd_explain(args: argparse.Namespace, stdout: TextIO) -> int:
         print(json.dumps(rep), file=stdout)
         return code
     if not rep["feasible"]:
-        lines = [f"{problem.name}: no plan. These requirements conflict (no plan meets them "
-                 "all; without any one of them, the others can be met):"]
+        lines = [f"{problem.name}: no plan. " + (
+            "For each candidate placement, what rules it out:"
+            if rep.get("method") == "per-candidate" else
+            "These requirements conflict (no plan meets them all; without any one of them, "
+            "the others can be met):")]
         for it in rep["conflict"]:
             head = f"[{it['rule']}]" if it.get("rule") else "[bound]"
             lines.append(f"  {head} {it['message']}")

@@ -92,8 +92,9 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
             raise
         found = getattr(e, "search", None)
         if hasattr(e, "slice_failures"):  # a free Slice: why each candidate has no plan
-            return 1, {"problem": problem.name, "feasible": False, "method": "per-candidate",
-                       "conflict": _slice_items(problem, e)}
+            items, method = _slice_items(problem, e)
+            return 1, {"problem": problem.name, "feasible": False, "method": method,
+                       "conflict": items}
         if found is None:  # a given stream: every broken rule is its own conflict
             items = [_item(v.rule, v.to_json()) for v in e.violations]
             return 1, {"problem": problem.name, "feasible": False, "conflict": items}
@@ -130,6 +131,7 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
                     f"{b['floor_without']:,} cycles")
             binding.append({"rule": b["rule"], "requirement": b["requirement"],
                             "title": title, "detail": f"{b['message']}; {what}"})
+        binding += _bounds_binding(problem, best, seed)
         for r, n in sorted(found.rejected.items()):  # rules only the lowering checks
             binding.append({"rule": r, "candidates_rejected": n, "title": RULES[r].title})
         binding.append({"rule": None, "title": f"{found.enumerated} plan(s) lowered; "
@@ -141,9 +143,34 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
                "penalties": cost.penalties, "binding": binding}
 
 
-def _slice_items(problem, err) -> list[dict[str, Any]]:
+def _bounds_binding(problem, best: int, seed: int) -> list[dict[str, Any]]:
+    """The problem's bounds that bind: planned again without one, a faster plan exists (it
+    may sit in another Slice candidate or padding, which one search does not see)."""
+    from .layout import BOUND_ALIGN, BOUND_FOOTPRINT, BOUND_PACKET, plan_free
+    bounds = problem.params.get("bounds", {})
+    fs = problem.params.get("free_slice") or {}
+    present = [k for k, on in ((BOUND_PACKET, bounds.get("packet_max_bytes") is not None),
+                               (BOUND_ALIGN, bounds.get("align_bytes") is not None),
+                               (BOUND_FOOTPRINT, fs.get("max_footprint_bytes") is not None))
+               if on]
+    out = []
+    for key in present:
+        try:
+            found, _ = plan_free(problem, seed=seed, relax=frozenset({key}),
+                                 bound=None if key == BOUND_PACKET else "problem")
+        except TcplanError:
+            continue
+        if found.best.cycles < best:
+            out.append({"rule": None, "requirement": key, "title": f"the bound {key}",
+                        "detail": f"without it a plan takes {found.best.cycles:,} cycles "
+                                  f"(estimate), against {best:,}"})
+    return out
+
+
+def _slice_items(problem, err) -> tuple[list[dict[str, Any]], str]:
     """A free Slice with no plan: the footprint bound (when it cut candidates), then each
-    remaining candidate's own conflict, labelled with the candidate."""
+    remaining candidate's own conflict, labelled with the candidate ("per-candidate"); when
+    the bounds alone leave no plan, they are the conflict ("core")."""
     from .layout import BOUND_FOOTPRINT
     fs = problem.params["free_slice"]
     items = []
@@ -159,13 +186,17 @@ def _slice_items(problem, err) -> list[dict[str, Any]]:
     cores = [getattr(getattr(e, "search", None), "conflict", None) or []
              for _, e in err.slice_failures]
     keys = {tuple(sorted(r.key for r in c)) for c in cores}
-    if err.slice_failures and len(keys) == 1 and all(r.rule is None for r in cores[0]):
+    if not err.slice_failures:  # the footprint bound excluded every candidate
+        return items, "core"
+    if len(keys) == 1 and cores[0] and all(r.rule is None for r in cores[0]):
         # every candidate fails on the same bound(s) alone: that is the conflict
-        return items + [_bound_item(problem, r.key) for r in cores[0]]
+        return items + [_bound_item(problem, r.key) for r in cores[0]], "core"
     for text, e in err.slice_failures:
         found = getattr(e, "search", None)
         if found is not None and found.conflict:
             vs = [r.violation for r in found.conflict if r.violation is not None]
+        elif found is not None and found.examples:  # rules that rejected every plan
+            vs = [v for v in found.examples.values() if v is not None]
         else:
             vs = list(e.violations)
         for v in vs:
@@ -176,7 +207,7 @@ def _slice_items(problem, err) -> list[dict[str, Any]]:
             if r.rule is None:
                 b = _bound_item(problem, r.key)
                 items.append({**b, "message": f"with {text}: {b['message']}"})
-    return items
+    return items, "per-candidate"
 
 
 def _bound_item(problem, key: str = BOUND) -> dict[str, Any]:

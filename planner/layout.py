@@ -921,8 +921,8 @@ def _plan_slices(problem, time_limit: float, seed: int, relax: frozenset[str], b
                 raise
             if e.code == "plan-time-limit":
                 timed_out = e
-            for r in {v.rule for v in e.violations} | set(
-                    getattr(getattr(e, "search", None), "rejected", {}) or {}):
+            rejected = getattr(getattr(e, "search", None), "rejected", None)
+            for r in (set(rejected) if rejected else {v.rule for v in e.violations}):
                 reasons.setdefault(r, []).append(text)
             failures.append((text, e))
             continue

@@ -293,9 +293,10 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
                                   or a & (a - 1)):
                 raise doc.error(("bounds", "align_bytes"), f"{a!r} is not a power of two",
                                 "align_bytes: 64")
-            if a is not None and not free:
-                raise doc.error(("bounds", "align_bytes"), "bounds apply to a planned "
-                                "(free) problem", "add stream: {time: free, packet: free}")
+            for key in ("packet_max_bytes", "align_bytes"):
+                if b.get(key) is not None and not free:
+                    raise doc.error(("bounds", key), "bounds apply to a planned (free) "
+                                    "problem", "add stream: {time: free, packet: free}")
             params["bounds"] = dict(b)
         if kind == "dma" and "hops" in data:
             h = data["hops"]
@@ -523,10 +524,10 @@ def _free_element(ctx: "_Ctx", source: Tensor, spec: dict) -> tuple[dict, dict]:
             if f.axis is not None:
                 held.setdefault(f.axis, []).append((f.lo, f.lo * f.count))
     terms = []
-    for f in source.dims["element"].factors:  # the source's digits, outermost first
+    for f in _source_factors(source):  # the source's digits, outermost first
         if f.axis is None:
             continue
-        size = source.dims["element"].axes[f.axis]
+        size = ctx.axes[f.axis]
         lo, hi = f.lo, min(f.lo * f.count, size)
         cuts = sorted({lo, hi} | {x for a, b in held.get(f.axis, []) for x in (a, b)
                                   if lo < x < hi})
@@ -579,6 +580,9 @@ def _free_slice(ctx: "_Ctx", source: Tensor, spec: dict) -> dict[str, Any]:
         raise doc.error(("destination", dims[-1]), f"a free {dims[-1].title()} needs a free "
                         f"Element (Element holds what {dims[-1].title()} leaves)",
                         "element: free")
+    if "chip" in dims and ctx.chips < 2:
+        raise doc.error(("destination", "chip"), "a free Chip needs several chips",
+                        "chips: 2 (or more), or drop chip: free")
     most = None
     lists: list[list[str]] = []
     for d in dims:
@@ -598,7 +602,7 @@ def _free_slice(ctx: "_Ctx", source: Tensor, spec: dict) -> dict[str, Any]:
                 allowed = []
                 for k, text in enumerate(raw["allowed"]):
                     ctx.mapping(keys + ("allowed", k), text, d)
-                    allowed.append(text)
+                    allowed.append(str(text))
             if d == "slice":
                 most = raw.get("max_footprint_bytes")
                 if most is not None and (isinstance(most, bool) or not isinstance(most, int)
@@ -626,6 +630,12 @@ def _free_slice(ctx: "_Ctx", source: Tensor, spec: dict) -> dict[str, Any]:
     return {"texts": texts, "specs": specs, "max_footprint_bytes": most, "dims": dims}
 
 
+def _source_factors(source: Tensor) -> list:
+    """Every digit factor of the source, its Chip, Cluster and Slice before its Element."""
+    return [f for d in ("chip", "cluster", "slice", "element") if d in source.dims
+            for f in source.dims[d].factors]
+
+
 def _spread_candidates(source: Tensor, dim: str, chips: int) -> list[str]:
     """Generated candidates for a free Slice, Cluster or Chip: the top digits of one axis."""
     if dim == "slice":
@@ -633,12 +643,12 @@ def _spread_candidates(source: Tensor, dim: str, chips: int) -> list[str]:
     elif dim == "cluster":
         counts, first = [hw.CLUSTERS_PER_CHIP], [f"m![1 # {hw.CLUSTERS_PER_CHIP}]"]
     else:
-        counts, first = ([chips], ["m![1 # %d]" % chips]) if chips > 1 else ([], ["m![1]"])
+        counts, first = [chips], ["m![1 # %d]" % chips]
     out = list(first)
-    for f in source.dims["element"].factors:
+    for f in _source_factors(source):
         if f.axis is None:
             continue
-        size = source.dims["element"].axes[f.axis]
+        size = next(m.axes[f.axis] for m in source.dims.values() if f.axis in m.axes)
         k = 1
         while k < size:
             count = -(-size // k)

@@ -469,3 +469,51 @@ def _write(tmp_path, text, name="g.yaml"):
     f = tmp_path / name
     f.write_text(text)
     return f
+
+
+# ---- review regressions (free placements) -----------------------------------------------------
+def test_free_element_keeps_digits_the_source_holds_outside_its_element(tmp_path):
+    code, r = _solve_text(tmp_path, """kind: dma
+dtype: i32
+axes: {A: 64, B: 64, C: 8}
+source: {tier: dm, slice: 'm![A]', element: 'm![B, C]'}
+destination: {tier: dm, address: 65536, slice: 'm![B]', element: free}
+stream: {time: free, packet: free}
+""")
+    assert code == 0 and r["verified"] and r["checked"] == 64 * 64 * 8
+    assert r["plan"]["stream"]["destination_element"] == "m![A, C]"
+
+
+def test_free_slice_offers_axes_of_the_source_slice(tmp_path):
+    code, r = _solve_text(tmp_path, """kind: dma
+dtype: i32
+axes: {A: 64, B: 4, C: 8}
+source: {tier: dm, slice: 'm![A]', element: 'm![B, C]'}
+destination: {tier: dm, cluster: 'm![1 # 2]', address: 4096, slice: free, element: free}
+stream: {time: free, packet: free}
+""")
+    assert code == 0 and r["verified"] and r["plan"]["stream"]["destination_slice"] == "m![A]"
+
+
+def test_explain_per_candidate_is_never_empty():
+    from planner.explain import explain
+    p = load_problem_text("""kind: dma
+dtype: i8
+axes: {A: 64, B: 3, C: 5}
+source: {tier: hbm, element: 'm![A, B, C]'}
+destination: {tier: dm, slice: free, element: free}
+stream: {time: free, packet: free, slice: free}
+""", "<per candidate>")
+    code, rep = explain(p)
+    assert code == 1 and rep["method"] == "per-candidate"
+    assert rep["conflict"] and {it["rule"] for it in rep["conflict"]} == {"dma-hbm-dm-align"}
+
+
+def test_a_bound_binding_across_candidates_is_reported():
+    from planner.explain import explain
+    text = (ROOT / "problems/planning/free_padding_rows.yaml").read_text().replace(
+        "stream: {time: free, packet: free}",
+        "stream: {time: free, packet: free}\nbounds: {align_bytes: 16}")
+    code, rep = explain(load_problem_text(text, "<aligned padding>"))
+    assert code == 0 and rep["cycles"] > 568
+    assert any(b.get("requirement") == "bound:align_bytes" for b in rep["binding"])
