@@ -1,11 +1,15 @@
 """`tcplan explain`: why a problem has no plan (a minimal set of conflicting requirements), or,
 when it has one, what binds it and where its time goes.
 
-For a free DMA stream the requirements are the hardware rules that rejected candidates and the
-problem's own bounds.  The conflict is shrunk by deletion: a requirement stays only if the
-problem becomes plannable without it (every other one kept), so dropping any one reported
-requirement makes the problem feasible.  A rule is "dropped" by lowering with it relaxed
-(`model.dma.lower(relax=...)`); a bound by searching without it.
+For a free DMA stream the requirements are the layout model's assumption literals: one per
+rule instance (an alignment of one stride, the packet cap, the entry limit) and one per bound
+of the problem.  An infeasible model's core is shrunk by deletion to a minimal infeasible
+set: no plan meets all of it, and without any one of its members the others can be met
+(``method: core``).  When the model has plans but the lowering rejects all of them, the
+deletion runs over relaxed rules instead (`model.dma.lower(relax=...)`; ``method:
+deletion``).  Free placements list each candidate's reasons (``method: per-candidate``)
+unless one bound alone rules out every candidate.  For a feasible problem: the requirements
+whose removal lowers the model's floor, and the bounds whose removal gives a faster plan.
 """
 
 from __future__ import annotations
