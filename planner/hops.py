@@ -4,8 +4,8 @@ intermediate HBM layout (seed 002's two-step transpose).
 The candidate intermediates are HBM tensors on the source's chip holding the moved tensor in
 every order of its pieces (the common refinement of both sides' digits), at a scratch address
 past both tensors.  Every candidate hop (source -> intermediate, intermediate -> destination,
-and the direct transfer) is one layout search (:func:`planner.layout.plan_free`, a CP-SAT
-enumeration ranked by the estimate); the hops form a graph whose shortest path (networkx,
+and the direct transfer) is one layout search (:func:`planner.layout.plan_free`, the CP-SAT
+model whose plan is the estimate's minimum); the hops form a graph whose shortest path (networkx,
 weighted by estimated cycles) is the plan.
 """
 
