@@ -36,6 +36,7 @@ DMN_BYTES_PER_CYCLE = hw.DMN_BYTES_PER_CYCLE
 HBM_SERVICE = hw.HBM_REQUEST_CYCLES
 ROW_SWITCH = hw.HBM_ROW_SWITCH_CYCLES
 HBM_CHANNELS = hw.HBM_CHANNELS
+HBM_BANKS = hw.HBM_BANKS
 PCIE_BYTES_PER_CYCLE = hw.PCIE_BYTES_PER_CYCLE
 REQUESTS_PER_CYCLE = hw.DMA_ENGINE_BYTES_PER_CYCLE / hw.DMA_REQUEST_BYTES
 DMN_SHIFT = hw.DM_DMN_STRIDE.bit_length() - 1  # address bits above a DMN's slices
@@ -379,18 +380,15 @@ def _estimate(plan, floor: bool) -> CycleReport:
         p_sw = np.where(same, switch.astype(float), rate[ch])
         load = np.bincount(ch, weights=ww, minlength=HBM_CHANNELS)
         sw = np.bincount(ch, weights=p_sw * ww, minlength=HBM_CHANNELS)
-        # each bank opens every row the transfer reaches at least once, which blocks of
-        # consecutive packets rarely see: take the larger of the two counts
-        # banks each channel uses (bank ids are 5 bits)
-        banks = np.bincount(np.unique(ch * 32 + b) // 32, minlength=HBM_CHANNELS)
-        rows = rows_touched.get(chip_of[id(parts)], 1)
-        sw = np.minimum(load, np.maximum(sw, banks * max(rows - 1, 0)))
         if floor:  # whatever the order: each bank switches once per extra row it opens
-            bank_of = ch * 32 + b  # (channel, bank); bank ids are 5 bits
-            opens = np.unique(bank_of * (int(r.max()) + 1) + r) // (int(r.max()) + 1)
-            sw = (np.bincount(opens // 32, minlength=HBM_CHANNELS)
-                  - np.bincount(np.unique(bank_of) // 32, minlength=HBM_CHANNELS)
-                  ).astype(float)
+            sw = _extra_opens(ch, b, r).astype(float)
+        else:
+            # each bank opens every row the transfer reaches at least once, which blocks of
+            # consecutive packets rarely see: take the larger of the two counts
+            banks = np.bincount(np.unique(ch * HBM_BANKS + b) // HBM_BANKS,
+                                minlength=HBM_CHANNELS)
+            rows = rows_touched.get(chip_of[id(parts)], 1)
+            sw = np.minimum(load, np.maximum(sw, banks * max(rows - 1, 0)))
         cost = load * HBM_SERVICE + sw * (ROW_SWITCH - HBM_SERVICE)
         worst_hbm = max(worst_hbm, float(cost.max()))
     hbm_total = STARTUP + worst_hbm
@@ -426,6 +424,16 @@ def _rows(outer, base: int, k: int, eb: int, pbytes: int) -> set[int]:
     for a in np.unique((starts + hi) // ROW_BYTES):
         out.add(int(a))
     return out
+
+
+def _extra_opens(channel: np.ndarray, bank: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """Per channel, the row opens beyond each bank's first: every (channel, bank) opens each
+    row it is asked for at least once, whatever the order."""
+    bank_of = channel * HBM_BANKS + bank
+    span = int(row.max()) + 1 if row.size else 1
+    opens = np.unique(bank_of * span + row) // span
+    return (np.bincount(opens // HBM_BANKS, minlength=HBM_CHANNELS)
+            - np.bincount(np.unique(bank_of) // HBM_BANKS, minlength=HBM_CHANNELS))
 
 
 def _per_packet_requests(addr: np.ndarray, nbytes: int) -> np.ndarray:
@@ -468,9 +476,6 @@ def lower_bound(plan) -> int:
         channel, bank, row = _decode(req)
         reach = int((np.bincount(channel, minlength=HBM_CHANNELS) > 0).sum())
         # every (channel, bank) opens each of its rows at least once: the first for free
-        trip = np.unique(np.stack([channel, bank, row]), axis=1)
-        opens = np.bincount(trip[0], minlength=HBM_CHANNELS)
-        pairs = np.bincount(np.unique(trip[:2], axis=1)[0], minlength=HBM_CHANNELS)
-        extra = (opens - pairs).sum() * (ROW_SWITCH - HBM_SERVICE)
+        extra = _extra_opens(channel, bank, row).sum() * (ROW_SWITCH - HBM_SERVICE)
         best = max(best, (req.size * HBM_SERVICE + extra) / max(reach, 1))
     return math.ceil(STARTUP + best)

@@ -424,17 +424,26 @@ def _split_packet(final: list, terms: list[str], stride0: int) -> tuple[list, li
     return out, t
 
 
+def alignment_checks(src_tier: str, dst_tier: str) -> tuple[str, list[tuple[str, int, int]]]:
+    """Seed 002 "제약 조건": which Tensor DMA sides must be aligned, and the rule that says so:
+    DM writes 8-byte aligned; HBM <-> DM also reads, and the packet, on both sides.  Returns
+    (rule id, [(side, entry index 1 read / 2 write, alignment)])."""
+    hbm_dm = {src_tier, dst_tier} == {"hbm", "dm"}
+    checks = []
+    if dst_tier == "dm" or hbm_dm:
+        checks.append(("write", 2, hw.DMA_DM_WRITE_ALIGN))
+    if hbm_dm:
+        checks.append(("read", 1, hw.DMA_HBM_DM_ALIGN))
+    return ("dma-hbm-dm-align" if hbm_dm else "dma-dm-write-align"), checks
+
+
 def _alignment(src: Tensor, dst: Tensor, e: "EngineWork", c: "Command") -> list[Violation]:
-    """Seed 002 "제약 조건", per command: DM writes 8-byte aligned; HBM <-> DM also reads, and
-    the packet, on both sides."""
+    """The alignment rules (:func:`alignment_checks`) of one command."""
     eb = src.elem_bytes
     out: list[Violation] = []
-    hbm_dm = {src.tier, dst.tier} == {"hbm", "dm"}
-    checks = []
-    if dst.tier == "dm" or hbm_dm:
-        checks.append(("write", 2, c.write_base, hw.DMA_DM_WRITE_ALIGN))
-    if hbm_dm:
-        checks.append(("read", 1, c.read_base, hw.DMA_HBM_DM_ALIGN))
+    rule, sides = alignment_checks(src.tier, dst.tier)
+    checks = [(side, k, c.write_base if k == 2 else c.read_base, align)
+              for side, k, align in sides]
     for side, k, base, align in checks:
         bad = [f"stride {x[k] * eb} B of entry {x[0]}" for x in c.entries[:-1]
                if (x[k] * eb) % align]
@@ -446,10 +455,7 @@ def _alignment(src: Tensor, dst: Tensor, e: "EngineWork", c: "Command") -> list[
             where = f" (engine {e.engine}" + (", a boundary command" if c.covers else "") + ")"
             detail = {"side": side, "align": align, "what": ", ".join(bad[:4])
                       + (f" (and {len(bad) - 4} more)" if len(bad) > 4 else "") + where}
-            if hbm_dm:
-                out.append(Violation("dma-hbm-dm-align", tuple(bad[:4]), detail))
-            else:
-                out.append(Violation("dma-dm-write-align", tuple(bad[:4]), detail))
+            out.append(Violation(rule, tuple(bad[:4]), detail))
     return out
 
 

@@ -79,6 +79,8 @@ HBM_SLICE_BIT = 20
 HBM_ROW_LOW_BIT = 21
 #: Channels per chip: the stack bit times the four hashed channel bits.
 HBM_CHANNELS = 2 << len(HBM_CHANNEL_BITS)
+#: Banks per channel: two bank bits, two bank-group bits and the slice bit.
+HBM_BANKS = 1 << (len(HBM_BANK_BITS) + len(HBM_BANK_GROUP_BITS) + 1)
 
 # --- DMA timing (facts.md sections 4-6; decisions.md item 12; the cycle model) ---------
 #: Start-up cycles of every DMA command.

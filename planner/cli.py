@@ -107,9 +107,9 @@ def _build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser(
         "explain", help="why a problem has no plan, or what binds the plan it has",
         description="For an infeasible problem: a minimal set of conflicting requirements "
-                    "(dropping any one makes it plannable), each with its rule id, terms and "
-                    "fix; exit 1. For a feasible one: the binding constraints and the "
-                    "bottleneck; exit 0.")
+                    "(no plan meets them all; without any one of them the others can be "
+                    "met), each with its rule id, terms and fix; exit 1. For a feasible one: "
+                    "the binding constraints and the bottleneck; exit 0.")
     ex.add_argument("problem", metavar="PROBLEM.yaml")
     ex.add_argument("--json", action="store_true", help="print one JSON object")
     ba = sub.add_parser(
@@ -664,6 +664,17 @@ def _cmd_batch(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return EXIT_OK if ok else EXIT_RULE
 
 
+def _no_plan(problem: Any, err: TcplanError, args: argparse.Namespace,
+             stdout: TextIO) -> int:
+    """`solve` found no plan: infeasible, or unknown when the time limit cut the search."""
+    status = "unknown" if err.code == "plan-time-limit" else "infeasible"
+    out = {"problem": problem.name, "status": status, "cycles": None, "plan": None,
+           "verified": None, "explanation": err.to_json()}
+    print(json.dumps(out) if args.json else f"{problem.name}: {status}\n"
+          + _format_error(err), file=stdout)
+    return EXIT_RULE
+
+
 def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
     """A DMA with a free stream: search the order and packet, lower, verify, time.  With
     nothing free the problem is verified as given."""
@@ -700,12 +711,7 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
     except TcplanError as err:
         if err.kind == "input":
             raise
-        status = "unknown" if err.code == "plan-time-limit" else "infeasible"
-        out = {"problem": problem.name, "status": status, "cycles": None, "plan": None,
-               "verified": None, "explanation": err.to_json()}
-        print(json.dumps(out) if args.json else f"{problem.name}: {status}\n"
-              + _format_error(err), file=stdout)
-        return EXIT_RULE
+        return _no_plan(problem, err, args, stdout)
     solve_s = time.perf_counter() - t0
     est = estimate(plan).cycles
     detailed = dma_cycles(plan)
@@ -764,12 +770,7 @@ def _solve_hops(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
     except TcplanError as err:
         if err.kind == "input":
             raise
-        status = "unknown" if err.code == "plan-time-limit" else "infeasible"
-        out = {"problem": problem.name, "status": status, "cycles": None, "plan": None,
-               "verified": None, "explanation": err.to_json()}
-        print(json.dumps(out) if args.json else f"{problem.name}: {status}\n"
-              + _format_error(err), file=stdout)
-        return EXIT_RULE
+        return _no_plan(problem, err, args, stdout)
     solve_s = time.perf_counter() - t0
     rows, verified, total = [], True, 0
     for h in hp.hops:

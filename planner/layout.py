@@ -1,21 +1,22 @@
-"""Layout search for a DMA whose stream is free: the loop order (Time) and the Packet.
+"""Layout search for a DMA whose stream is free: the loop order (Time), the Packet, and
+optionally the engine split and the destination (its Element order as a model variable; its
+Slice, Cluster, Chip or one padding amount as candidates planned in turn).
 
 The candidate factors are the *pieces* of every axis the destination holds: the common
 refinement of the digit ranges of the source, the destination and the stream's spatial
-(engine-selecting) mappings, minus what those spatial mappings carry.  The stream is an order
-of all pieces; the Packet is its innermost pieces (a suffix), the rest is Time.
+(engine-selecting) mappings, minus what those spatial mappings carry, split where the packet
+cap or a whole 256-byte request needs it (:func:`candidate_pieces`).
 
-CP-SAT enumerates the legal assignments: the order is a permutation (one position per piece,
-all different: an exact encoding of the loop order), the packet a chain of the innermost
-positions, with the DMA packet cap (``dma-packet-max``) and the bound a problem gives
-(``packet_max_bytes``) as linear constraints over the pieces' log sizes.  Every candidate is
-lowered by :func:`model.dma.lower` -- the same code and rule registry as a given stream, so the
-entry limit after merges, alignment and every other rule hold by construction -- checked
-against the exact packet limit, and ranked by :func:`model.cost.estimate`; the leaders (up to
-``RERANK`` within 15% of the best estimate) are re-ranked by the full model
-(:func:`model.cost.dma_cycles`).  Ties go to the fewest Time entries, then the enumeration
-order (deterministic).  Candidates are lowered until the time limit; a cut search says
-``feasible``.  The planner only chooses: the executor verifies the chosen plan.
+:func:`search` builds one CP-SAT model: the loop order as a circuit, the Packet as its
+innermost part, the DMA packet as one of the contiguous runs, and every order rule of the
+registry (entry limit after merges, iteration limit, packet cap, alignment) and every bound
+of the problem as a constraint guarded by its own assumption literal.  Its objective is the
+DMA packet's :func:`model.cost.floor`.  Each plan it proposes is lowered by
+:func:`model.dma.lower` (every rule), estimated (:func:`model.cost.estimate`) and excluded,
+until the model's optimum reaches the best estimate: the plan is the estimate's minimum over
+every legal plan, and a cut search says ``feasible``.  An infeasible model's core, shrunk by
+deletion, is the conflict `tcplan explain` prints.  The planner only chooses: the executor
+verifies the chosen plan.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from model.cost import estimate
 from model.cost import floor as cost_floor
 from model.mapping import parse
 from model.rules import TcplanError, Violation, fail
+from model.sequencer import _split_hint
 from model.tiers import Tensor
 
 
@@ -94,6 +96,36 @@ class Search:
     @property
     def best(self) -> Candidate:
         return self.candidates[0]
+
+
+def _axes_of(*tensors: Tensor) -> dict[str, int]:
+    """Every axis the tensors name, with its size."""
+    axes: dict[str, int] = {}
+    for t in tensors:
+        for m in t.dims.values():
+            axes.update(m.axes)
+    return axes
+
+
+def _cap(packet_max_bytes: int | None) -> int:
+    """The DMA packet's byte limit: the hardware cap, or the problem's bound below it."""
+    return hw.DMA_MAX_PACKET_BYTES if packet_max_bytes is None else min(
+        packet_max_bytes, hw.DMA_MAX_PACKET_BYTES)
+
+
+def _twos(n: int) -> int:
+    """The 2-adic order of n (how many times 2 divides it)."""
+    return (n & -n).bit_length() - 1
+
+
+def _split(p: Piece, n: int, fits) -> list[Piece] | None:
+    """Piece ``p`` (``n`` positions) cut at its largest divisor ``d`` with ``fits(d)`` (bytes
+    8-byte aligned first): [outer, inner], or None when no divisor fits."""
+    ds = [d for d in range(2, n) if n % d == 0 and fits(d)[0]]
+    if not ds:
+        return None
+    d = max(ds, key=lambda d: (fits(d)[1] % hw.DMA_HBM_DM_ALIGN == 0, d))
+    return [Piece(p.axis, p.lo * d, p.hi, p.size), Piece(p.axis, p.lo, p.lo * d, p.size)]
 
 
 def _ranges(t: Tensor) -> dict[str, list[tuple[int, int]]]:
@@ -163,14 +195,9 @@ def _fit(pieces: list[Piece], most: int, eb: int) -> list[Piece]:
     the packet."""
     out = []
     for p in pieces:
-        if p.count > most and most > 1:
-            ds = [d for d in range(2, most + 1) if p.count % d == 0]
-            cut = max(ds, key=lambda d: ((d * eb) % hw.DMA_HBM_DM_ALIGN == 0, d), default=None)
-            if cut is not None:
-                out += [Piece(p.axis, p.lo * cut, p.hi, p.size),
-                        Piece(p.axis, p.lo, p.lo * cut, p.size)]
-                continue
-        out.append(p)
+        cut = _split(p, p.count, lambda d: (d <= most, d * eb)) \
+            if p.count > most > 1 else None
+        out += cut or [p]
     return out
 
 
@@ -251,12 +278,8 @@ def _widen(pieces: list[Piece], lp: list, eb: int, cap: int) -> list[Piece]:
             n = lp[i].positions
             if cum * eb < hw.DMA_REQUEST_BYTES and cum * n * eb > cap and \
                     out[i] is pieces[i] and pieces[i].count == n:
-                ds = [d for d in range(2, n) if n % d == 0 and cum * d * eb <= cap]
-                if ds:
-                    d = max(ds, key=lambda d: ((cum * d * eb) % hw.DMA_HBM_DM_ALIGN == 0, d))
-                    p = pieces[i]
-                    out[i] = [Piece(p.axis, p.lo * d, p.hi, p.size),
-                              Piece(p.axis, p.lo, p.lo * d, p.size)]
+                out[i] = _split(pieces[i], n, lambda d, c=cum: (c * d * eb <= cap, c * d * eb)
+                                ) or pieces[i]
                 break
             cum *= n
             i = at.get(cum)
@@ -274,13 +297,9 @@ def candidate_pieces(source: Tensor, destination: Tensor, stream: Tensor,
     the lowering cuts from them (positions, strides)."""
     spatial = {d: stream.dims[d] for d in ("chip", "cluster", "slice")}
     eb = source.elem_bytes
-    cap = hw.DMA_MAX_PACKET_BYTES if packet_max_bytes is None else min(
-        packet_max_bytes, hw.DMA_MAX_PACKET_BYTES)
+    cap = _cap(packet_max_bytes)
     pieces = _fit(pieces_of(source, destination, spatial), max(cap // eb, 1), eb)
-    axes = dict(source.dims["element"].axes)
-    for t in (source, destination, stream):
-        for mm in t.dims.values():
-            axes.update(mm.axes)
+    axes = _axes_of(source, destination, stream)
 
     def loops(ps: list[Piece]) -> list:
         return dma.loop_pieces(source, destination,
@@ -323,18 +342,9 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     import time as _time
     deadline = _time.perf_counter() + time_limit
     from ortools.sat.python import cp_model
-    spatial = {d: stream.dims[d] for d in ("chip", "cluster", "slice")}
     eb = source.elem_bytes
-    cap = hw.DMA_MAX_PACKET_BYTES if packet_max_bytes is None else min(
-        packet_max_bytes, hw.DMA_MAX_PACKET_BYTES)
-    pieces = _fit(pieces_of(source, destination, spatial), max(cap // eb, 1), eb)
-    n = len(pieces)
-    axes = dict(source.dims["element"].axes)
-    for t in (source, destination, stream):
-        for mm in t.dims.values():
-            axes.update(mm.axes)
-    terms = [p.term() for p in pieces]
-    result = Search(pieces, [])
+    axes = _axes_of(source, destination, stream)
+    result = Search([], [])
     loose = frozenset(ORDER_RULES) | relax
 
     def dest(element: list[str] | None) -> Tensor:
@@ -352,6 +362,9 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
 
     # what no order changes: checked once, on the pieces in their own order
     try:
+        pieces, lp = candidate_pieces(source, destination, stream, packet_max_bytes)
+        n, terms = len(pieces), [p.term() for p in pieces]
+        result.pieces = pieces
         lower(terms, [], loose)
     except TcplanError as e:
         for v in e.violations:
@@ -360,9 +373,6 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         result.conflict = [Requirement(v.rule, v.rule, v) for v in e.violations]
         e.search = result  # type: ignore[attr-defined]
         raise
-    pieces, lp = candidate_pieces(source, destination, stream, packet_max_bytes)
-    n, terms = len(pieces), [p.term() for p in pieces]
-    result.pieces = pieces
     if [p.term for p in lp] != terms:  # pragma: no cover - pieces are the refinement
         raise fail("plan-no-layout", (), pieces=", ".join(terms),
                    rules="the lowering cuts the pieces differently")
@@ -475,6 +485,18 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             inside_of[i, j] = b
         return inside_of[i, j]
 
+    def rows_aligned(i: int, need: int, name: str) -> Any:
+        """Free-Element loop i's write stride has 2-adic order ``need`` or more: a literal
+        that implies it, True when nothing is needed, False when no order gives it."""
+        if need <= 0:
+            return True
+        twos = [(_twos(L.n[j]), j) for j in E if j != i]
+        if sum(v for v, _ in twos) < need:
+            return False
+        ok = m.new_bool_var(f"{name}_{terms[i]}")
+        m.add(sum(v * inside(i, j) for v, j in twos if v) >= need).only_enforce_if(ok)
+        return ok
+
     def requirement(key: str, rule: str | None, v: Any) -> Any:
         lit = m.new_bool_var(key)
         reqs.append(Requirement(key, rule, v, lit))
@@ -515,7 +537,6 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     # iteration-limit: a loop longer than 65,536 is an entry of its own, too long
     for i in range(n):
         if L.n[i] > hw.MAX_ENTRY_ITERATIONS:
-            from model.sequencer import _split_hint
             lit = requirement(f"iteration-limit:{terms[i]}", "iteration-limit", Violation(
                 "iteration-limit", (terms[i],), {"entry": i, "term": terms[i], "size": L.n[i],
                                                  "hint": _split_hint(terms[i], L.n[i])}))
@@ -540,13 +561,9 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             m.add_bool_or([cut, ~inc[i], dpk[i], empty])
         m.add(sum(merged.values()) - cut >= n - hw.MAX_SEQUENCER_ENTRIES).only_enforce_if(lit)
     # alignment (seed 002): every stride but the DMA packet's own, and the packet
-    hbm_dm = {source.tier, destination.tier} == {"hbm", "dm"}
-    sides = []
-    if not pcie and (destination.tier == "dm" or hbm_dm):
-        sides.append(("write", L.write, hw.DMA_DM_WRITE_ALIGN))
-    if not pcie and hbm_dm:
-        sides.append(("read", L.read, hw.DMA_HBM_DM_ALIGN))
-    rule = "dma-hbm-dm-align" if hbm_dm else "dma-dm-write-align"
+    rule, checks = dma.alignment_checks(source.tier, destination.tier)
+    sides = [] if pcie else [(side, L.write if k == 2 else L.read, align)
+                             for side, k, align in checks]
     if sides:  # the packet is one size on both sides: one requirement
         align = max(a for _, _, a in sides)
         bad_packets = [k for k, c in enumerate(chains) if (max(chain_bytes(c), eb)) % align]
@@ -558,24 +575,17 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             for k in bad_packets:
                 m.add_implication(lit, ~z[k])
     for side, strides, align in sides:
-        need = (align & -align).bit_length() - (eb & -eb).bit_length()  # 2-adic order
         for i in range(n):
-            aligned = None  # a free Element: aligned when enough 2s lie inside it
+            aligned: Any = False  # a free Element: aligned when enough 2s lie inside it
             if side == "write" and L.is_free(i):
-                twos = [((L.n[j] & -L.n[j]).bit_length() - 1, j) for j in E if j != i]
-                if sum(v for v, _ in twos) < need:
-                    aligned = False
-                elif need > 0:
-                    aligned = m.new_bool_var(f"aligned_{terms[i]}")
-                    m.add(sum(v * inside(i, j) for v, j in twos if v) >= need
-                          ).only_enforce_if(aligned)
+                aligned = rows_aligned(i, _twos(align) - _twos(eb), "aligned")
+                if aligned is True:
+                    continue
                 what = f"the write stride of {terms[i]} (its Element order is free)"
             elif (strides[i] * eb) % align == 0:
                 continue
             else:
                 what = f"stride {strides[i] * eb} B of {terms[i]} outside the DMA packet"
-            if L.is_free(i) and side == "write" and need <= 0:
-                continue
             lit = requirement(f"{rule}:{side}:{terms[i]}", rule, Violation(rule, (terms[i],), {
                 "side": side, "align": align, "what": what}))
             # i is the DMA packet's run (a packet of more than one element), or the innermost
@@ -590,25 +600,22 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             m.add_bool_or([~q, in_run, inner]
                           + ([merged[a, j] for (a, j) in mergeable if a == i]
                              if n > hw.MAX_SEQUENCER_ENTRIES else [])
-                          + ([aligned] if aligned is not None and aligned is not False
-                             else []))
+                          + ([aligned] if aligned is not False else []))
             m.add_implication(lit, q)
     # the problem's alignment bound on the destination's Element rows
     if align_bytes is not None:
-        need_a = (align_bytes & -align_bytes).bit_length() - (eb & -eb).bit_length()
         lit = None
         for i in range(n):
             rows = L.write[i] > 1 and L.write[i] * eb < hw.DM_SLICE_STRIDE
-            if not L.is_free(i) and rows and (L.write[i] * eb) % align_bytes:
-                lit = requirement(BOUND_ALIGN, None, None) if lit is None else lit
+            ok = rows_aligned(i, _twos(align_bytes) - _twos(eb), "row_aligned") \
+                if L.is_free(i) else not rows or (L.write[i] * eb) % align_bytes == 0
+            if ok is True:
+                continue
+            lit = requirement(BOUND_ALIGN, None, None) if lit is None else lit
+            if ok is False and not L.is_free(i):
                 m.add_bool_or([~lit])  # a given Element row breaks it: no plan keeps it
-            elif L.is_free(i) and need_a > 0:
-                lit = requirement(BOUND_ALIGN, None, None) if lit is None else lit
-                twos = [((L.n[j] & -L.n[j]).bit_length() - 1, j) for j in E if j != i]
-                ok = m.new_bool_var(f"row_aligned_{terms[i]}")
-                m.add(sum(v * inside(i, j) for v, j in twos if v) >= need_a
-                      ).only_enforce_if(ok)
-                m.add_bool_or([~lit, ok, y[i, D]])  # Element's innermost loop is no row
+            else:  # Element's innermost loop is no row
+                m.add_bool_or([~lit, y[i, D]] + ([] if ok is False else [ok]))
     # the objective: the DMA packet's floor, then row-stepping loops outer, then a Packet
     # no longer than the DMA packet
     weight = []
@@ -677,9 +684,6 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                 result.examples.setdefault(v.rule, v)
             for r in {v.rule for v in e.violations}:
                 result.rejected[r] = result.rejected.get(r, 0) + 1
-            continue
-        if plan.packet_bytes > cap and BOUND_PACKET not in relax:  # pragma: no cover
-            result.rejected[BOUND_PACKET] = result.rejected.get(BOUND_PACKET, 0) + 1
             continue
         c = Candidate(tuple(order), kk, plan.stream_dims["time"].text(),
                       plan.stream_dims["packet"].text(), estimate(plan).cycles, plan,
@@ -793,7 +797,7 @@ def engine_splits(source: Tensor, destination: Tensor, stream: Tensor, free: lis
     return out
 
 
-def _engines_of(split: dict[str, str], stream: Tensor, axes: dict[str, int]) -> int:
+def _engines_of(split: dict[str, str], axes: dict[str, int]) -> int:
     n = 1
     for text in split.values():
         try:
@@ -808,18 +812,18 @@ def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: i
                    time_limit: float = 10.0, seed: int = 0,
                    relax: frozenset[str] = frozenset(), pcie: bool = False,
                    free_element: dict | None = None, workers: int = 1,
-                   align_bytes: int | None = None) -> tuple[Search, dict[str, str]]:
-    """The best (engine split, order, packet): every candidate split searched in turn."""
-    axes = dict(source.dims["element"].axes)
-    for t in (source, destination, stream):
-        for mm in t.dims.values():
-            axes.update(mm.axes)
+                   align_bytes: int | None = None, beat: int | None = None
+                   ) -> tuple[Search, dict[str, str]] | None:
+    """The best (engine split, order, packet): every candidate split searched in turn, each
+    told the best plan so far (or ``beat``, the caller's)."""
+    axes = _axes_of(source, destination, stream)
     best: tuple[Search, dict[str, str]] | None = None
     rejected: dict[str, int] = {}
     examples: dict[str, Any] = {}
     splits = engine_splits(source, destination, stream, free)
-    count = {i: _engines_of(sp, stream, axes) for i, sp in enumerate(splits)}
+    count = {i: _engines_of(sp, axes) for i, sp in enumerate(splits)}
     timed_out: TcplanError | None = None
+    dominated = False
     # every split, the most engines first (they are usually faster, so the later ones meet
     # a good plan to beat and stop early)
     for i in sorted(range(len(splits)), key=lambda i: -count[i]):
@@ -835,8 +839,9 @@ def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: i
             found = search(source, destination, s, chips, packet_max_bytes, time_limit,
                            workers, seed=seed, relax=relax, pcie=pcie,
                            free_element=free_element, align_bytes=align_bytes,
-                           beat=best[0].best.cycles if best is not None else None)
+                           beat=best[0].best.cycles if best is not None else beat)
             if found.status == "dominated":
+                dominated = True
                 continue
         except TcplanError as e:
             if e.code == "plan-time-limit":
@@ -851,6 +856,8 @@ def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: i
             best = (found, split)
     if best is None and timed_out is not None:
         raise timed_out  # not proven infeasible: a split ran out of time
+    if best is None and dominated:
+        return None  # a split has plans, none faster than the caller's
     if best is None:
         err = fail("plan-no-layout", tuple(rejected), pieces="of the stream, over every "
                    "engine split,",
@@ -861,10 +868,11 @@ def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: i
 
 
 def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
-              relax: frozenset[str] = frozenset(), bound: Any = "problem", workers: int = 1
-              ) -> tuple[Search, dict[str, str]]:
-    """A problem's free stream (and free destination Element): (the search, the engine
-    split used)."""
+              relax: frozenset[str] = frozenset(), bound: Any = "problem", workers: int = 1,
+              beat: int | None = None) -> tuple[Search, dict[str, str]] | None:
+    """A problem's free stream (and free destination): (the search, the engine split used).
+    ``beat``: only a plan faster than this matters; None when the model proves there is
+    none."""
     t = problem.tensors
     free = problem.params.get("free", [])
     if bound == "problem":
@@ -873,17 +881,17 @@ def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
         return _plan_slices(problem, time_limit, seed, relax, bound, workers)
     pcie = getattr(problem, "kind", "dma") == "pcie"
     element = problem.params.get("free_element")
+    align = problem.params.get("bounds", {}).get("align_bytes")
     if "cluster" in free or "slice" in free:
         return search_engines(t["source"], t["destination"], t["stream"], problem.chips,
                               free, bound, time_limit, seed, relax, pcie, element, workers,
-                              problem.params.get("bounds", {}).get("align_bytes"))
-    align = problem.params.get("bounds", {}).get("align_bytes")
-    if align is not None and BOUND_ALIGN in relax:
-        align = None
+                              align, beat)
     found = search(t["source"], t["destination"], t["stream"], problem.chips, bound,
                    time_limit, workers, seed=seed, relax=relax, pcie=pcie,
                    engine_at=problem.params.get("engine_at"), free_element=element,
-                   align_bytes=align)
+                   align_bytes=align, beat=beat)
+    if found.status == "dominated":
+        return None
     st = t["stream"]
     return found, {"cluster": st.dims["cluster"].text()[3:-1],
                    "slice": st.dims["slice"].text()[3:-1]}
@@ -915,7 +923,8 @@ def _plan_slices(problem, time_limit: float, seed: int, relax: frozenset[str], b
                               params={**problem.params, "free_slice": None,
                                       "free_element": fe})
         try:
-            found, split = plan_free(sub, time_limit, seed, relax, bound, workers)
+            got = plan_free(sub, time_limit, seed, relax, bound, workers,
+                            best[0].best.cycles if best is not None else None)
         except TcplanError as e:
             if e.kind == "input":
                 raise
@@ -926,8 +935,8 @@ def _plan_slices(problem, time_limit: float, seed: int, relax: frozenset[str], b
                 reasons.setdefault(r, []).append(text)
             failures.append((text, e))
             continue
-        if found.candidates and (best is None or found.best.cycles < best[0].best.cycles):
-            best = (found, split)
+        if got is not None and (best is None or got[0].best.cycles < best[0].best.cycles):
+            best = got
     if best is None and timed_out is not None:
         raise timed_out  # not proven infeasible: a candidate ran out of time
     if best is None:
