@@ -553,10 +553,9 @@ def _cmd_explain(args: argparse.Namespace, stdout: TextIO) -> int:
         return code
     if not rep["feasible"]:
         lines = [f"{problem.name}: no plan. " + (
-            "For each candidate placement, what rules it out:"
-            if rep.get("method") == "per-candidate" else
             "These requirements conflict (no plan meets them all; without any one of them, "
-            "the others can be met):")]
+            "the others can be met)" + (f", over {rep['options']} placements and engine "
+                                        "splits" if rep.get("options", 1) > 1 else "") + ":")]
         for it in rep["conflict"]:
             head = f"[{it['rule']}]" if it.get("rule") else "[bound]"
             lines.append(f"  {head} {it['message']}")

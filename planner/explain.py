@@ -7,8 +7,9 @@ of the problem.  An infeasible model's core is shrunk by deletion to a minimal i
 set: no plan meets all of it, and without any one of its members the others can be met
 (``method: core``).  When the model has plans but the lowering rejects all of them, the
 deletion runs over relaxed rules instead (`model.dma.lower(relax=...)`; ``method:
-deletion``).  Free placements list each candidate's reasons (``method: per-candidate``)
-unless one bound alone rules out every candidate.  For a feasible problem: the requirements
+deletion``).  Free placements (Slice, Cluster, Chip, padding) and engine splits are options
+of the same model, so the core spans them: a rule instance names the option it belongs to,
+and a bound of the problem is one requirement for all of them.  For a feasible problem: the requirements
 whose removal lowers the model's floor, and the bounds whose removal gives a faster plan.
 """
 
@@ -95,19 +96,17 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         if e.kind == "input":
             raise
         found = getattr(e, "search", None)
-        if hasattr(e, "slice_failures"):  # a free Slice: why each candidate has no plan
-            items, method = _slice_items(problem, e)
-            return 1, {"problem": problem.name, "feasible": False, "method": method,
-                       "conflict": items}
         if found is None:  # a given stream: every broken rule is its own conflict
             items = [_item(v.rule, v.to_json()) for v in e.violations]
             return 1, {"problem": problem.name, "feasible": False, "conflict": items}
         if found.conflict:  # the solver's core, shrunk (rule instances and bounds)
             items = [_bound_item(problem, r.key) if r.rule is None else
-                     {**_item(r.rule, r.violation.to_json()), "requirement": r.key}
+                     _labelled({**_item(r.rule, r.violation.to_json()),
+                                "requirement": r.key}, r.option)
                      for r in found.conflict]
             return 1, {"problem": problem.name, "feasible": False, "conflict": items,
-                       "pieces": [p.term() for p in found.pieces], "method": "core"}
+                       "pieces": [p.term() for p in found.pieces], "method": "core",
+                       "options": len(found.options)}
         core = minimal_conflict(problem, set(found.rejected))
         if not core:  # nothing to shrink: the error itself
             return 1, {"problem": problem.name, "feasible": False, "method": "error",
@@ -171,51 +170,24 @@ def _bounds_binding(problem, best: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
-def _slice_items(problem, err) -> tuple[list[dict[str, Any]], str]:
-    """A free Slice with no plan: the footprint bound (when it cut candidates), then each
-    remaining candidate's own conflict, labelled with the candidate ("per-candidate"); when
-    the bounds alone leave no plan, they are the conflict ("core")."""
-    from .layout import BOUND_FOOTPRINT
-    fs = problem.params["free_slice"]
-    items = []
-    most = fs.get("max_footprint_bytes")
-    if most is not None:
-        cut = [text for text, dst, _ in fs["candidates"]
-               if dst.dims["element"].size * dst.elem_bytes > most]
-        if cut:
-            items.append({"requirement": BOUND_FOOTPRINT, "rule": None,
-                          "message": f"the problem bounds a slice's footprint to {most:,} B, "
-                                     f"which excludes {', '.join(cut)}",
-                          "fix": "raise or drop max_footprint_bytes"})
-    cores = [getattr(getattr(e, "search", None), "conflict", None) or []
-             for _, e in err.slice_failures]
-    keys = {tuple(sorted(r.key for r in c)) for c in cores}
-    if not err.slice_failures:  # the footprint bound excluded every candidate
-        return items, "core"
-    if len(keys) == 1 and cores[0] and all(r.rule is None for r in cores[0]):
-        # every candidate fails on the same bound(s) alone: that is the conflict
-        return items + [_bound_item(problem, r.key) for r in cores[0]], "core"
-    for text, e in err.slice_failures:
-        found = getattr(e, "search", None)
-        if found is not None and found.conflict:
-            vs = [r.violation for r in found.conflict if r.violation is not None]
-        elif found is not None and found.examples:  # rules that rejected every plan
-            vs = [v for v in found.examples.values() if v is not None]
-        else:
-            vs = list(e.violations)
-        for v in vs:
-            it = _item(v.rule, v.to_json())
-            it["message"] = f"with {text}: {it['message']}"
-            items.append(it)
-        for r in (found.conflict if found is not None and found.conflict else []):
-            if r.rule is None:
-                b = _bound_item(problem, r.key)
-                items.append({**b, "message": f"with {text}: {b['message']}"})
-    return items, "per-candidate"
+def _labelled(item: dict[str, Any], option: str) -> dict[str, Any]:
+    """A rule instance of one placement or engine split: its message says which."""
+    if option:
+        item = {**item, "option": option, "message": f"with {option}: {item['message']}"}
+    return item
 
 
 def _bound_item(problem, key: str = BOUND) -> dict[str, Any]:
-    from .layout import BOUND_ALIGN
+    from .layout import BOUND_ALIGN, BOUND_FOOTPRINT
+    if key == BOUND_FOOTPRINT:
+        fs = problem.params["free_slice"]
+        most = fs["max_footprint_bytes"]
+        cut = [text for text, dst, _ in fs["candidates"]
+               if dst.dims["element"].size * dst.elem_bytes > most]
+        return {"requirement": key, "rule": None,
+                "message": f"the problem bounds a slice's footprint to {most:,} B, which "
+                           f"excludes {', '.join(cut)}",
+                "fix": "raise or drop max_footprint_bytes"}
     if key == BOUND_ALIGN:
         a = problem.params["bounds"]["align_bytes"]
         return {"requirement": key, "rule": None,

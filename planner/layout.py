@@ -78,6 +78,7 @@ class Candidate:
     cycles: int = 0
     plan: Any = None
     element: str | None = None  # the destination's Element, when the planner chose it
+    option: int = 0  # which of the search's options (placement and engine split)
 
 
 @dataclass
@@ -92,6 +93,7 @@ class Search:
     model: Any = None  # the CP-SAT model before the search excluded any plan
     requirements: list = field(default_factory=list)  # its assumption literals
     scale: int = 1  # objective units per cycle
+    options: list = field(default_factory=list)  # the placements and engine splits searched
 
     @property
     def best(self) -> Candidate:
@@ -214,6 +216,7 @@ class Requirement:
     rule: str | None  # the registry rule; None for a bound the problem sets
     violation: Any  # a Violation describing the instance (None for a bound)
     literal: Any = None
+    option: str = ""  # the placement or engine split it belongs to ("" for the only one)
 
 
 @dataclass
@@ -311,11 +314,46 @@ def candidate_pieces(source: Tensor, destination: Tensor, stream: Tensor,
     return pieces, lp
 
 
+@dataclass
+class Option:
+    """One choice the model makes besides the order: a destination placement (a free Slice,
+    Cluster, Chip or padding candidate, with its Element free or given) and an engine split.
+    Its selector literal is a variable of the one CP-SAT model; exactly one is chosen."""
+
+    label: str  # how explanations name it ("" for the only one)
+    destination: Tensor
+    stream: Tensor
+    free_element: dict | None = None
+    split: dict[str, str] = field(default_factory=dict)
+    engine_at: dict[str, int] | None = None
+    over: tuple[str, ...] = ()  # bounds of the problem that exclude it (footprint)
+
+
+@dataclass
+class _Built:
+    """An option's part of the model: its pieces, loops and variables."""
+
+    opt: Option
+    sel: Any
+    pieces: list[Piece]
+    terms: list[str]
+    L: _Loops
+    E: list[int]
+    x: dict
+    y: dict
+    pos: list
+    inp: list
+    epos: list
+    tie: Any = 0
+    span: int = 1
+
+
 def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
            packet_max_bytes: int | None = None, time_limit: float = 10.0, workers: int = 1,
            seed: int = 0, relax: frozenset[str] = frozenset(), pcie: bool = False,
            engine_at: dict[str, int] | None = None, free_element: dict | None = None,
-           beat: int | None = None, align_bytes: int | None = None) -> Search:
+           beat: int | None = None, align_bytes: int | None = None,
+           options: list[Option] | None = None) -> Search:
     """The fastest legal (order, packet) of the free stream by :func:`model.cost.estimate`.
 
     CP-SAT holds the loop order as a circuit over the pieces, the Packet as a suffix of it,
@@ -327,6 +365,14 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     solve again until the model's optimum reaches the best estimate: the plan returned is then
     the estimate's minimum over all legal plans.  When the model is infeasible, the solver's
     core, shrunk by deletion, is the conflict (``Search.conflict``).
+
+    ``options``: the destination placements and engine splits to choose among (by default the
+    given ``destination`` and ``stream``).  Each option's order, packet and Element are its own
+    variables, enabled by its selector literal; exactly one option is selected, ties going to
+    the earlier option.  Its rule instances are requirements of their own (``key@label``); a
+    bound of the problem is one requirement for every option; an option that breaks a rule
+    no order changes (capacity, placement) is excluded by that rule's requirement.  So the
+    core of an infeasible model is minimal across every option.
 
     ``free_element`` (``{"prefix": [terms]}``): the destination's Element order is chosen too,
     as a second circuit over the pieces (the prefix's pieces outermost): two loops merge on the
@@ -342,40 +388,230 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     import time as _time
     deadline = _time.perf_counter() + time_limit
     from ortools.sat.python import cp_model
+    if options is None:
+        options = [Option("", destination, stream, free_element, engine_at=engine_at)]
+    single = len(options) == 1
     eb = source.elem_bytes
-    axes = _axes_of(source, destination, stream)
-    result = Search([], [])
+    result = Search([], [], options=options)
     loose = frozenset(ORDER_RULES) | relax
+    m = cp_model.CpModel()
+    reqs: list[Requirement] = []
+    shared: dict[str, Any] = {}  # the problem's bounds: one literal for every option
 
-    def dest(element: list[str] | None) -> Tensor:
-        if element is None:
-            return destination
-        dims = dict(destination.dims)
-        dims["element"] = parse("m![" + ", ".join(element) + "]", axes, "element")
-        return Tensor(destination.name, destination.tier, destination.dtype, dims,
-                      destination.address)
+    def requirement(key: str, rule: str | None, v: Any, label: str = "") -> Any:
+        if key.startswith("bound:"):
+            if key not in shared:
+                shared[key] = m.new_bool_var(key)
+                reqs.append(Requirement(key, rule, v, shared[key]))
+            return shared[key]
+        if label:
+            key = f"{key}@{label}"
+        lit = m.new_bool_var(key)
+        reqs.append(Requirement(key, rule, v, lit, label))
+        return lit
 
-    def lower(time_t: list[str], pack_t: list[str], rx: frozenset[str],
-              element: list[str] | None = None):
-        return dma.lower(source, dest(element), _stream(stream, axes, time_t, pack_t), chips,
-                         engine_at, pcie, relax=rx)
+    def lower_with(opt: Option, time_t: list[str], pack_t: list[str], rx: frozenset[str],
+                   element: list[str] | None = None):
+        axes = _axes_of(source, opt.destination, opt.stream)
+        dst = opt.destination
+        if element is not None:
+            dims = dict(dst.dims)
+            dims["element"] = parse("m![" + ", ".join(element) + "]", axes, "element")
+            dst = Tensor(dst.name, dst.tier, dst.dtype, dims, dst.address)
+        return dma.lower(source, dst, _stream(opt.stream, axes, time_t, pack_t), chips,
+                         opt.engine_at, pcie, relax=rx)
 
-    # what no order changes: checked once, on the pieces in their own order
+    # what no order changes, per option; with several, an option that breaks such a rule is
+    # built with it relaxed and excluded by that rule's requirement
+    checked: list[tuple[Option, Any, list[Violation], frozenset[str]]] = []
+    failed: list[TcplanError] = []
+    for opt in options:
+        extra: set[str] = set()
+        static: list[Violation] = []
+        while True:
+            try:
+                got = _static(opt, source, packet_max_bytes, loose | extra, lower_with)
+                break
+            except TcplanError as e:
+                if single:
+                    result.pieces = getattr(e, "pieces", result.pieces)
+                    for v in e.violations:
+                        result.examples.setdefault(v.rule, v)
+                        result.rejected[v.rule] = 1
+                    result.conflict = [Requirement(v.rule, v.rule, v) for v in e.violations]
+                    e.search = result  # type: ignore[attr-defined]
+                    raise
+                new = {v.rule for v in e.violations} - extra
+                failed.append(e)
+                if e.kind == "input" or not new:
+                    got = None
+                    break
+                static += [v for v in e.violations if v.rule in new]
+                extra |= new
+        checked.append((opt, got, static, frozenset(extra)))
+    if not single:
+        # a rule every option breaks is no choice of placement: it is the answer
+        common = set.intersection(*({v.rule for v in st} if got is not None else {"*"}
+                                    for _, got, st, _ in checked)) - {"*"}
+        if common or all(got is None for _, got, _, _ in checked):
+            e = failed[0]
+            if not hasattr(e, "search"):
+                e.search = result  # type: ignore[attr-defined]
+            raise e
+    built: list[_Built] = []
+    for c, (opt, got, static, extra) in enumerate(checked):
+        if got is None:
+            continue
+        try:
+            b = _build(m, c, opt, got[0], got[1], source, packet_max_bytes, align_bytes,
+                       pcie, eb, loose | extra, lower_with, requirement)
+        except TcplanError as e:
+            if single or e.kind != "input":
+                raise
+            failed.append(e)
+            continue
+        for v in {v.rule: v for v in static}.values():  # excluded unless the rule is dropped
+            m.add_bool_or([~requirement(v.rule, v.rule, v, opt.label), ~b.sel])
+        built.append(b)
+    if not built:  # every option is malformed
+        raise failed[0]
+    m.add_exactly_one(b.sel for b in built)
+    for b in built:
+        for key in b.opt.over:  # a bound of the problem that excludes this option
+            m.add_bool_or([~requirement(key, None, None), ~b.sel])
+    # the objective: the DMA packet's floor, then the earlier option, then the option's
+    # tie-break (row-stepping loops outer, a Packet no longer than the DMA packet)
+    rank = {id(o): k for k, o in enumerate(options)}
+    tie_span = max(b.span for b in built)
+    scale = tie_span * (len(options) + 1)
+    floors_term = sum(b.tie[0] for b in built if b.tie)
+    m.minimize(scale * floors_term
+               + tie_span * sum(rank[id(b.opt)] * b.sel for b in built)
+               + sum(b.tie[1] for b in built if b.tie))
+    # relax names rule ids or single requirements (keys); the lowering relaxes by rule
+    off = [r for r in reqs if r.key in relax or (r.rule or r.key) in relax
+           or r.key.split("@")[0] in relax]
+    enforce = [r.literal for r in reqs if r not in off]
+    for r in off:
+        m.add_bool_or([~r.literal])  # a relaxed requirement: its constraint is off
+    relax = relax | {r.rule for r in off if r.rule}
+    m.add_assumptions(enforce)
+    result.model, result.requirements, result.scale = m.clone(), reqs, scale
+
+    def solver(limit: float):
+        s = cp_model.CpSolver()
+        s.parameters.num_workers = max(workers, 1)
+        s.parameters.random_seed = seed
+        s.parameters.max_time_in_seconds = max(limit, 0.05)
+        return s
+
+    while True:
+        left = deadline - _time.perf_counter()
+        sv = solver(left)
+        st = sv.solve(m)
+        if st == cp_model.INFEASIBLE:
+            if not result.candidates and not result.enumerated:
+                result.conflict = _shrink(m, sv, reqs, enforce, solver)
+            break
+        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            result.status = "feasible"  # the time limit cut the search
+            if not result.candidates:
+                err = fail("plan-time-limit", (), limit=f"{time_limit:g}",
+                           lowered=result.enumerated)
+                err.search = result  # type: ignore[attr-defined]
+                raise err
+            break
+        bound = math.floor(sv.best_objective_bound / scale)
+        if result.candidates and bound >= result.candidates[0].cycles:
+            break  # no other plan can beat the best one
+        if beat is not None and bound >= beat:
+            if not result.candidates:
+                result.status = "dominated"
+            break  # nothing here beats the plan the caller has
+        b = next(b for b in built if sv.value(b.sel))
+        n = len(b.terms)
+        order = sorted(range(n), key=lambda i: sv.value(b.pos[i]))
+        kk = sum(sv.value(b.inp[i]) for i in range(n))
+        result.enumerated += 1
+        seen = [b.sel] + [b.x[e] if sv.value(b.x[e]) else ~b.x[e] for e in b.x] + \
+            [b.inp[i] if sv.value(b.inp[i]) else ~b.inp[i] for i in range(n)] + \
+            [b.y[e] if sv.value(b.y[e]) else ~b.y[e] for e in b.y]
+        m.add_bool_or([~lit for lit in seen])  # this plan is done: never again
+        time_t = [b.terms[i] for i in order[:n - kk]]
+        pack_t = [b.terms[i] for i in order[n - kk:]]
+        element = ([b.terms[i] for i in sorted(b.E, key=lambda i: sv.value(b.epos[i]))]
+                   if b.L.write_free else None)
+        try:
+            plan = lower_with(b.opt, time_t, pack_t, relax, element)
+        except TcplanError as e:  # a rule the model does not hold: excluded, go on
+            for v in e.violations:
+                result.examples.setdefault(v.rule, v)
+            for r in {v.rule for v in e.violations}:
+                result.rejected[r] = result.rejected.get(r, 0) + 1
+            continue
+        cand = Candidate(tuple(order), kk, plan.stream_dims["time"].text(),
+                         plan.stream_dims["packet"].text(), estimate(plan).cycles, plan,
+                         plan.destination.dims["element"].text() if b.L.write_free else None,
+                         rank[id(b.opt)])
+        result.candidates.append(cand)
+        # stable: the earlier option, then the first found, wins ties
+        result.candidates.sort(key=lambda c: (c.cycles, c.option))
+        if _time.perf_counter() > deadline:
+            result.status = "feasible"
+            break
+    if result.candidates:
+        result.pieces = next(b.pieces for b in built
+                             if rank[id(b.opt)] == result.best.option)
+    elif built and built[0].pieces:
+        result.pieces = built[0].pieces
+    if not result.candidates and result.status != "dominated":
+        if result.conflict:
+            rules = sorted({r.rule or r.key for r in result.conflict})
+            for r in result.conflict:
+                result.rejected[r.rule or r.key] = result.rejected.get(r.rule or r.key, 0) + 1
+                if r.violation is not None:
+                    result.examples.setdefault(r.rule, r.violation)
+        else:
+            rules = [f"{r} (rejected {k} proposed plan(s))"
+                     for r, k in sorted(result.rejected.items())]
+        pieces = (", ".join(built[0].terms) if single else
+                  f"of every one of {len(options)} placements and engine splits,")
+        err = fail("plan-no-layout", tuple(result.rejected), pieces=pieces,
+                   rules=("in conflict: " if result.conflict else "") + ", ".join(rules)
+                   or "the model has no plan")
+        err.search = result  # type: ignore[attr-defined]  # for the diagnostics
+        raise err
+    return result
+
+
+def _static(opt: Option, source: Tensor, packet_max_bytes: int | None, loose: frozenset[str],
+            lower_with) -> tuple[list[Piece], list]:
+    """An option's pieces and loops; raises what no order changes (tiers, dtype, placement,
+    capacity, the engine count), checked once on the pieces in their own order."""
+    pieces, lp = candidate_pieces(source, opt.destination, opt.stream, packet_max_bytes)
+    terms = [p.term() for p in pieces]
     try:
-        pieces, lp = candidate_pieces(source, destination, stream, packet_max_bytes)
-        n, terms = len(pieces), [p.term() for p in pieces]
-        result.pieces = pieces
-        lower(terms, [], loose)
+        lower_with(opt, terms, [], loose)
     except TcplanError as e:
-        for v in e.violations:
-            result.examples.setdefault(v.rule, v)
-            result.rejected[v.rule] = 1
-        result.conflict = [Requirement(v.rule, v.rule, v) for v in e.violations]
-        e.search = result  # type: ignore[attr-defined]
+        e.pieces = pieces  # type: ignore[attr-defined]  # for the diagnostics
         raise
     if [p.term for p in lp] != terms:  # pragma: no cover - pieces are the refinement
         raise fail("plan-no-layout", (), pieces=", ".join(terms),
                    rules="the lowering cuts the pieces differently")
+    return pieces, lp
+
+
+def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor,
+           packet_max_bytes: int | None, align_bytes: int | None, pcie: bool, eb: int,
+           loose: frozenset[str], lower_with, requirement) -> _Built:
+    """Option ``c``'s variables and constraints in model ``m``, each enabled by its selector:
+    the loop order and Element circuits skip every node when it is off, and every rule
+    instance holds only for the selected option."""
+    destination, stream, free_element = opt.destination, opt.stream, opt.free_element
+    axes = _axes_of(source, destination, stream)
+    label = opt.label
+    pre = f"o{c}_"
+    n, terms = len(pieces), [p.term() for p in pieces]
     held = _ranges(Tensor("e", destination.tier, destination.dtype,
                           {"element": destination.dims["element"]}))
     free = [free_element is not None and any(lo <= p.lo and p.hi <= hi for lo, hi in
@@ -400,29 +636,34 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         rest = [terms[i] for i in range(n) if i not in ch]
         pack = [terms[i] for i in ch]
         try:
-            plan = lower(rest, pack, loose, [terms[i] for i in range(n) if i not in ch
-                                             and free[i]] + [terms[i] for i in ch if free[i]]
-                         if L.write_free else None)
+            plan = lower_with(opt, rest, pack, loose,
+                              [terms[i] for i in range(n) if i not in ch and free[i]]
+                              + [terms[i] for i in ch if free[i]] if L.write_free else None)
             floors.append(cost_floor(plan))
         except TcplanError:
             floors.append(0)
 
-    m = cp_model.CpModel()
+    sel = m.new_bool_var(f"{pre}option")
     D = n  # the outside of the loop nest: D -> outermost, innermost -> D
-    x = {(i, j): m.new_bool_var(f"next_{i}_{j}") for i in range(n + 1) for j in range(n + 1)
-         if i != j}
-    if n:
-        m.add_circuit([(i, j, lit) for (i, j), lit in x.items()])
-    pos = [m.new_int_var(0, max(n - 1, 0), f"depth_{t}") for t in terms]
-    inp = [m.new_bool_var(f"packet_{t}") for t in terms]
-    inc = [m.new_bool_var(f"run_{t}") for t in terms]
+    x = {(i, j): m.new_bool_var(f"{pre}next_{i}_{j}") for i in range(n + 1)
+         for j in range(n + 1) if i != j}
+    if n:  # every node skips itself exactly when the option is off
+        m.add_circuit([(i, j, lit) for (i, j), lit in x.items()]
+                      + [(i, i, ~sel) for i in range(n + 1)])
+    pos = [m.new_int_var(0, max(n - 1, 0), f"{pre}depth_{t}") for t in terms]
+    inp = [m.new_bool_var(f"{pre}packet_{t}") for t in terms]
+    inc = [m.new_bool_var(f"{pre}run_{t}") for t in terms]
+    for i in range(n):
+        m.add_implication(inp[i], sel)
+        m.add_implication(inc[i], sel)
     y: dict[tuple[int, int], Any] = {}  # a free Element order: D -> outermost ... -> D
     epos: list[Any] = []
     if L.write_free:
-        y = {(i, j): m.new_bool_var(f"element_next_{i}_{j}") for i in E + [D]
+        y = {(i, j): m.new_bool_var(f"{pre}element_next_{i}_{j}") for i in E + [D]
              for j in E + [D] if i != j}
-        m.add_circuit([(i, j, lit) for (i, j), lit in y.items()])
-        epos = [m.new_int_var(0, len(E) - 1, f"element_depth_{t}") if free[i] else None
+        m.add_circuit([(i, j, lit) for (i, j), lit in y.items()]
+                      + [(i, i, ~sel) for i in E + [D]])
+        epos = [m.new_int_var(0, len(E) - 1, f"{pre}element_depth_{t}") if free[i] else None
                 for i, t in enumerate(terms)]
         for i in E:
             m.add(epos[i] == 0).only_enforce_if(y[D, i])
@@ -462,24 +703,25 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             else:
                 m.add_implication(x[i, j], ~inc[i])
     # the DMA packet: the common suffix of Packet and the contiguous run, one of the chains
-    z = [m.new_bool_var(f"dma_packet_{k}") for k in range(len(chains))]
-    m.add_exactly_one(z)
+    z = [m.new_bool_var(f"{pre}dma_packet_{k}") for k in range(len(chains))]
+    m.add(sum(z) == sel)
     dpk = []  # in the DMA packet
     for i in range(n):
-        d = m.new_bool_var(f"in_dma_packet_{terms[i]}")
+        d = m.new_bool_var(f"{pre}in_dma_packet_{terms[i]}")
         m.add_bool_and([inp[i], inc[i]]).only_enforce_if(d)
         m.add_bool_or([~inp[i], ~inc[i], d])
         m.add(d == sum(z[k] for k, ch in enumerate(chains) if i in ch))
         dpk.append(d)
     empty = z[chains.index(())]
-
-    reqs: list[Requirement] = []
     inside_of: dict[tuple[int, int], Any] = {}
+
+    def req(key: str, rule: str | None, v: Any) -> Any:
+        return requirement(key, rule, v, label)
 
     def inside(i: int, j: int) -> Any:
         """Is free-Element loop j inside loop i in Element order?"""
         if (i, j) not in inside_of:
-            b = m.new_bool_var(f"element_inside_{i}_{j}")
+            b = m.new_bool_var(f"{pre}element_inside_{i}_{j}")
             m.add(epos[j] > epos[i]).only_enforce_if(b)
             m.add(epos[j] < epos[i]).only_enforce_if(~b)
             inside_of[i, j] = b
@@ -493,14 +735,9 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         twos = [(_twos(L.n[j]), j) for j in E if j != i]
         if sum(v for v, _ in twos) < need:
             return False
-        ok = m.new_bool_var(f"{name}_{terms[i]}")
+        ok = m.new_bool_var(f"{pre}{name}_{terms[i]}")
         m.add(sum(v * inside(i, j) for v, j in twos if v) >= need).only_enforce_if(ok)
         return ok
-
-    def requirement(key: str, rule: str | None, v: Any) -> Any:
-        lit = m.new_bool_var(key)
-        reqs.append(Requirement(key, rule, v, lit))
-        return lit
 
     def chain_bytes(ch: tuple[int, ...]) -> int:
         return math.prod(L.n[i] for i in ch) * eb
@@ -508,12 +745,12 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     # dma-packet-max: the stream's Packet holds at most 4,096 B
     f = []
     for i in range(n):
-        fi = m.new_int_var(1, L.n[i], f"packet_loop_{terms[i]}")
+        fi = m.new_int_var(1, L.n[i], f"{pre}packet_loop_{terms[i]}")
         m.add(fi == L.n[i]).only_enforce_if(inp[i])
         m.add(fi == 1).only_enforce_if(~inp[i])
         f.append(fi)
     whole = math.prod(L.n)
-    prod = m.new_int_var(1, max(whole, 1), "packet_elements")
+    prod = m.new_int_var(1, max(whole, 1), f"{pre}packet_elements")
     if f:
         m.add_multiplication_equality(prod, f)
     else:
@@ -522,7 +759,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     if whole > most:
         big = min((c for c in chains if chain_bytes(c) > hw.DMA_MAX_PACKET_BYTES),
                   key=chain_bytes, default=tuple(range(n)))
-        lit = requirement("dma-packet-max", "dma-packet-max", Violation(
+        lit = req("dma-packet-max", "dma-packet-max", Violation(
             "dma-packet-max", tuple(terms[i] for i in big), {
                 "packet": chain_bytes(big) // eb, "elem_bytes": eb, "bytes": chain_bytes(big),
                 "suggestion": "m![..., " + (terms[big[0]] if big else "...") + "]"}))
@@ -531,35 +768,36 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     if packet_max_bytes is not None:
         over = [k for k, c in enumerate(chains) if chain_bytes(c) > packet_max_bytes]
         if over:
-            lit = requirement(BOUND_PACKET, None, None)
+            lit = req(BOUND_PACKET, None, None)
             for k in over:
                 m.add_implication(lit, ~z[k])
     # iteration-limit: a loop longer than 65,536 is an entry of its own, too long
     for i in range(n):
         if L.n[i] > hw.MAX_ENTRY_ITERATIONS:
-            lit = requirement(f"iteration-limit:{terms[i]}", "iteration-limit", Violation(
+            lit = req(f"iteration-limit:{terms[i]}", "iteration-limit", Violation(
                 "iteration-limit", (terms[i],), {"entry": i, "term": terms[i], "size": L.n[i],
                                                  "hint": _split_hint(terms[i], L.n[i])}))
-            m.add_bool_or([~lit])
+            m.add_bool_or([~lit, ~sel])
     # entry-limit: more than 8 loops must merge down to 8
     mergeable = [(i, j) for i in range(n) for j in range(n) if i != j and L.merges(i, j)]
     merged = {}  # (i, j): loop j directly inside loop i, contiguous on both sides
     for e in mergeable:
         if L.is_free(e[0]):
-            merged[e] = m.new_bool_var(f"merge_{e[0]}_{e[1]}")
+            merged[e] = m.new_bool_var(f"{pre}merge_{e[0]}_{e[1]}")
             m.add_bool_and([x[e], y[e]]).only_enforce_if(merged[e])
             m.add_bool_or([~x[e], ~y[e], merged[e]])
         else:
             merged[e] = x[e]
     if n > hw.MAX_SEQUENCER_ENTRIES:
-        lit = requirement("entry-limit", "entry-limit", Violation(
+        lit = req("entry-limit", "entry-limit", Violation(
             "entry-limit", tuple(terms), {"count": f"{n} loops need {n - 8} merges; at best",
                                           "entries": ", ".join(terms)}))
         # a DMA packet shorter than the merged contiguous run cuts it in two: one entry more
-        cut = m.new_bool_var("packet_cuts_run")
+        cut = m.new_bool_var(f"{pre}packet_cuts_run")
         for i in range(n):
             m.add_bool_or([cut, ~inc[i], dpk[i], empty])
-        m.add(sum(merged.values()) - cut >= n - hw.MAX_SEQUENCER_ENTRIES).only_enforce_if(lit)
+        m.add(sum(merged.values()) - cut >= n - hw.MAX_SEQUENCER_ENTRIES
+              ).only_enforce_if([lit, sel])
     # alignment (seed 002): every stride but the DMA packet's own, and the packet
     rule, checks = dma.alignment_checks(source.tier, destination.tier)
     sides = [] if pcie else [(side, L.write if k == 2 else L.read, align)
@@ -569,7 +807,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         bad_packets = [k for k, c in enumerate(chains) if (max(chain_bytes(c), eb)) % align]
         if bad_packets:
             sizes = sorted({max(chain_bytes(chains[k]), eb) for k in bad_packets})
-            lit = requirement(f"{rule}:packet", rule, Violation(rule, (), {
+            lit = req(f"{rule}:packet", rule, Violation(rule, (), {
                 "side": " and ".join(sorted(s for s, _, _ in sides)), "align": align,
                 "what": "packets of " + ", ".join(f"{b} B" for b in sizes)}))
             for k in bad_packets:
@@ -586,22 +824,22 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                 continue
             else:
                 what = f"stride {strides[i] * eb} B of {terms[i]} outside the DMA packet"
-            lit = requirement(f"{rule}:{side}:{terms[i]}", rule, Violation(rule, (terms[i],), {
+            lit = req(f"{rule}:{side}:{terms[i]}", rule, Violation(rule, (terms[i],), {
                 "side": side, "align": align, "what": what}))
             # i is the DMA packet's run (a packet of more than one element), or the innermost
             # loop (a one-element packet), or (more than 8 loops) merges into the loop inside
-            q = m.new_bool_var(f"exempt_{side}_{terms[i]}")
-            in_run = m.new_bool_var(f"in_run_{side}_{terms[i]}")
+            q = m.new_bool_var(f"{pre}exempt_{side}_{terms[i]}")
+            in_run = m.new_bool_var(f"{pre}in_run_{side}_{terms[i]}")
             m.add_bool_and([inc[i], ~empty]).only_enforce_if(in_run)
             m.add_bool_or([~inc[i], empty, in_run])
-            inner = m.new_bool_var(f"inner_{side}_{terms[i]}")
+            inner = m.new_bool_var(f"{pre}inner_{side}_{terms[i]}")
             m.add_bool_and([x[i, D], empty]).only_enforce_if(inner)
             m.add_bool_or([~x[i, D], ~empty, inner])
             m.add_bool_or([~q, in_run, inner]
                           + ([merged[a, j] for (a, j) in mergeable if a == i]
                              if n > hw.MAX_SEQUENCER_ENTRIES else [])
                           + ([aligned] if aligned is not False else []))
-            m.add_implication(lit, q)
+            m.add_bool_or([~lit, ~sel, q])
     # the problem's alignment bound on the destination's Element rows
     if align_bytes is not None:
         lit = None
@@ -611,104 +849,25 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                 if L.is_free(i) else not rows or (L.write[i] * eb) % align_bytes == 0
             if ok is True:
                 continue
-            lit = requirement(BOUND_ALIGN, None, None) if lit is None else lit
+            lit = req(BOUND_ALIGN, None, None) if lit is None else lit
             if ok is False and not L.is_free(i):
-                m.add_bool_or([~lit])  # a given Element row breaks it: no plan keeps it
+                m.add_bool_or([~lit, ~sel])  # a given Element row breaks it: no plan keeps it
             else:  # Element's innermost loop is no row
-                m.add_bool_or([~lit, y[i, D]] + ([] if ok is False else [ok]))
-    # the objective: the DMA packet's floor, then row-stepping loops outer, then a Packet
-    # no longer than the DMA packet
+                m.add_bool_or([~lit, ~sel, y[i, D]] + ([] if ok is False else [ok]))
+    # the objective terms: the DMA packet's floor; the tie-break keeps row-stepping loops
+    # outer, then a Packet no longer than the DMA packet
     weight = []
     for i in range(n):
         hbm_strides = [abs(s) * eb for s, t in ((L.read[i], source.tier),
                                                 (L.write[i], destination.tier)) if t == "hbm"]
         weight.append(max(hbm_strides, default=0).bit_length())
-    spare = sum(inp) - sum(len(c) * z[k] for k, c in enumerate(chains))
+    spare = sum(inp) - sum(len(ch) * z[k] for k, ch in enumerate(chains))
     span = (sum(weight) * max(n - 1, 0) + 1) * (n + 1)
-    m.minimize(span * sum(fl * z[k] for k, fl in enumerate(floors))
-               + (n + 1) * sum(w * p for w, p in zip(weight, pos)) + spare)
-    # relax names rule ids or single requirements (keys); the lowering relaxes by rule
-    off = [r for r in reqs if r.key in relax or (r.rule or r.key) in relax]
-    enforce = [r.literal for r in reqs if r not in off]
-    for r in off:
-        m.add_bool_or([~r.literal])  # a relaxed requirement: its constraint is off
-    relax = relax | {r.rule for r in off if r.rule}
-    m.add_assumptions(enforce)
-    result.model, result.requirements, result.scale = m.clone(), reqs, span
-
-    def solver(limit: float):
-        s = cp_model.CpSolver()
-        s.parameters.num_workers = max(workers, 1)
-        s.parameters.random_seed = seed
-        s.parameters.max_time_in_seconds = max(limit, 0.05)
-        return s
-
-    while True:
-        left = deadline - _time.perf_counter()
-        sv = solver(left)
-        st = sv.solve(m)
-        if st == cp_model.INFEASIBLE:
-            if not result.candidates and not result.enumerated:
-                result.conflict = _shrink(m, sv, reqs, enforce, solver)
-            break
-        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            result.status = "feasible"  # the time limit cut the search
-            if not result.candidates:
-                err = fail("plan-time-limit", (), limit=f"{time_limit:g}",
-                           lowered=result.enumerated)
-                err.search = result  # type: ignore[attr-defined]
-                raise err
-            break
-        bound = math.floor(sv.best_objective_bound / span)
-        if result.candidates and bound >= result.candidates[0].cycles:
-            break  # no other plan can beat the best one
-        if beat is not None and bound >= beat:
-            if not result.candidates:
-                result.status = "dominated"
-            break  # nothing here beats the plan the caller has
-        order = sorted(range(n), key=lambda i: sv.value(pos[i]))
-        kk = sum(sv.value(inp[i]) for i in range(n))
-        result.enumerated += 1
-        seen = [x[e] if sv.value(x[e]) else ~x[e] for e in x] + \
-            [inp[i] if sv.value(inp[i]) else ~inp[i] for i in range(n)] + \
-            [y[e] if sv.value(y[e]) else ~y[e] for e in y]
-        m.add_bool_or([~lit for lit in seen])  # this plan is done: never again
-        time_t = [terms[i] for i in order[:n - kk]]
-        pack_t = [terms[i] for i in order[n - kk:]]
-        element = ([terms[i] for i in sorted(E, key=lambda i: sv.value(epos[i]))]
-                   if L.write_free else None)
-        try:
-            plan = lower(time_t, pack_t, relax, element)
-        except TcplanError as e:  # a rule the model does not hold: excluded, go on
-            for v in e.violations:
-                result.examples.setdefault(v.rule, v)
-            for r in {v.rule for v in e.violations}:
-                result.rejected[r] = result.rejected.get(r, 0) + 1
-            continue
-        c = Candidate(tuple(order), kk, plan.stream_dims["time"].text(),
-                      plan.stream_dims["packet"].text(), estimate(plan).cycles, plan,
-                      plan.destination.dims["element"].text() if L.write_free else None)
-        result.candidates.append(c)
-        result.candidates.sort(key=lambda c: c.cycles)  # stable: the first found wins ties
-        if _time.perf_counter() > deadline:
-            result.status = "feasible"
-            break
-    if not result.candidates and result.status != "dominated":
-        if result.conflict:
-            rules = sorted({r.rule or r.key for r in result.conflict})
-            for r in result.conflict:
-                result.rejected[r.rule or r.key] = result.rejected.get(r.rule or r.key, 0) + 1
-                if r.violation is not None:
-                    result.examples.setdefault(r.rule, r.violation)
-        else:
-            rules = [f"{r} (rejected {k} proposed plan(s))"
-                     for r, k in sorted(result.rejected.items())]
-        err = fail("plan-no-layout", tuple(result.rejected), pieces=", ".join(terms),
-                   rules=("in conflict: " if result.conflict else "") + ", ".join(rules)
-                   or "the model has no plan")
-        err.search = result  # type: ignore[attr-defined]  # for the diagnostics
-        raise err
-    return result
+    b = _Built(opt, sel, pieces, terms, L, E, x, y, pos, inp, epos)
+    b.tie = (sum(fl * z[k] for k, fl in enumerate(floors)),
+             (n + 1) * sum(w * p for w, p in zip(weight, pos)) + spare)
+    b.span = span
+    return b
 
 
 def binding(found: Search, workers: int = 1, seed: int = 0) -> list[dict[str, Any]]:
@@ -767,6 +926,61 @@ def _shrink(m, sv, reqs: list[Requirement], enforce: list, solver) -> list[Requi
     return core
 
 
+def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
+              relax: frozenset[str] = frozenset(), bound: Any = "problem", workers: int = 1
+              ) -> tuple[Search, dict[str, str]]:
+    """A problem's free stream (and free destination): (the search, the engine split used).
+    Every destination placement candidate (a free Slice, Cluster, Chip or padding) and every
+    engine split is an :class:`Option` of one CP-SAT model: the model chooses among them with
+    the order, and its core spans all of them."""
+    t = problem.tensors
+    free = problem.params.get("free", [])
+    if bound == "problem":
+        bound = problem.params.get("bounds", {}).get("packet_max_bytes")
+    pcie = getattr(problem, "kind", "dma") == "pcie"
+    align = problem.params.get("bounds", {}).get("align_bytes")
+    source, stream = t["source"], t["stream"]
+    fs = problem.params.get("free_slice")
+    if fs:  # (label, destination, free Element, bounds that exclude it)
+        most = fs.get("max_footprint_bytes")
+        head = "destination " + (fs["dims"][0].title() + " " if len(fs["dims"]) == 1 else "")
+        places = [(head + text, dst, fe, (BOUND_FOOTPRINT,) if most is not None and
+                   dst.dims["element"].size * dst.elem_bytes > most else ())
+                  for text, dst, fe in fs["candidates"]]
+    else:
+        places = [("", t["destination"], problem.params.get("free_element"), ())]
+    options = []
+    for text, dst, fe, over in places:
+        if "cluster" in free or "slice" in free:
+            axes = _axes_of(source, dst, stream)
+            splits = engine_splits(source, dst, stream, free)
+            # the most engines first: ties go to them
+            splits.sort(key=lambda sp: -_engines_of(sp, axes))
+        else:
+            splits = [{d: stream.dims[d].text()[3:-1] for d in ("cluster", "slice")}]
+        for split in splits:
+            if "cluster" in free or "slice" in free:
+                dims = dict(stream.dims)
+                try:
+                    for d, v in split.items():
+                        dims[d] = parse(f"m![{v}]", axes, d)
+                except TcplanError:
+                    continue
+                st = Tensor("stream", "stream", stream.dtype, dims)
+                engines = f"engines Cluster m![{split['cluster']}], Slice m![{split['slice']}]"
+                at = None
+            else:
+                st, engines, at = stream, "", problem.params.get("engine_at")
+            label = "; ".join(s for s in (text, engines) if s)
+            options.append(Option(label, dst, st, fe, split, at, over))
+    if not options:  # pragma: no cover - the given split always parses
+        raise fail("plan-no-layout", (), pieces="of the stream", rules="no engine split")
+    found = search(source, t["destination"], stream, problem.chips, bound, time_limit,
+                   workers, seed=seed, relax=relax, pcie=pcie, align_bytes=align,
+                   options=options)
+    return found, options[found.best.option].split
+
+
 def engine_splits(source: Tensor, destination: Tensor, stream: Tensor, free: list[str]
                   ) -> list[dict[str, str]]:
     """Candidate engine splits: the stream's Cluster (up to 2 positions) and Slice (up to 4
@@ -807,142 +1021,5 @@ def _engines_of(split: dict[str, str], axes: dict[str, int]) -> int:
     return n
 
 
-def search_engines(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
-                   free: list[str], packet_max_bytes: int | None = None,
-                   time_limit: float = 10.0, seed: int = 0,
-                   relax: frozenset[str] = frozenset(), pcie: bool = False,
-                   free_element: dict | None = None, workers: int = 1,
-                   align_bytes: int | None = None, beat: int | None = None
-                   ) -> tuple[Search, dict[str, str]] | None:
-    """The best (engine split, order, packet): every candidate split searched in turn, each
-    told the best plan so far (or ``beat``, the caller's)."""
-    axes = _axes_of(source, destination, stream)
-    best: tuple[Search, dict[str, str]] | None = None
-    rejected: dict[str, int] = {}
-    examples: dict[str, Any] = {}
-    splits = engine_splits(source, destination, stream, free)
-    count = {i: _engines_of(sp, axes) for i, sp in enumerate(splits)}
-    timed_out: TcplanError | None = None
-    dominated = False
-    # every split, the most engines first (they are usually faster, so the later ones meet
-    # a good plan to beat and stop early)
-    for i in sorted(range(len(splits)), key=lambda i: -count[i]):
-        split = splits[i]
-        dims = dict(stream.dims)
-        try:
-            for d, text in split.items():
-                dims[d] = parse(f"m![{text}]", axes, d)
-        except TcplanError:
-            continue
-        s = Tensor("stream", "stream", stream.dtype, dims)
-        try:
-            found = search(source, destination, s, chips, packet_max_bytes, time_limit,
-                           workers, seed=seed, relax=relax, pcie=pcie,
-                           free_element=free_element, align_bytes=align_bytes,
-                           beat=best[0].best.cycles if best is not None else beat)
-            if found.status == "dominated":
-                dominated = True
-                continue
-        except TcplanError as e:
-            if e.code == "plan-time-limit":
-                timed_out = e
-            f = getattr(e, "search", None)
-            if f is not None:
-                for r, k in f.rejected.items():
-                    rejected[r] = rejected.get(r, 0) + k
-                    examples.setdefault(r, f.examples.get(r))
-            continue
-        if best is None or found.best.cycles < best[0].best.cycles:
-            best = (found, split)
-    if best is None and timed_out is not None:
-        raise timed_out  # not proven infeasible: a split ran out of time
-    if best is None and dominated:
-        return None  # a split has plans, none faster than the caller's
-    if best is None:
-        err = fail("plan-no-layout", tuple(rejected), pieces="of the stream, over every "
-                   "engine split,",
-                   rules=", ".join(f"{r} ({k})" for r, k in sorted(rejected.items())))
-        err.search = Search([], [], rejected, examples)  # type: ignore[attr-defined]
-        raise err
-    return best
-
-
-def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
-              relax: frozenset[str] = frozenset(), bound: Any = "problem", workers: int = 1,
-              beat: int | None = None) -> tuple[Search, dict[str, str]] | None:
-    """A problem's free stream (and free destination): (the search, the engine split used).
-    ``beat``: only a plan faster than this matters; None when the model proves there is
-    none."""
-    t = problem.tensors
-    free = problem.params.get("free", [])
-    if bound == "problem":
-        bound = problem.params.get("bounds", {}).get("packet_max_bytes")
-    if problem.params.get("free_slice"):
-        return _plan_slices(problem, time_limit, seed, relax, bound, workers)
-    pcie = getattr(problem, "kind", "dma") == "pcie"
-    element = problem.params.get("free_element")
-    align = problem.params.get("bounds", {}).get("align_bytes")
-    if "cluster" in free or "slice" in free:
-        return search_engines(t["source"], t["destination"], t["stream"], problem.chips,
-                              free, bound, time_limit, seed, relax, pcie, element, workers,
-                              align, beat)
-    found = search(t["source"], t["destination"], t["stream"], problem.chips, bound,
-                   time_limit, workers, seed=seed, relax=relax, pcie=pcie,
-                   engine_at=problem.params.get("engine_at"), free_element=element,
-                   align_bytes=align, beat=beat)
-    if found.status == "dominated":
-        return None
-    st = t["stream"]
-    return found, {"cluster": st.dims["cluster"].text()[3:-1],
-                   "slice": st.dims["slice"].text()[3:-1]}
-
-
 #: the requirement a free Slice's footprint bound stands for
 BOUND_FOOTPRINT = "bound:max_footprint_bytes"
-
-
-def _plan_slices(problem, time_limit: float, seed: int, relax: frozenset[str], bound: Any,
-                 workers: int) -> tuple[Search, dict[str, str]]:
-    """A free destination Slice: every candidate Slice mapping (with a free Element) searched
-    in turn, each told the best plan so far; the fastest wins."""
-    from types import SimpleNamespace
-    fs = problem.params["free_slice"]
-    most = fs.get("max_footprint_bytes")
-    best: tuple[Search, dict[str, str]] | None = None
-    reasons: dict[str, list[str]] = {}
-    failures: list[tuple[str, Any]] = []
-    timed_out: TcplanError | None = None
-    t = problem.tensors
-    for text, dst, fe in fs["candidates"]:
-        foot = dst.dims["element"].size * dst.elem_bytes
-        if most is not None and foot > most and BOUND_FOOTPRINT not in relax:
-            reasons.setdefault(BOUND_FOOTPRINT, []).append(text)
-            continue
-        sub = SimpleNamespace(tensors={**t, "destination": dst}, chips=problem.chips,
-                              axes=problem.axes, kind=problem.kind,
-                              params={**problem.params, "free_slice": None,
-                                      "free_element": fe})
-        try:
-            got = plan_free(sub, time_limit, seed, relax, bound, workers,
-                            best[0].best.cycles if best is not None else None)
-        except TcplanError as e:
-            if e.kind == "input":
-                raise
-            if e.code == "plan-time-limit":
-                timed_out = e
-            rejected = getattr(getattr(e, "search", None), "rejected", None)
-            for r in (set(rejected) if rejected else {v.rule for v in e.violations}):
-                reasons.setdefault(r, []).append(text)
-            failures.append((text, e))
-            continue
-        if got is not None and (best is None or got[0].best.cycles < best[0].best.cycles):
-            best = got
-    if best is None and timed_out is not None:
-        raise timed_out  # not proven infeasible: a candidate ran out of time
-    if best is None:
-        rules = "; ".join(f"{r} ({', '.join(ts)})" for r, ts in sorted(reasons.items()))
-        err = fail("plan-no-layout", tuple(reasons), pieces="of every destination candidate",
-                   rules=rules or "no candidate")
-        err.slice_failures = failures  # type: ignore[attr-defined]  # for the diagnostics
-        raise err
-    return best

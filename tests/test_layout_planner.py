@@ -495,18 +495,40 @@ stream: {time: free, packet: free}
     assert code == 0 and r["verified"] and r["plan"]["stream"]["destination_slice"] == "m![A]"
 
 
-def test_explain_per_candidate_is_never_empty():
+def test_explain_across_candidates_is_one_minimal_core():
+    """Every Slice candidate and engine split is an option of one model: the conflict names
+    each option's rule instances, and it is minimal across all of them (checked by planning
+    again with requirements dropped, not by the solver's core)."""
     from planner.explain import explain
+    from planner.layout import plan_free
     p = load_problem_text("""kind: dma
 dtype: i8
 axes: {A: 64, B: 3, C: 5}
 source: {tier: hbm, element: 'm![A, B, C]'}
 destination: {tier: dm, slice: free, element: free}
 stream: {time: free, packet: free, slice: free}
-""", "<per candidate>")
+""", "<across candidates>")
     code, rep = explain(p)
-    assert code == 1 and rep["method"] == "per-candidate"
+    assert code == 1 and rep["method"] == "core"
     assert rep["conflict"] and {it["rule"] for it in rep["conflict"]} == {"dma-hbm-dm-align"}
+    got = [it["requirement"] for it in rep["conflict"]]
+    # the instances of two Slice candidates (A on 64 slices, A / 2 padded to 64) appear
+    labels = {it["option"].split(";")[0] for it in rep["conflict"]}
+    assert labels == {"destination Slice m![A]", "destination Slice m![A / 2 # 64]"}
+    with pytest.raises(TcplanError) as err:
+        plan_free(p)
+    every = {r.key for r in err.value.search.requirements}
+    assert set(got) <= every
+
+    def plannable(keep):
+        try:
+            plan_free(p, relax=frozenset(every - set(keep)))
+            return True
+        except TcplanError:
+            return False
+    assert not plannable(got)
+    for r in got:
+        assert plannable([x for x in got if x != r]), r
 
 
 def test_a_bound_binding_across_candidates_is_reported():
