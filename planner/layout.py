@@ -1,6 +1,7 @@
 """Layout search for a DMA whose stream is free: the loop order (Time), the Packet, and
 optionally the engine split and the destination (its Element order as a model variable; its
-Slice, Cluster, Chip or one padding amount as candidates planned in turn).
+Slice, Cluster, Chip or one padding amount, and the engine split, as options: each a selector
+literal of the model, see :class:`Option`).
 
 The candidate factors are the *pieces* of every axis the destination holds: the common
 refinement of the digit ranges of the source, the destination and the stream's spatial
@@ -344,8 +345,23 @@ class _Built:
     pos: list
     inp: list
     epos: list
-    tie: Any = 0
-    span: int = 1
+    tie: Any = 0  # (the DMA packet's floor, the order's tie-break): objective terms
+    span: int = 1  # the tie-break's range
+    z: list = field(default_factory=list)  # the DMA packet's chain literals
+    c: int = 0  # the option's index (its rank: ties go to the lower)
+
+
+@dataclass
+class _Model:
+    """A CP-SAT model over some options, ready to solve."""
+
+    m: Any
+    clone: Any  # before the search excluded any plan (for `binding`)
+    built: list[_Built]
+    reqs: list[Requirement]
+    enforce: list
+    scale: int  # objective units per cycle
+    relax: frozenset[str]  # the rules the lowering relaxes
 
 
 def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
@@ -371,8 +387,10 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     variables, enabled by its selector literal; exactly one option is selected, ties going to
     the earlier option.  Its rule instances are requirements of their own (``key@label``); a
     bound of the problem is one requirement for every option; an option that breaks a rule
-    no order changes (capacity, placement) is excluded by that rule's requirement.  So the
-    core of an infeasible model is minimal across every option.
+    no order changes (capacity, placement) is excluded by that rule's requirement.  The
+    search branches on the selector first (each option's own model, told the best plan so
+    far; decisions item 66); when no option has a plan, the joint model's core, shrunk, is
+    minimal across every option.
 
     ``free_element`` (``{"prefix": [terms]}``): the destination's Element order is chosen too,
     as a second circuit over the pieces (the prefix's pieces outermost): two loops merge on the
@@ -394,22 +412,6 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     eb = source.elem_bytes
     result = Search([], [], options=options)
     loose = frozenset(ORDER_RULES) | relax
-    m = cp_model.CpModel()
-    reqs: list[Requirement] = []
-    shared: dict[str, Any] = {}  # the problem's bounds: one literal for every option
-
-    def requirement(key: str, rule: str | None, v: Any, label: str = "") -> Any:
-        if key.startswith("bound:"):
-            if key not in shared:
-                shared[key] = m.new_bool_var(key)
-                reqs.append(Requirement(key, rule, v, shared[key]))
-            return shared[key]
-        if label:
-            key = f"{key}@{label}"
-        lit = m.new_bool_var(key)
-        reqs.append(Requirement(key, rule, v, lit, label))
-        return lit
-
     def lower_with(opt: Option, time_t: list[str], pack_t: list[str], rx: frozenset[str],
                    element: list[str] | None = None):
         axes = _axes_of(source, opt.destination, opt.stream)
@@ -458,45 +460,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             if not hasattr(e, "search"):
                 e.search = result  # type: ignore[attr-defined]
             raise e
-    built: list[_Built] = []
-    for c, (opt, got, static, extra) in enumerate(checked):
-        if got is None:
-            continue
-        try:
-            b = _build(m, c, opt, got[0], got[1], source, packet_max_bytes, align_bytes,
-                       pcie, eb, loose | extra, lower_with, requirement)
-        except TcplanError as e:
-            if single or e.kind != "input":
-                raise
-            failed.append(e)
-            continue
-        for v in {v.rule: v for v in static}.values():  # excluded unless the rule is dropped
-            m.add_bool_or([~requirement(v.rule, v.rule, v, opt.label), ~b.sel])
-        built.append(b)
-    if not built:  # every option is malformed
-        raise failed[0]
-    m.add_exactly_one(b.sel for b in built)
-    for b in built:
-        for key in b.opt.over:  # a bound of the problem that excludes this option
-            m.add_bool_or([~requirement(key, None, None), ~b.sel])
-    # the objective: the DMA packet's floor, then the earlier option, then the option's
-    # tie-break (row-stepping loops outer, a Packet no longer than the DMA packet)
-    rank = {id(o): k for k, o in enumerate(options)}
-    tie_span = max(b.span for b in built)
-    scale = tie_span * (len(options) + 1)
-    floors_term = sum(b.tie[0] for b in built if b.tie)
-    m.minimize(scale * floors_term
-               + tie_span * sum(rank[id(b.opt)] * b.sel for b in built)
-               + sum(b.tie[1] for b in built if b.tie))
-    # relax names rule ids or single requirements (keys); the lowering relaxes by rule
-    off = [r for r in reqs if r.key in relax or (r.rule or r.key) in relax
-           or r.key.split("@")[0] in relax]
-    enforce = [r.literal for r in reqs if r not in off]
-    for r in off:
-        m.add_bool_or([~r.literal])  # a relaxed requirement: its constraint is off
-    relax = relax | {r.rule for r in off if r.rule}
-    m.add_assumptions(enforce)
-    result.model, result.requirements, result.scale = m.clone(), reqs, scale
+    floors: dict[int, list[int]] = {}  # per option, its DMA packets' floors (computed once)
 
     def solver(limit: float):
         s = cp_model.CpSolver()
@@ -505,65 +469,157 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         s.parameters.max_time_in_seconds = max(limit, 0.05)
         return s
 
-    while True:
-        left = deadline - _time.perf_counter()
-        sv = solver(left)
-        st = sv.solve(m)
-        if st == cp_model.INFEASIBLE:
-            if not result.candidates and not result.enumerated:
-                result.conflict = _shrink(m, sv, reqs, enforce, solver)
-            break
-        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            result.status = "feasible"  # the time limit cut the search
-            if not result.candidates:
-                err = fail("plan-time-limit", (), limit=f"{time_limit:g}",
-                           lowered=result.enumerated)
-                err.search = result  # type: ignore[attr-defined]
-                raise err
-            break
-        bound = math.floor(sv.best_objective_bound / scale)
-        if result.candidates and bound >= result.candidates[0].cycles:
-            break  # no other plan can beat the best one
-        if beat is not None and bound >= beat:
-            if not result.candidates:
-                result.status = "dominated"
-            break  # nothing here beats the plan the caller has
-        b = next(b for b in built if sv.value(b.sel))
-        n = len(b.terms)
-        order = sorted(range(n), key=lambda i: sv.value(b.pos[i]))
-        kk = sum(sv.value(b.inp[i]) for i in range(n))
-        result.enumerated += 1
-        seen = [b.sel] + [b.x[e] if sv.value(b.x[e]) else ~b.x[e] for e in b.x] + \
-            [b.inp[i] if sv.value(b.inp[i]) else ~b.inp[i] for i in range(n)] + \
-            [b.y[e] if sv.value(b.y[e]) else ~b.y[e] for e in b.y]
-        m.add_bool_or([~lit for lit in seen])  # this plan is done: never again
-        time_t = [b.terms[i] for i in order[:n - kk]]
-        pack_t = [b.terms[i] for i in order[n - kk:]]
-        element = ([b.terms[i] for i in sorted(b.E, key=lambda i: sv.value(b.epos[i]))]
-                   if b.L.write_free else None)
-        try:
-            plan = lower_with(b.opt, time_t, pack_t, relax, element)
-        except TcplanError as e:  # a rule the model does not hold: excluded, go on
-            for v in e.violations:
-                result.examples.setdefault(v.rule, v)
-            for r in {v.rule for v in e.violations}:
-                result.rejected[r] = result.rejected.get(r, 0) + 1
-            continue
-        cand = Candidate(tuple(order), kk, plan.stream_dims["time"].text(),
-                         plan.stream_dims["packet"].text(), estimate(plan).cycles, plan,
-                         plan.destination.dims["element"].text() if b.L.write_free else None,
-                         rank[id(b.opt)])
-        result.candidates.append(cand)
-        # stable: the earlier option, then the first found, wins ties
-        result.candidates.sort(key=lambda c: (c.cycles, c.option))
-        if _time.perf_counter() > deadline:
-            result.status = "feasible"
-            break
-    if result.candidates:
-        result.pieces = next(b.pieces for b in built
-                             if rank[id(b.opt)] == result.best.option)
-    elif built and built[0].pieces:
-        result.pieces = built[0].pieces
+    def assemble(idx: list[int]) -> _Model | None:
+        """One CP-SAT model over the options ``idx``: each option's variables behind its
+        selector, exactly one selected, the problem's bounds one literal for all."""
+        m = cp_model.CpModel()
+        reqs: list[Requirement] = []
+        shared: dict[str, Any] = {}
+
+        def requirement(key: str, rule: str | None, v: Any, label: str = "") -> Any:
+            if key.startswith("bound:"):
+                if key not in shared:
+                    shared[key] = m.new_bool_var(key)
+                    reqs.append(Requirement(key, rule, v, shared[key]))
+                return shared[key]
+            if label:
+                key = f"{key}@{label}"
+            lit = m.new_bool_var(key)
+            reqs.append(Requirement(key, rule, v, lit, label))
+            return lit
+        built: list[_Built] = []
+        for c in idx:
+            opt, got, static, extra = checked[c]
+            try:
+                b = _build(m, c, opt, got[0], got[1], source, packet_max_bytes, align_bytes,
+                           pcie, eb, loose | extra, lower_with, requirement, floors)
+            except TcplanError as e:
+                if single or e.kind != "input":
+                    raise
+                continue  # malformed (a free Element whose digits the engine split takes)
+            for v in {v.rule: v for v in static}.values():  # out unless the rule is dropped
+                m.add_bool_or([~requirement(v.rule, v.rule, v, opt.label), ~b.sel])
+            for key in opt.over:  # a bound of the problem that excludes this option
+                m.add_bool_or([~requirement(key, None, None), ~b.sel])
+            built.append(b)
+        if not built:
+            return None
+        m.add_exactly_one(b.sel for b in built)
+        # the objective: the DMA packet's floor, then (one option) the tie-break that keeps
+        # row-stepping loops outer and the Packet no longer than the DMA packet, or (several)
+        # the earlier option
+        floors_term = sum(b.tie[0] for b in built)
+        if len(built) == 1:
+            scale = built[0].span
+            m.minimize(scale * floors_term + built[0].tie[1])
+        else:
+            scale = len(options) + 1
+            m.minimize(scale * floors_term + sum(b.c * b.sel for b in built))
+        # relax names rule ids or single requirements (keys); the lowering relaxes by rule
+        off = [r for r in reqs if r.key in relax or (r.rule or r.key) in relax
+               or r.key.split("@")[0] in relax]
+        enforce = [r.literal for r in reqs if r not in off]
+        for r in off:
+            m.add_bool_or([~r.literal])  # a relaxed requirement: its constraint is off
+        m.add_assumptions(enforce)
+        return _Model(m, m.clone(), built, reqs, enforce, scale,
+                      relax | {r.rule for r in off if r.rule})
+
+    def run(pk: _Model, beat: int | None, core: bool) -> str:
+        """Solve, lower, estimate and exclude until the model's optimum reaches the best
+        estimate (or ``beat``): "done", "infeasible", "dominated" or "cut" (time)."""
+        m = pk.m
+        while True:
+            sv = solver(deadline - _time.perf_counter())
+            st = sv.solve(m)
+            if st == cp_model.INFEASIBLE:
+                if core and not result.candidates and not result.enumerated:
+                    result.conflict = _shrink(m, sv, pk.reqs, pk.enforce, solver)
+                return "done" if result.candidates else "infeasible"
+            if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                return "cut"
+            bound = math.floor(sv.best_objective_bound / pk.scale)
+            if result.candidates and bound >= result.candidates[0].cycles:
+                return "done"  # no other plan can beat the best one
+            if beat is not None and bound >= beat:
+                return "dominated"  # nothing here beats the plan the caller has
+            b = next(b for b in pk.built if sv.value(b.sel))
+            n = len(b.terms)
+            order = sorted(range(n), key=lambda i: sv.value(b.pos[i]))
+            kk = sum(sv.value(b.inp[i]) for i in range(n))
+            result.enumerated += 1
+            seen = [b.sel] + [b.x[e] if sv.value(b.x[e]) else ~b.x[e] for e in b.x] + \
+                [b.inp[i] if sv.value(b.inp[i]) else ~b.inp[i] for i in range(n)] + \
+                [b.y[e] if sv.value(b.y[e]) else ~b.y[e] for e in b.y]
+            m.add_bool_or([~lit for lit in seen])  # this plan is done: never again
+            time_t = [b.terms[i] for i in order[:n - kk]]
+            pack_t = [b.terms[i] for i in order[n - kk:]]
+            element = ([b.terms[i] for i in sorted(b.E, key=lambda i: sv.value(b.epos[i]))]
+                       if b.L.write_free else None)
+            try:
+                plan = lower_with(b.opt, time_t, pack_t, pk.relax, element)
+            except TcplanError as e:  # a rule the model does not hold: excluded, go on
+                for v in e.violations:
+                    result.examples.setdefault(v.rule, v)
+                for r in {v.rule for v in e.violations}:
+                    result.rejected[r] = result.rejected.get(r, 0) + 1
+                continue
+            cand = Candidate(tuple(order), kk, plan.stream_dims["time"].text(),
+                             plan.stream_dims["packet"].text(), estimate(plan).cycles, plan,
+                             plan.destination.dims["element"].text() if b.L.write_free
+                             else None, b.c)
+            result.candidates.append(cand)
+            # stable: the earlier option, then the first found, wins ties
+            result.candidates.sort(key=lambda c: (c.cycles, c.option))
+            if _time.perf_counter() > deadline:
+                return "cut"
+
+    live = [c for c, (_, got, _, _) in enumerate(checked) if got is not None]
+    outcomes: list[str] = []
+    if single:
+        pk = assemble(live)
+        result.model, result.requirements, result.scale = pk.clone, pk.reqs, pk.scale
+        result.pieces = pk.built[0].pieces
+        outcomes.append(run(pk, beat, core=True))
+    else:
+        # the selector first: each option's own model (small, so each solve is quick), told
+        # the best plan so far, in the options' order; the joint model gives the core
+        best_pk = None
+        for c in live:
+            if _time.perf_counter() > deadline:
+                outcomes.append("cut")
+                break
+            pk = assemble([c])
+            if pk is None:
+                continue
+            had = result.best if result.candidates else None
+            outcomes.append(run(pk, result.best.cycles if result.candidates else beat,
+                                core=False))
+            if result.candidates and result.best is not had:
+                best_pk = pk
+            if outcomes[-1] == "cut":
+                break
+        if best_pk is not None:
+            result.model, result.requirements, result.scale = \
+                best_pk.clone, best_pk.reqs, best_pk.scale
+            result.pieces = best_pk.built[0].pieces
+        elif "cut" not in outcomes:
+            pk = assemble(live)
+            if pk is None:  # every option is malformed
+                raise failed[0]
+            result.model, result.requirements, result.scale = pk.clone, pk.reqs, pk.scale
+            result.pieces = pk.built[0].pieces
+            if "dominated" not in outcomes:
+                outcomes.append(run(pk, beat, core=True))
+    if "cut" in outcomes:
+        result.status = "feasible"  # the time limit cut the search
+        if not result.candidates:
+            err = fail("plan-time-limit", (), limit=f"{time_limit:g}",
+                       lowered=result.enumerated)
+            err.search = result  # type: ignore[attr-defined]
+            raise err
+    if not result.candidates and "dominated" in outcomes:
+        result.status = "dominated"
     if not result.candidates and result.status != "dominated":
         if result.conflict:
             rules = sorted({r.rule or r.key for r in result.conflict})
@@ -574,7 +630,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         else:
             rules = [f"{r} (rejected {k} proposed plan(s))"
                      for r, k in sorted(result.rejected.items())]
-        pieces = (", ".join(built[0].terms) if single else
+        pieces = (", ".join(p.term() for p in result.pieces) if single else
                   f"of every one of {len(options)} placements and engine splits,")
         err = fail("plan-no-layout", tuple(result.rejected), pieces=pieces,
                    rules=("in conflict: " if result.conflict else "") + ", ".join(rules)
@@ -601,9 +657,33 @@ def _static(opt: Option, source: Tensor, packet_max_bytes: int | None, loose: fr
     return pieces, lp
 
 
+def _floors(opt: Option, chains: list[tuple[int, ...]], L: _Loops, terms: list[str],
+            free: list[bool], eb: int, loose: frozenset[str], lower_with) -> list[int]:
+    """What each DMA packet costs at least, whatever the order (the model's objective); with
+    a free Element the representative's Element ends in the packet's run, as every plan with
+    that packet does, so it writes the same packets."""
+    n = len(terms)
+    floors = []
+    for ch in chains:
+        if math.prod(L.n[i] for i in ch) * eb > hw.DMA_MAX_PACKET_BYTES:
+            floors.append(0)  # over the packet cap: only a relaxed dma-packet-max reaches it
+            continue
+        rest = [terms[i] for i in range(n) if i not in ch]
+        pack = [terms[i] for i in ch]
+        try:
+            plan = lower_with(opt, rest, pack, loose,
+                              [terms[i] for i in range(n) if i not in ch and free[i]]
+                              + [terms[i] for i in ch if free[i]] if L.write_free else None)
+            floors.append(cost_floor(plan))
+        except TcplanError:
+            floors.append(0)
+    return floors
+
+
 def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor,
            packet_max_bytes: int | None, align_bytes: int | None, pcie: bool, eb: int,
-           loose: frozenset[str], lower_with, requirement) -> _Built:
+           loose: frozenset[str], lower_with, requirement, floors_of: dict[int, list[int]]
+           ) -> _Built:
     """Option ``c``'s variables and constraints in model ``m``, each enabled by its selector:
     the loop order and Element circuits skip every node when it is off, and every rule
     instance holds only for the selected option."""
@@ -628,20 +708,9 @@ def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor
     # what each DMA packet costs at least, whatever the order (the model's objective); with
     # a free Element the representative's Element ends in the packet's run, as every plan
     # with that packet does, so it writes the same packets
-    floors = []
-    for ch in chains:
-        if math.prod(L.n[i] for i in ch) * eb > hw.DMA_MAX_PACKET_BYTES:
-            floors.append(0)  # over the packet cap: only a relaxed dma-packet-max reaches it
-            continue
-        rest = [terms[i] for i in range(n) if i not in ch]
-        pack = [terms[i] for i in ch]
-        try:
-            plan = lower_with(opt, rest, pack, loose,
-                              [terms[i] for i in range(n) if i not in ch and free[i]]
-                              + [terms[i] for i in ch if free[i]] if L.write_free else None)
-            floors.append(cost_floor(plan))
-        except TcplanError:
-            floors.append(0)
+    if c not in floors_of:
+        floors_of[c] = _floors(opt, chains, L, terms, free, eb, loose, lower_with)
+    floors = floors_of[c]
 
     sel = m.new_bool_var(f"{pre}option")
     D = n  # the outside of the loop nest: D -> outermost, innermost -> D
@@ -867,6 +936,7 @@ def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor
     b.tie = (sum(fl * z[k] for k, fl in enumerate(floors)),
              (n + 1) * sum(w * p for w, p in zip(weight, pos)) + spare)
     b.span = span
+    b.z, b.c = z, c
     return b
 
 
