@@ -451,12 +451,19 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                 static += [v for v in e.violations if v.rule in new]
                 extra |= new
         checked.append((opt, got, static, frozenset(extra)))
+    live = [c for c, (_, got, _, _) in enumerate(checked) if got is not None]
+    if not live:  # every option is malformed or broken beyond relaxing: the first reason
+        raise failed[0]
+    # a rule instance that several options break (the same message) is one requirement
+    users: dict[tuple[str, str], list[str]] = {}
+    for c in live:
+        for v in {(v.rule, v.message): v for v in checked[c][2]}.values():
+            users.setdefault((v.rule, v.message), []).append(checked[c][0].label)
     if not single:
         # a rule every option breaks is no choice of placement: it is the answer
-        common = set.intersection(*({v.rule for v in st} if got is not None else {"*"}
-                                    for _, got, st, _ in checked)) - {"*"}
-        if common or all(got is None for _, got, _, _ in checked):
-            e = failed[0]
+        common = set.intersection(*({v.rule for v in checked[c][2]} for c in live))
+        if common:
+            e = next(e for e in failed if common & {v.rule for v in e.violations})
             if not hasattr(e, "search"):
                 e.search = result  # type: ignore[attr-defined]
             raise e
@@ -474,7 +481,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         selector, exactly one selected, the problem's bounds one literal for all."""
         m = cp_model.CpModel()
         reqs: list[Requirement] = []
-        shared: dict[str, Any] = {}
+        shared: dict[Any, Any] = {}
 
         def requirement(key: str, rule: str | None, v: Any, label: str = "") -> Any:
             if key.startswith("bound:"):
@@ -497,8 +504,15 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                 if single or e.kind != "input":
                     raise
                 continue  # malformed (a free Element whose digits the engine split takes)
-            for v in {v.rule: v for v in static}.values():  # out unless the rule is dropped
-                m.add_bool_or([~requirement(v.rule, v.rule, v, opt.label), ~b.sel])
+            for v in {(v.rule, v.message): v for v in static}.values():
+                # out unless the rule is dropped; one literal for the options it breaks
+                who = users[v.rule, v.message]
+                if (v.rule, v.message) not in shared:
+                    shared[v.rule, v.message] = requirement(
+                        v.rule, v.rule, v, who[0] if len(who) == 1 else
+                        "" if len(who) == len(live) else
+                        f"{who[0]} and {len(who) - 1} more like it")
+                m.add_bool_or([~shared[v.rule, v.message], ~b.sel])
             for key in opt.over:  # a bound of the problem that excludes this option
                 m.add_bool_or([~requirement(key, None, None), ~b.sel])
             built.append(b)
@@ -574,7 +588,6 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             if _time.perf_counter() > deadline:
                 return "cut"
 
-    live = [c for c, (_, got, _, _) in enumerate(checked) if got is not None]
     outcomes: list[str] = []
     if single:
         pk = assemble(live)
@@ -606,7 +619,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         elif "cut" not in outcomes:
             pk = assemble(live)
             if pk is None:  # every option is malformed
-                raise failed[0]
+                raise next(e for e in failed if e.kind == "input")
             result.model, result.requirements, result.scale = pk.clone, pk.reqs, pk.scale
             result.pieces = pk.built[0].pieces
             if "dominated" not in outcomes:
@@ -631,7 +644,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             rules = [f"{r} (rejected {k} proposed plan(s))"
                      for r, k in sorted(result.rejected.items())]
         pieces = (", ".join(p.term() for p in result.pieces) if single else
-                  f"of every one of {len(options)} placements and engine splits,")
+                  f"in any of {len(options)} placements and engine splits")
         err = fail("plan-no-layout", tuple(result.rejected), pieces=pieces,
                    rules=("in conflict: " if result.conflict else "") + ", ".join(rules)
                    or "the model has no plan")

@@ -317,3 +317,69 @@ def test_alignment_bound_plan_is_the_cheapest_of_every_aligned_plan():
     assert code == 1 and [it["requirement"] for it in rep["conflict"]] == [
         "bound:align_bytes"]
     assert plan_free(p, relax=frozenset({"bound:align_bytes"}))[0].candidates
+
+
+FREE_ENGINES = """kind: dma
+dtype: {dtype}
+axes: {{A: 64, B: 4, C: {c}}}
+source: {{tier: hbm, element: 'm![{src}]'}}
+destination: {{tier: dm, slice: 'm![A]', element: 'm![B, C]'}}
+stream: {{cluster: free, slice: free, time: free, packet: free}}
+"""
+ENGINE_CASES = [("i8", 64, "A, B, C"), ("bf16", 16, "A / 4, B, A % 4, C"),
+                ("i32", 8, "B, A / 16, A % 16, C"), ("i8", 32, "A / 8, B, A % 8, C")]
+
+
+def enumerate_free_engines(case: int) -> tuple[int | None, int, int]:
+    """(least estimate over every engine split x stream order x Packet split, plans, splits):
+    each split's stream spelled out and lowered, independent of the search's options."""
+    from planner.layout import engine_splits
+    dtype, c, src = ENGINE_CASES[case]
+    p = load_problem_text(FREE_ENGINES.format(dtype=dtype, c=c, src=src), f"<engines {case}>")
+    t = p.tensors
+    best, plans = None, 0
+    splits = engine_splits(t["source"], t["destination"], t["stream"], ["cluster", "slice"])
+    for split in splits:
+        dims = dict(t["stream"].dims)
+        try:
+            for d, v in split.items():
+                dims[d] = parse(f"m![{v}]", p.axes, d)
+        except TcplanError:
+            continue
+        stream = Tensor("stream", "stream", t["stream"].dtype, dims)
+        try:
+            pieces, _ = candidate_pieces(t["source"], t["destination"], stream)
+        except TcplanError:
+            continue
+        for order in itertools.permutations(pieces):
+            terms = [x.term() for x in order]
+            for k in range(len(pieces) + 1):
+                plans += 1
+                sd = dict(dims)
+                sd["time"] = parse("m![" + (", ".join(terms[:len(terms) - k]) or "1") + "]",
+                                   p.axes)
+                sd["packet"] = parse("m![" + (", ".join(terms[len(terms) - k:]) or "1")
+                                     + "]", p.axes)
+                try:
+                    plan = dma.lower(t["source"], t["destination"],
+                                     Tensor("stream", "stream", t["source"].dtype, sd), 1)
+                except TcplanError:
+                    continue
+                cyc = estimate(plan).cycles
+                best = cyc if best is None else min(best, cyc)
+    return best, plans, len(splits)
+
+
+def test_free_engine_split_plan_is_the_cheapest_of_every_plan():
+    """Every engine split is an option of the search: its plan is the least estimate over
+    every split, order and Packet (brute force)."""
+    from planner.layout import plan_free
+    with ProcessPoolExecutor(2) as pool:
+        truth = list(pool.map(enumerate_free_engines, range(len(ENGINE_CASES))))
+    for case, (want, plans, n_splits) in enumerate(truth):
+        dtype, c, src = ENGINE_CASES[case]
+        p = load_problem_text(FREE_ENGINES.format(dtype=dtype, c=c, src=src), "<engines>")
+        assert n_splits > 4 and want is not None, (case, n_splits)
+        found, _ = plan_free(p)
+        assert found.status == "optimal" and found.best.cycles == want, (
+            case, found.best.cycles, want, plans)

@@ -539,3 +539,19 @@ def test_a_bound_binding_across_candidates_is_reported():
     code, rep = explain(load_problem_text(text, "<aligned padding>"))
     assert code == 0 and rep["cycles"] > 568
     assert any(b.get("requirement") == "bound:align_bytes" for b in rep["binding"])
+
+
+def test_a_rule_every_option_breaks_is_reported_once():
+    """A 16-slice destination breaks slice-size whatever the engine split: the answer is that
+    rule, once, not one requirement per engine split."""
+    from planner.explain import explain
+    p = load_problem_text("""kind: dma
+dtype: i8
+axes: {A: 4, B: 8, C: 64}
+source: {tier: hbm, element: 'm![A, B, C]'}
+destination: {tier: dm, slice: 'm![A, B % 4]', element: 'm![B / 4, C]'}
+stream: {cluster: free, slice: free, time: free, packet: free}
+""", "<every option>")
+    code, rep = explain(p)
+    assert code == 1 and [it["rule"] for it in rep["conflict"]] == ["slice-size"]
+    assert "m![A, B % 4]" in rep["conflict"][0]["message"]
