@@ -555,3 +555,39 @@ stream: {cluster: free, slice: free, time: free, packet: free}
     code, rep = explain(p)
     assert code == 1 and [it["rule"] for it in rep["conflict"]] == ["slice-size"]
     assert "m![A, B % 4]" in rep["conflict"][0]["message"]
+
+
+def test_examples_4_and_5_targets_are_out_of_reach_for_any_order():
+    """The issue hopes for 5x on Example 4 and 1.3x on Example 5. Under decisions.md item 12
+    neither exists for any order, engine split or packet: both transfers read a fixed set of
+    HBM blocks. Derived here from the address bits of decisions.md item 11 alone (not the
+    model's decoder): Example 4 reads all 128 MiB, so every (channel, bank) must open 64
+    rows; Example 5 reads only D % 256, so stack bit 8 is never set and 16 channels serve."""
+    import math
+
+    import numpy as np
+
+    def decode(addr):
+        bit = lambda i: (addr >> i) & 1  # noqa: E731
+        ch = sum((bit(9 + i) ^ bit(13 + i) ^ bit(21 + i) ^ bit(25 + i)) << i for i in range(4))
+        ch = ch + 16 * bit(8)
+        bank = bit(17) | bit(18) << 1 | bit(13) << 2 | bit(19) << 3 | bit(20) << 4
+        return ch, bank, addr >> 21
+    # Example 4: A = 64, B = 2048, C = 1024 bytes, m![A, B, C] from address 0
+    blocks = np.arange(64 * 2048 * 1024 // 256, dtype=np.int64) * 256
+    ch, bank, row = decode(blocks)
+    per_channel = np.bincount(ch, minlength=32)
+    opens = np.bincount(np.unique((ch * 32 + bank) * 64 + row) // 64 // 32, minlength=32)
+    banks = np.bincount(np.unique(ch * 32 + bank) // 32, minlength=32)
+    hot = int(np.argmax(per_channel * 16 / 3 + (opens - banks) * (40 - 16 / 3)))
+    assert per_channel[hot] == 16_384 and opens[hot] - banks[hot] == 32 * 63
+    least = 500 + per_channel[hot] * 16 / 3 + (opens[hot] - banks[hot]) * (40 - 16 / 3)
+    assert math.ceil(least) == 157_770 and 654_751 / least < 5  # 4.15x at most
+    # Example 5: A = 8, B = 64, C = 8, D = 512 bytes; only D < 256 is moved
+    a, b, c, d = np.meshgrid(np.arange(8), np.arange(64), np.arange(8), np.arange(0, 256, 256),
+                             indexing="ij")
+    addr = (((a * 64 + b) * 8 + c) * 512 + d).ravel()
+    ch5, _, _ = decode(addr)
+    assert addr.size == 4096 and len(np.unique(ch5)) == 16
+    least5 = 500 + 4096 / 16 * 16 / 3
+    assert 1866 / least5 < 1.3  # the seed's stream already takes 1,866
