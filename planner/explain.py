@@ -106,7 +106,7 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
                      for r in found.conflict]
             return 1, {"problem": problem.name, "feasible": False, "conflict": items,
                        "pieces": [p.term() for p in found.pieces], "method": "core",
-                       "options": len(found.options)}
+                       "options": len(found.options), "minimal": found.minimal}
         core = minimal_conflict(problem, set(found.rejected))
         if not core:  # nothing to shrink: the error itself
             return 1, {"problem": problem.name, "feasible": False, "method": "error",

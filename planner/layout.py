@@ -95,6 +95,7 @@ class Search:
     requirements: list = field(default_factory=list)  # its assumption literals
     scale: int = 1  # objective units per cycle
     options: list = field(default_factory=list)  # the placements and engine splits searched
+    minimal: bool = True  # the conflict is shown minimal (False: the time limit stopped it)
 
     @property
     def best(self) -> Candidate:
@@ -463,10 +464,10 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         # a rule every option breaks is no choice of placement: it is the answer
         common = set.intersection(*({v.rule for v in checked[c][2]} for c in live))
         if common:
-            e = next(e for e in failed if common & {v.rule for v in e.violations})
-            if not hasattr(e, "search"):
-                e.search = result  # type: ignore[attr-defined]
-            raise e
+            first = checked[live[0]][2]
+            err = TcplanError([v for v in first if v.rule in common])
+            err.search = result  # type: ignore[attr-defined]
+            raise err
     floors: dict[int, list[int]] = {}  # per option, its DMA packets' floors (computed once)
 
     def solver(limit: float):
@@ -503,7 +504,8 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             except TcplanError as e:
                 if single or e.kind != "input":
                     raise
-                continue  # malformed (a free Element whose digits the engine split takes)
+                failed.append(e)  # malformed (a free Element whose digits the split takes)
+                continue
             for v in {(v.rule, v.message): v for v in static}.values():
                 # out unless the rule is dropped; one literal for the options it breaks
                 who = users[v.rule, v.message]
@@ -548,7 +550,8 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             st = sv.solve(m)
             if st == cp_model.INFEASIBLE:
                 if core and not result.candidates and not result.enumerated:
-                    result.conflict = _shrink(m, sv, pk.reqs, pk.enforce, solver)
+                    result.conflict, result.minimal = _shrink(
+                        m, sv, pk.reqs, pk.enforce, solver, deadline)
                 return "done" if result.candidates else "infeasible"
             if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                 return "cut"
@@ -597,7 +600,8 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     else:
         # the selector first: each option's own model (small, so each solve is quick), told
         # the best plan so far, in the options' order; the joint model gives the core
-        best_pk = None
+        best_pk, assembled = None, 0
+        models: list[_Model] = []  # the options' models, while none has a plan
         for c in live:
             if _time.perf_counter() > deadline:
                 outcomes.append("cut")
@@ -605,25 +609,28 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             pk = assemble([c])
             if pk is None:
                 continue
+            assembled += 1
             had = result.best if result.candidates else None
             outcomes.append(run(pk, result.best.cycles if result.candidates else beat,
                                 core=False))
+            if outcomes[-1] == "infeasible":
+                models.append(pk)
             if result.candidates and result.best is not had:
                 best_pk = pk
             if outcomes[-1] == "cut":
                 break
+        if not assembled and "cut" not in outcomes:  # every option is malformed
+            raise next(e for e in failed if e.kind == "input")
         if best_pk is not None:
             result.model, result.requirements, result.scale = \
                 best_pk.clone, best_pk.reqs, best_pk.scale
             result.pieces = best_pk.built[0].pieces
-        elif "cut" not in outcomes:
-            pk = assemble(live)
-            if pk is None:  # every option is malformed
-                raise next(e for e in failed if e.kind == "input")
-            result.model, result.requirements, result.scale = pk.clone, pk.reqs, pk.scale
-            result.pieces = pk.built[0].pieces
-            if "dominated" not in outcomes:
-                outcomes.append(run(pk, beat, core=True))
+        elif outcomes and all(o == "infeasible" for o in outcomes):
+            # no option has a plan: the model over all options (a disjunction of them) has
+            # none exactly when no option's has; its core, option by option
+            result.pieces = models[0].built[0].pieces
+            result.requirements = list({r.key: r for pk in models for r in pk.reqs}.values())
+            result.conflict, result.minimal = _joint_core(models, solver, deadline)
     if "cut" in outcomes:
         result.status = "feasible"  # the time limit cut the search
         if not result.candidates:
@@ -986,27 +993,99 @@ def binding(found: Search, workers: int = 1, seed: int = 0) -> list[dict[str, An
     return out
 
 
-def _shrink(m, sv, reqs: list[Requirement], enforce: list, solver) -> list[Requirement]:
+def _joint_core(models: list[_Model], solver, deadline: float
+                ) -> tuple[list[Requirement], bool]:
+    """A minimal conflict across options, none of which has a plan.  Requirements are the
+    same across the options' models by key (a bound, or a rule instance several options
+    break, is one requirement for all of them).  Each option's own core, shrunk; their union
+    has no plan in any option; a deletion pass then drops a member when every option that
+    has it still has no plan without it (the others do not see it)."""
+    import time as _time
+
+    from ortools.sat.python import cp_model
+    union: dict[str, Requirement] = {}
+    minimal = True
+    for pk in models:
+        sv = solver(max(deadline - _time.perf_counter(), 0.05))
+        pk.m.clear_assumptions()
+        pk.m.add_assumptions(pk.enforce)
+        if sv.solve(pk.m) != cp_model.INFEASIBLE:  # pragma: no cover - it was infeasible
+            return [], False
+        core, ok = _shrink(pk.m, sv, pk.reqs, pk.enforce, solver, deadline)
+        minimal = minimal and ok
+        for r in core:
+            union.setdefault(r.key, r)
+    keys = list(union)
+
+    def without(drop: str) -> bool | None:
+        """No option that has ``drop`` gets a plan without it? None: undecided."""
+        for pk in models:
+            mine = {r.key: r.literal for r in pk.reqs}
+            if drop not in mine:
+                continue
+            left = deadline - _time.perf_counter()
+            if left <= 0:
+                return None
+            pk.m.clear_assumptions()
+            pk.m.add_assumptions([mine[k] for k in keys if k in mine and k != drop])
+            st = solver(min(10.0, left)).solve(pk.m)
+            if st != cp_model.INFEASIBLE:
+                return False if st in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+        return True
+    for k in list(keys):
+        got = without(k)
+        if got:
+            keys.remove(k)
+        elif got is None:
+            minimal = False
+    for pk in models:
+        pk.m.clear_assumptions()
+        pk.m.add_assumptions(pk.enforce)
+    return [union[k] for k in keys], minimal
+
+
+def _shrink(m, sv, reqs: list[Requirement], enforce: list, solver, deadline: float
+            ) -> tuple[list[Requirement], bool]:
     """The solver's infeasibility core, shrunk by deletion to a minimal one: dropping any
-    requirement left makes the model feasible."""
+    requirement left makes the model feasible.  Each infeasible trial's own core cuts the
+    rest at once.  Past ``deadline`` (or when a trial is undecided) the members left are
+    kept: the core still has no plan, but is then not shown minimal (False)."""
+    import time as _time
+
     from ortools.sat.python import cp_model
     by_index = {r.literal.index: r for r in reqs}
-    core = [by_index[i] for i in sv.sufficient_assumptions_for_infeasibility()
-            if i in by_index]
-    if not core:  # infeasible without any requirement: nothing the problem can drop
-        return []
 
-    def infeasible(keep: list[Requirement]) -> bool:
+    def core_of(s) -> list[Requirement]:
+        return [by_index[i] for i in s.sufficient_assumptions_for_infeasibility()
+                if i in by_index]
+    core = core_of(sv)
+    if not core:  # infeasible without any requirement: nothing the problem can drop
+        return [], True
+    minimal = True
+    k = 0
+    while k < len(core):
+        left = deadline - _time.perf_counter()
+        if left <= 0:
+            minimal = False
+            break
+        trial = core[:k] + core[k + 1:]
         m.clear_assumptions()
-        m.add_assumptions([r.literal for r in keep])
-        return solver(10.0).solve(m) == cp_model.INFEASIBLE
-    for r in list(core):
-        trial = [q for q in core if q is not r]
-        if infeasible(trial):
-            core = trial
+        m.add_assumptions([r.literal for r in trial])
+        s = solver(min(10.0, left))
+        st = s.solve(m)
+        if st == cp_model.INFEASIBLE:
+            ids = {id(r) for r in core_of(s)}
+            smaller = [r for r in trial if id(r) in ids]
+            # the members before k are needed (without one, a superset had a plan), so
+            # the trial's own core keeps them, in order: k is the next one to try
+            core = smaller or trial
+            continue
+        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            minimal = False  # undecided: keep it
+        k += 1
     m.clear_assumptions()
     m.add_assumptions(enforce)
-    return core
+    return core, minimal
 
 
 def plan_free(problem, time_limit: float = 10.0, seed: int = 0,

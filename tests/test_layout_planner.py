@@ -591,3 +591,67 @@ def test_examples_4_and_5_targets_are_out_of_reach_for_any_order():
     assert addr.size == 4096 and len(np.unique(ch5)) == 16
     least5 = 500 + 4096 / 16 * 16 / 3
     assert 1866 / least5 < 1.3  # the seed's stream already takes 1,866
+
+
+# ---- review of the options (decisions.md item 66) -------------------------------------------
+def test_every_option_malformed_is_an_input_error(tmp_path):
+    f = tmp_path / "malformed.yaml"
+    f.write_text("""kind: dma
+dtype: i8
+axes: {A: 64, B: 4, C: 16}
+source: {tier: hbm, element: 'm![A, B, C]'}
+destination: {tier: dm, slice: free, element: free}
+stream: {time: free, packet: free, slice: 'm![B / 2]'}
+""")
+    code, out, err = run(["solve", str(f)])
+    assert code == 2 and "bad-request" in out + err
+
+
+def test_a_rule_every_option_breaks_comes_alone():
+    """dma-dtype breaks every Slice candidate; capacity only some: dma-dtype alone."""
+    from planner.explain import explain
+    p = load_problem_text("""kind: dma
+dtype: i8
+axes: {A: 64, C: 1048576}
+source: {tier: hbm, element: 'm![A, C]', dtype: bf16}
+destination: {tier: dm, slice: free, element: free, dtype: i8}
+stream: {time: free, packet: free}
+""", "<dtype>")
+    code, rep = explain(p)
+    assert code == 1 and [it["rule"] for it in rep["conflict"]] == ["dma-dtype"]
+
+
+SIXTY_THREE = """kind: dma
+dtype: bf16
+axes: {A: 2, B: 256, C: 32}
+source: {tier: hbm, element: 'm![A, C, B]'}
+destination: {tier: dm, slice: 'm![B]', element: 'm![C, A # free]'}
+stream: {time: free, packet: free, slice: free, cluster: free}
+bounds: {packet_max_bytes: 8}
+"""
+
+
+def test_a_conflict_over_many_options_is_minimal_and_the_time_limit_holds():
+    from planner.layout import plan_free
+    p = load_problem_text(SIXTY_THREE, "<63 options>")
+    with pytest.raises(TcplanError) as err:
+        plan_free(p)
+    found = err.value.search
+    assert len(found.options) == 63 and found.minimal
+    got = [r.key for r in found.conflict]
+    assert len({r.option for r in found.conflict}) > 10  # it spans the options
+    every = {r.key for r in found.requirements}
+
+    def plannable(keep):  # the bound's literal dropped by key: the pieces stay as cut
+        try:
+            plan_free(p, relax=frozenset(every - set(keep)))
+            return True
+        except TcplanError:
+            return False
+    assert not plannable(got)
+    for r in got[::14]:  # a sample of the members: each is needed
+        assert plannable([x for x in got if x != r]), r
+    # a time limit too short to shrink it: still no plan, said to be not shown minimal
+    with pytest.raises(TcplanError) as err:
+        plan_free(p, time_limit=0.3)
+    assert err.value.code == "plan-time-limit" or not err.value.search.minimal
