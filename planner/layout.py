@@ -1,7 +1,7 @@
 """Layout search for a DMA whose stream is free: the loop order (Time), the Packet, and
 optionally the engine split and the destination (its Element order as a model variable; its
-Slice, Cluster, Chip or one padding amount, and the engine split, as options: each a selector
-literal of the model, see :class:`Option`).
+Slice, Cluster, Chip or one padding amount, and the engine split, as options the search
+branches on, each its own model: see :class:`Option`).
 
 The candidate factors are the *pieces* of every axis the destination holds: the common
 refinement of the digit ranges of the source, the destination and the stream's spatial
@@ -318,9 +318,10 @@ def candidate_pieces(source: Tensor, destination: Tensor, stream: Tensor,
 
 @dataclass
 class Option:
-    """One choice the model makes besides the order: a destination placement (a free Slice,
-    Cluster, Chip or padding candidate, with its Element free or given) and an engine split.
-    Its selector literal is a variable of the one CP-SAT model; exactly one is chosen."""
+    """One choice besides the order: a destination placement (a free Slice, Cluster, Chip or
+    padding candidate, with its Element free or given) and an engine split.  Each option is
+    its own CP-SAT model (its variables behind a selector literal, fixed true); the search
+    branches on the options (decisions.md item 66)."""
 
     label: str  # how explanations name it ("" for the only one)
     destination: Tensor
@@ -384,14 +385,12 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     core, shrunk by deletion, is the conflict (``Search.conflict``).
 
     ``options``: the destination placements and engine splits to choose among (by default the
-    given ``destination`` and ``stream``).  Each option's order, packet and Element are its own
-    variables, enabled by its selector literal; exactly one option is selected, ties going to
-    the earlier option.  Its rule instances are requirements of their own (``key@label``); a
-    bound of the problem is one requirement for every option; an option that breaks a rule
-    no order changes (capacity, placement) is excluded by that rule's requirement.  The
-    search branches on the selector first (each option's own model, told the best plan so
-    far; decisions item 66); when no option has a plan, the joint model's core, shrunk, is
-    minimal across every option.
+    given ``destination`` and ``stream``).  Each option is its own model, searched in turn and
+    told the best plan so far; ties go to the earlier option.  Its rule instances are
+    requirements of their own (``key@label``); a bound of the problem has one key for every
+    option; an option that breaks a rule no order changes (capacity, placement) is excluded
+    by that rule's requirement.  When no option has a plan, :func:`_joint_core` joins the
+    options' cores into one minimal across all of them (decisions.md item 66).
 
     ``free_element`` (``{"prefix": [terms]}``): the destination's Element order is chosen too,
     as a second circuit over the pieces (the prefix's pieces outermost): two loops merge on the
@@ -477,12 +476,14 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         s.parameters.max_time_in_seconds = max(limit, 0.05)
         return s
 
-    def assemble(idx: list[int]) -> _Model | None:
-        """One CP-SAT model over the options ``idx``: each option's variables behind its
-        selector, exactly one selected, the problem's bounds one literal for all."""
+    def assemble(c: int) -> _Model | None:
+        """Option ``c``'s CP-SAT model (None when it is malformed).  Its rule instances are
+        keyed by the option's label, a bound of the problem and a rule instance that several
+        options break by themselves, so the options' models share those keys (the search
+        branches on the option; :func:`_joint_core` joins their cores)."""
         m = cp_model.CpModel()
         reqs: list[Requirement] = []
-        shared: dict[Any, Any] = {}
+        shared: dict[str, Any] = {}
 
         def requirement(key: str, rule: str | None, v: Any, label: str = "") -> Any:
             if key.startswith("bound:"):
@@ -495,42 +496,29 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             lit = m.new_bool_var(key)
             reqs.append(Requirement(key, rule, v, lit, label))
             return lit
-        built: list[_Built] = []
-        for c in idx:
-            opt, got, static, extra = checked[c]
-            try:
-                b = _build(m, c, opt, got[0], got[1], source, packet_max_bytes, align_bytes,
-                           pcie, eb, loose | extra, lower_with, requirement, floors)
-            except TcplanError as e:
-                if single or e.kind != "input":
-                    raise
-                failed.append(e)  # malformed (a free Element whose digits the split takes)
-                continue
-            for v in {(v.rule, v.message): v for v in static}.values():
-                # out unless the rule is dropped; one literal for the options it breaks
-                who = users[v.rule, v.message]
-                if (v.rule, v.message) not in shared:
-                    shared[v.rule, v.message] = requirement(
-                        v.rule, v.rule, v, who[0] if len(who) == 1 else
-                        "" if len(who) == len(live) else
-                        f"{who[0]} and {len(who) - 1} more like it")
-                m.add_bool_or([~shared[v.rule, v.message], ~b.sel])
-            for key in opt.over:  # a bound of the problem that excludes this option
-                m.add_bool_or([~requirement(key, None, None), ~b.sel])
-            built.append(b)
-        if not built:
+        opt, got, static, extra = checked[c]
+        try:
+            b = _build(m, c, opt, got[0], got[1], source, packet_max_bytes, align_bytes,
+                       pcie, eb, loose | extra, lower_with, requirement, floors)
+        except TcplanError as e:
+            if single or e.kind != "input":
+                raise
+            failed.append(e)  # malformed (a free Element whose digits the split takes)
             return None
-        m.add_exactly_one(b.sel for b in built)
-        # the objective: the DMA packet's floor, then (one option) the tie-break that keeps
-        # row-stepping loops outer and the Packet no longer than the DMA packet, or (several)
-        # the earlier option
-        floors_term = sum(b.tie[0] for b in built)
-        if len(built) == 1:
-            scale = built[0].span
-            m.minimize(scale * floors_term + built[0].tie[1])
-        else:
-            scale = len(options) + 1
-            m.minimize(scale * floors_term + sum(b.c * b.sel for b in built))
+        m.add(b.sel == 1)
+        for v in {(v.rule, v.message): v for v in static}.values():
+            # out unless the rule is dropped; one key for the options it breaks
+            who = users[v.rule, v.message]
+            lit = requirement(v.rule, v.rule, v, who[0] if len(who) == 1 else
+                              "" if len(who) == len(live) else
+                              f"{who[0]} and {len(who) - 1} more like it")
+            m.add_bool_or([~lit, ~b.sel])
+        for key in opt.over:  # a bound of the problem that excludes this option
+            m.add_bool_or([~requirement(key, None, None), ~b.sel])
+        # the objective: the DMA packet's floor, then a tie-break that keeps row-stepping
+        # loops outer and the Packet no longer than the DMA packet
+        scale = b.span
+        m.minimize(scale * b.tie[0] + b.tie[1])
         # relax names rule ids or single requirements (keys); the lowering relaxes by rule
         off = [r for r in reqs if r.key in relax or (r.rule or r.key) in relax
                or r.key.split("@")[0] in relax]
@@ -538,7 +526,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         for r in off:
             m.add_bool_or([~r.literal])  # a relaxed requirement: its constraint is off
         m.add_assumptions(enforce)
-        return _Model(m, m.clone(), built, reqs, enforce, scale,
+        return _Model(m, m.clone(), [b], reqs, enforce, scale,
                       relax | {r.rule for r in off if r.rule})
 
     def run(pk: _Model, beat: int | None, core: bool) -> str:
@@ -593,20 +581,20 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
 
     outcomes: list[str] = []
     if single:
-        pk = assemble(live)
+        pk = assemble(live[0])
         result.model, result.requirements, result.scale = pk.clone, pk.reqs, pk.scale
         result.pieces = pk.built[0].pieces
         outcomes.append(run(pk, beat, core=True))
     else:
-        # the selector first: each option's own model (small, so each solve is quick), told
-        # the best plan so far, in the options' order; the joint model gives the core
+        # the option first: each option's own model (small, so each solve is quick), told
+        # the best plan so far, in the options' order; `_joint_core` joins their cores
         best_pk, assembled = None, 0
         models: list[_Model] = []  # the options' models, while none has a plan
         for c in live:
             if _time.perf_counter() > deadline:
                 outcomes.append("cut")
                 break
-            pk = assemble([c])
+            pk = assemble(c)
             if pk is None:
                 continue
             assembled += 1
@@ -626,8 +614,8 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                 best_pk.clone, best_pk.reqs, best_pk.scale
             result.pieces = best_pk.built[0].pieces
         elif outcomes and all(o == "infeasible" for o in outcomes):
-            # no option has a plan: the model over all options (a disjunction of them) has
-            # none exactly when no option's has; its core, option by option
+            # no option has a plan: the problem over all options (their disjunction) has
+            # none exactly when no option's model has; its core, option by option
             result.pieces = models[0].built[0].pieces
             result.requirements = list({r.key: r for pk in models for r in pk.reqs}.values())
             result.conflict, result.minimal = _joint_core(models, solver, deadline)

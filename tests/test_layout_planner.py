@@ -495,6 +495,22 @@ stream: {time: free, packet: free}
     assert code == 0 and r["verified"] and r["plan"]["stream"]["destination_slice"] == "m![A]"
 
 
+def _check_minimal(p, got: list[str], every: set[str], members: list[str]) -> None:
+    """Planning again with only ``got`` enforced (every other requirement dropped by key, so
+    the pieces stay as cut) finds no plan; without any one of ``members`` it finds one."""
+    from planner.layout import plan_free
+
+    def plannable(keep):
+        try:
+            plan_free(p, relax=frozenset(every - set(keep)))
+            return True
+        except TcplanError:
+            return False
+    assert not plannable(got)
+    for r in members:
+        assert plannable([x for x in got if x != r]), r
+
+
 def test_explain_across_candidates_is_one_minimal_core():
     """Every Slice candidate and engine split is an option of one model: the conflict names
     each option's rule instances, and it is minimal across all of them (checked by planning
@@ -519,16 +535,7 @@ stream: {time: free, packet: free, slice: free}
         plan_free(p)
     every = {r.key for r in err.value.search.requirements}
     assert set(got) <= every
-
-    def plannable(keep):
-        try:
-            plan_free(p, relax=frozenset(every - set(keep)))
-            return True
-        except TcplanError:
-            return False
-    assert not plannable(got)
-    for r in got:
-        assert plannable([x for x in got if x != r]), r
+    _check_minimal(p, got, every, got)
 
 
 def test_a_bound_binding_across_candidates_is_reported():
@@ -640,17 +647,7 @@ def test_a_conflict_over_many_options_is_minimal_and_the_time_limit_holds():
     assert len(found.options) == 63 and found.minimal
     got = [r.key for r in found.conflict]
     assert len({r.option for r in found.conflict}) > 10  # it spans the options
-    every = {r.key for r in found.requirements}
-
-    def plannable(keep):  # the bound's literal dropped by key: the pieces stay as cut
-        try:
-            plan_free(p, relax=frozenset(every - set(keep)))
-            return True
-        except TcplanError:
-            return False
-    assert not plannable(got)
-    for r in got[::14]:  # a sample of the members: each is needed
-        assert plannable([x for x in got if x != r]), r
+    _check_minimal(p, got, {r.key for r in found.requirements}, got[::14])  # a sample
     # a time limit too short to shrink it: still no plan, said to be not shown minimal
     with pytest.raises(TcplanError) as err:
         plan_free(p, time_limit=0.3)
