@@ -8,9 +8,10 @@ set: no plan meets all of it, and without any one of its members the others can 
 (``method: core``).  When the model has plans but the lowering rejects all of them, the
 deletion runs over relaxed rules instead (`model.dma.lower(relax=...)`; ``method:
 deletion``).  Free placements (Slice, Cluster, Chip, padding) and engine splits are options
-of the same model, so the core spans them: a rule instance names the option it belongs to,
-and a bound of the problem is one requirement for all of them.  For a feasible problem: the requirements
-whose removal lowers the model's floor, and the bounds whose removal gives a faster plan.
+of the search, and the core spans them: a rule instance names the option it belongs to, and
+a bound of the problem is one requirement for all of them (``planner.layout._joint_core``).
+For a feasible problem: the requirements whose removal lowers the model's floor, and the
+bounds whose removal gives a faster plan.
 """
 
 from __future__ import annotations
