@@ -320,8 +320,7 @@ def candidate_pieces(source: Tensor, destination: Tensor, stream: Tensor,
 class Option:
     """One choice besides the order: a destination placement (a free Slice, Cluster, Chip or
     padding candidate, with its Element free or given) and an engine split.  Each option is
-    its own CP-SAT model (its variables behind a selector literal, fixed true); the search
-    branches on the options (decisions.md item 66)."""
+    its own CP-SAT model; the search branches on the options (decisions.md item 66)."""
 
     label: str  # how explanations name it ("" for the only one)
     destination: Tensor
@@ -337,7 +336,6 @@ class _Built:
     """An option's part of the model: its pieces, loops and variables."""
 
     opt: Option
-    sel: Any
     pieces: list[Piece]
     terms: list[str]
     L: _Loops
@@ -349,17 +347,16 @@ class _Built:
     epos: list
     tie: Any = 0  # (the DMA packet's floor, the order's tie-break): objective terms
     span: int = 1  # the tie-break's range
-    z: list = field(default_factory=list)  # the DMA packet's chain literals
     c: int = 0  # the option's index (its rank: ties go to the lower)
 
 
 @dataclass
 class _Model:
-    """A CP-SAT model over some options, ready to solve."""
+    """An option's CP-SAT model, ready to solve."""
 
     m: Any
     clone: Any  # before the search excluded any plan (for `binding`)
-    built: list[_Built]
+    b: _Built
     reqs: list[Requirement]
     enforce: list
     scale: int  # objective units per cycle
@@ -370,8 +367,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
            packet_max_bytes: int | None = None, time_limit: float = 10.0, workers: int = 1,
            seed: int = 0, relax: frozenset[str] = frozenset(), pcie: bool = False,
            engine_at: dict[str, int] | None = None, free_element: dict | None = None,
-           beat: int | None = None, align_bytes: int | None = None,
-           options: list[Option] | None = None) -> Search:
+           align_bytes: int | None = None, options: list[Option] | None = None) -> Search:
     """The fastest legal (order, packet) of the free stream by :func:`model.cost.estimate`.
 
     CP-SAT holds the loop order as a circuit over the pieces, the Packet as a suffix of it,
@@ -399,10 +395,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     add up to enough.
 
     ``align_bytes`` (a bound of the problem, ``bound:align_bytes``): every destination
-    Element row (each write stride above one element) is a multiple of it.
-
-    ``beat``: only plans faster than this many cycles matter (another engine split has one);
-    when the model proves none is, the result has no candidates and status ``dominated``."""
+    Element row (each write stride above one element) is a multiple of it."""
     import time as _time
     deadline = _time.perf_counter() + time_limit
     from ortools.sat.python import cp_model
@@ -412,6 +405,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     eb = source.elem_bytes
     result = Search([], [], options=options)
     loose = frozenset(ORDER_RULES) | relax
+
     def lower_with(opt: Option, time_t: list[str], pack_t: list[str], rx: frozenset[str],
                    element: list[str] | None = None):
         axes = _axes_of(source, opt.destination, opt.stream)
@@ -467,8 +461,6 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             err = TcplanError([v for v in first if v.rule in common])
             err.search = result  # type: ignore[attr-defined]
             raise err
-    floors: dict[int, list[int]] = {}  # per option, its DMA packets' floors (computed once)
-
     def solver(limit: float):
         s = cp_model.CpSolver()
         s.parameters.num_workers = max(workers, 1)
@@ -483,38 +475,31 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         branches on the option; :func:`_joint_core` joins their cores)."""
         m = cp_model.CpModel()
         reqs: list[Requirement] = []
-        shared: dict[str, Any] = {}
 
         def requirement(key: str, rule: str | None, v: Any, label: str = "") -> Any:
-            if key.startswith("bound:"):
-                if key not in shared:
-                    shared[key] = m.new_bool_var(key)
-                    reqs.append(Requirement(key, rule, v, shared[key]))
-                return shared[key]
-            if label:
-                key = f"{key}@{label}"
-            lit = m.new_bool_var(key)
-            reqs.append(Requirement(key, rule, v, lit, label))
+            if key.startswith("bound:"):  # a bound of the problem: one key for every option
+                label = ""
+            lit = m.new_bool_var(f"{key}@{label}" if label else key)
+            reqs.append(Requirement(lit.name, rule, v, lit, label))
             return lit
         opt, got, static, extra = checked[c]
         try:
             b = _build(m, c, opt, got[0], got[1], source, packet_max_bytes, align_bytes,
-                       pcie, eb, loose | extra, lower_with, requirement, floors)
+                       pcie, eb, loose | extra, lower_with, requirement)
         except TcplanError as e:
             if single or e.kind != "input":
                 raise
             failed.append(e)  # malformed (a free Element whose digits the split takes)
             return None
-        m.add(b.sel == 1)
         for v in {(v.rule, v.message): v for v in static}.values():
             # out unless the rule is dropped; one key for the options it breaks
             who = users[v.rule, v.message]
             lit = requirement(v.rule, v.rule, v, who[0] if len(who) == 1 else
                               "" if len(who) == len(live) else
                               f"{who[0]} and {len(who) - 1} more like it")
-            m.add_bool_or([~lit, ~b.sel])
+            m.add_bool_or([~lit])
         for key in opt.over:  # a bound of the problem that excludes this option
-            m.add_bool_or([~requirement(key, None, None), ~b.sel])
+            m.add_bool_or([~requirement(key, None, None)])
         # the objective: the DMA packet's floor, then a tie-break that keeps row-stepping
         # loops outer and the Packet no longer than the DMA packet
         scale = b.span
@@ -526,12 +511,13 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         for r in off:
             m.add_bool_or([~r.literal])  # a relaxed requirement: its constraint is off
         m.add_assumptions(enforce)
-        return _Model(m, m.clone(), [b], reqs, enforce, scale,
+        return _Model(m, m.clone(), b, reqs, enforce, scale,
                       relax | {r.rule for r in off if r.rule})
 
     def run(pk: _Model, beat: int | None, core: bool) -> str:
         """Solve, lower, estimate and exclude until the model's optimum reaches the best
-        estimate (or ``beat``): "done", "infeasible", "dominated" or "cut" (time)."""
+        estimate (or ``beat``, another option's best): "done", "infeasible", "dominated" or
+        "cut" (time)."""
         m = pk.m
         while True:
             sv = solver(deadline - _time.perf_counter())
@@ -548,12 +534,12 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                 return "done"  # no other plan can beat the best one
             if beat is not None and bound >= beat:
                 return "dominated"  # nothing here beats the plan the caller has
-            b = next(b for b in pk.built if sv.value(b.sel))
+            b = pk.b
             n = len(b.terms)
             order = sorted(range(n), key=lambda i: sv.value(b.pos[i]))
             kk = sum(sv.value(b.inp[i]) for i in range(n))
             result.enumerated += 1
-            seen = [b.sel] + [b.x[e] if sv.value(b.x[e]) else ~b.x[e] for e in b.x] + \
+            seen = [b.x[e] if sv.value(b.x[e]) else ~b.x[e] for e in b.x] + \
                 [b.inp[i] if sv.value(b.inp[i]) else ~b.inp[i] for i in range(n)] + \
                 [b.y[e] if sv.value(b.y[e]) else ~b.y[e] for e in b.y]
             m.add_bool_or([~lit for lit in seen])  # this plan is done: never again
@@ -583,8 +569,8 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     if single:
         pk = assemble(live[0])
         result.model, result.requirements, result.scale = pk.clone, pk.reqs, pk.scale
-        result.pieces = pk.built[0].pieces
-        outcomes.append(run(pk, beat, core=True))
+        result.pieces = pk.b.pieces
+        outcomes.append(run(pk, None, core=True))
     else:
         # the option first: each option's own model (small, so each solve is quick), told
         # the best plan so far, in the options' order; `_joint_core` joins their cores
@@ -599,7 +585,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                 continue
             assembled += 1
             had = result.best if result.candidates else None
-            outcomes.append(run(pk, result.best.cycles if result.candidates else beat,
+            outcomes.append(run(pk, result.best.cycles if result.candidates else None,
                                 core=False))
             if outcomes[-1] == "infeasible":
                 models.append(pk)
@@ -612,11 +598,11 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         if best_pk is not None:
             result.model, result.requirements, result.scale = \
                 best_pk.clone, best_pk.reqs, best_pk.scale
-            result.pieces = best_pk.built[0].pieces
+            result.pieces = best_pk.b.pieces
         elif outcomes and all(o == "infeasible" for o in outcomes):
             # no option has a plan: the problem over all options (their disjunction) has
             # none exactly when no option's model has; its core, option by option
-            result.pieces = models[0].built[0].pieces
+            result.pieces = models[0].b.pieces
             result.requirements = list({r.key: r for pk in models for r in pk.reqs}.values())
             result.conflict, result.minimal = _joint_core(models, solver, deadline)
     if "cut" in outcomes:
@@ -626,9 +612,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                        lowered=result.enumerated)
             err.search = result  # type: ignore[attr-defined]
             raise err
-    if not result.candidates and "dominated" in outcomes:
-        result.status = "dominated"
-    if not result.candidates and result.status != "dominated":
+    if not result.candidates:
         if result.conflict:
             rules = sorted({r.rule or r.key for r in result.conflict})
             for r in result.conflict:
@@ -690,11 +674,10 @@ def _floors(opt: Option, chains: list[tuple[int, ...]], L: _Loops, terms: list[s
 
 def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor,
            packet_max_bytes: int | None, align_bytes: int | None, pcie: bool, eb: int,
-           loose: frozenset[str], lower_with, requirement, floors_of: dict[int, list[int]]
-           ) -> _Built:
-    """Option ``c``'s variables and constraints in model ``m``, each enabled by its selector:
-    the loop order and Element circuits skip every node when it is off, and every rule
-    instance holds only for the selected option."""
+           loose: frozenset[str], lower_with, requirement) -> _Built:
+    """Option ``c``'s variables and constraints in model ``m``: the loop order (and a free
+    Element order) as circuits, the Packet, the DMA packet, and every order rule as a
+    requirement (``requirement`` names it for the option)."""
     destination, stream, free_element = opt.destination, opt.stream, opt.free_element
     axes = _axes_of(source, destination, stream)
     label = opt.label
@@ -716,30 +699,22 @@ def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor
     # what each DMA packet costs at least, whatever the order (the model's objective); with
     # a free Element the representative's Element ends in the packet's run, as every plan
     # with that packet does, so it writes the same packets
-    if c not in floors_of:
-        floors_of[c] = _floors(opt, chains, L, terms, free, eb, loose, lower_with)
-    floors = floors_of[c]
+    floors = _floors(opt, chains, L, terms, free, eb, loose, lower_with)
 
-    sel = m.new_bool_var(f"{pre}option")
     D = n  # the outside of the loop nest: D -> outermost, innermost -> D
     x = {(i, j): m.new_bool_var(f"{pre}next_{i}_{j}") for i in range(n + 1)
          for j in range(n + 1) if i != j}
     if n:  # every node skips itself exactly when the option is off
-        m.add_circuit([(i, j, lit) for (i, j), lit in x.items()]
-                      + [(i, i, ~sel) for i in range(n + 1)])
+        m.add_circuit([(i, j, lit) for (i, j), lit in x.items()])
     pos = [m.new_int_var(0, max(n - 1, 0), f"{pre}depth_{t}") for t in terms]
     inp = [m.new_bool_var(f"{pre}packet_{t}") for t in terms]
     inc = [m.new_bool_var(f"{pre}run_{t}") for t in terms]
-    for i in range(n):
-        m.add_implication(inp[i], sel)
-        m.add_implication(inc[i], sel)
     y: dict[tuple[int, int], Any] = {}  # a free Element order: D -> outermost ... -> D
     epos: list[Any] = []
     if L.write_free:
         y = {(i, j): m.new_bool_var(f"{pre}element_next_{i}_{j}") for i in E + [D]
              for j in E + [D] if i != j}
-        m.add_circuit([(i, j, lit) for (i, j), lit in y.items()]
-                      + [(i, i, ~sel) for i in E + [D]])
+        m.add_circuit([(i, j, lit) for (i, j), lit in y.items()])
         epos = [m.new_int_var(0, len(E) - 1, f"{pre}element_depth_{t}") if free[i] else None
                 for i, t in enumerate(terms)]
         for i in E:
@@ -781,7 +756,7 @@ def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor
                 m.add_implication(x[i, j], ~inc[i])
     # the DMA packet: the common suffix of Packet and the contiguous run, one of the chains
     z = [m.new_bool_var(f"{pre}dma_packet_{k}") for k in range(len(chains))]
-    m.add(sum(z) == sel)
+    m.add_exactly_one(z)
     dpk = []  # in the DMA packet
     for i in range(n):
         d = m.new_bool_var(f"{pre}in_dma_packet_{terms[i]}")
@@ -854,7 +829,7 @@ def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor
             lit = req(f"iteration-limit:{terms[i]}", "iteration-limit", Violation(
                 "iteration-limit", (terms[i],), {"entry": i, "term": terms[i], "size": L.n[i],
                                                  "hint": _split_hint(terms[i], L.n[i])}))
-            m.add_bool_or([~lit, ~sel])
+            m.add_bool_or([~lit])
     # entry-limit: more than 8 loops must merge down to 8
     mergeable = [(i, j) for i in range(n) for j in range(n) if i != j and L.merges(i, j)]
     merged = {}  # (i, j): loop j directly inside loop i, contiguous on both sides
@@ -866,15 +841,16 @@ def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor
         else:
             merged[e] = x[e]
     if n > hw.MAX_SEQUENCER_ENTRIES:
+        need = n - hw.MAX_SEQUENCER_ENTRIES
         lit = req("entry-limit", "entry-limit", Violation(
-            "entry-limit", tuple(terms), {"count": f"{n} loops need {n - 8} merges; at best",
+            "entry-limit", tuple(terms), {"count": f"{n} loops need {need} merges; at best",
                                           "entries": ", ".join(terms)}))
         # a DMA packet shorter than the merged contiguous run cuts it in two: one entry more
         cut = m.new_bool_var(f"{pre}packet_cuts_run")
         for i in range(n):
             m.add_bool_or([cut, ~inc[i], dpk[i], empty])
-        m.add(sum(merged.values()) - cut >= n - hw.MAX_SEQUENCER_ENTRIES
-              ).only_enforce_if([lit, sel])
+        m.add(sum(merged.values()) - cut >= need
+              ).only_enforce_if(lit)
     # alignment (seed 002): every stride but the DMA packet's own, and the packet
     rule, checks = dma.alignment_checks(source.tier, destination.tier)
     sides = [] if pcie else [(side, L.write if k == 2 else L.read, align)
@@ -916,7 +892,7 @@ def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor
                           + ([merged[a, j] for (a, j) in mergeable if a == i]
                              if n > hw.MAX_SEQUENCER_ENTRIES else [])
                           + ([aligned] if aligned is not False else []))
-            m.add_bool_or([~lit, ~sel, q])
+            m.add_implication(lit, q)
     # the problem's alignment bound on the destination's Element rows
     if align_bytes is not None:
         lit = None
@@ -928,9 +904,9 @@ def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor
                 continue
             lit = req(BOUND_ALIGN, None, None) if lit is None else lit
             if ok is False and not L.is_free(i):
-                m.add_bool_or([~lit, ~sel])  # a given Element row breaks it: no plan keeps it
+                m.add_bool_or([~lit])  # a given Element row breaks it: no plan keeps it
             else:  # Element's innermost loop is no row
-                m.add_bool_or([~lit, ~sel, y[i, D]] + ([] if ok is False else [ok]))
+                m.add_bool_or([~lit, y[i, D]] + ([] if ok is False else [ok]))
     # the objective terms: the DMA packet's floor; the tie-break keeps row-stepping loops
     # outer, then a Packet no longer than the DMA packet
     weight = []
@@ -940,11 +916,11 @@ def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor
         weight.append(max(hbm_strides, default=0).bit_length())
     spare = sum(inp) - sum(len(ch) * z[k] for k, ch in enumerate(chains))
     span = (sum(weight) * max(n - 1, 0) + 1) * (n + 1)
-    b = _Built(opt, sel, pieces, terms, L, E, x, y, pos, inp, epos)
+    b = _Built(opt, pieces, terms, L, E, x, y, pos, inp, epos)
     b.tie = (sum(fl * z[k] for k, fl in enumerate(floors)),
              (n + 1) * sum(w * p for w, p in zip(weight, pos)) + spare)
     b.span = span
-    b.z, b.c = z, c
+    b.c = c
     return b
 
 
