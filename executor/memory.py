@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from model import hardware as hw
+from model import limits
 from model.rules import TcplanError, Violation
 
 DM_BACKED_SHIFT = hw.DM_BYTES_PER_SLICE.bit_length() - 1  # 512 KiB backed per slice
@@ -117,6 +118,8 @@ class Memories:
                 lo, hi = 0, self.DM_BYTES
             else:
                 lo, hi = self.extent.get(tier, (0, 1 << 20))
+            limits.check(min(hi, limit) - lo, limits.SIM_MAX_MEMORY_BYTES,
+                         f"the simulated {tier.upper()} span [{lo:,}, {hi:,})", "bytes")
             s = self.spaces[key] = Space(tier, limit, hi - lo, lo)
         return s
 

@@ -16,6 +16,7 @@ from typing import Iterator
 import ml_dtypes
 import numpy as np
 
+from model import limits
 from model.mapping import BOTTOM, LIVE, TOP, ZERO
 from model.rules import TcplanError, Violation
 from model.tiers import TIER_DIMS, Tensor, dm_address
@@ -33,10 +34,36 @@ UNWRITTEN = 0x5A  # what a destination holds before the move
 CHUNK = 1 << 22  # elements per vectorized step: bounds the memory of large transfers
 
 
+def tensor_shape(axes: dict[str, int], what: str = "the tensor T over every axis"
+                 ) -> tuple[int, ...]:
+    """The shape of an array over every axis, checked against the simulator's limit
+    before anything is allocated (rule ``size-limit``)."""
+    limits.check(limits.product(axes.values()), limits.SIM_MAX_ELEMENTS, what, "elements",
+                 limits.axes_parts(axes))
+    return tuple(axes.values())
+
+
+def check_sizes(problem) -> None:
+    """Before simulating a problem: T over every axis, and the positions of every tensor the
+    simulator places or reads back (padding included), within the simulator's limits
+    (``size-limit``, naming the largest part).  A DMA stream is run as its lowered loops,
+    never walked position by position."""
+    tensor_shape(problem.axes)
+    for name, t in problem.tensors.items():
+        if t.tier != "stream":
+            check_positions(t, name)
+
+
+def check_positions(t: Tensor, name: str | None = None) -> None:
+    n = limits.product(m.size for m in t.dims.values())
+    limits.check(n, limits.SIM_MAX_POSITIONS, f"{name or t.name} ({t.tier})", "positions",
+                 {f"{d} {m.text()}": m.size for d, m in t.dims.items()})
+
+
 def tensor_values(axes: dict[str, int], dtype: str, seed: int) -> np.ndarray:
     """The mathematical tensor T: deterministic random values from ``seed``."""
     rng = np.random.default_rng(seed)
-    shape = tuple(axes.values())
+    shape = tensor_shape(axes)
     dt = NP_DTYPES[dtype]
     if dt.kind in "iu":
         info = np.iinfo(dt)
@@ -49,6 +76,7 @@ def positions(t: Tensor, axes: dict[str, int]) -> Iterator[tuple[int, np.ndarray
                                                                    np.ndarray]]:
     """Every position of a tensor in chunks: (chip, byte address, linear index into T,
     status).  An index past an axis is Top padding (decisions.md item 21)."""
+    check_positions(t)
     dims = TIER_DIMS[t.tier]
     units = [d for d in dims if d != "element"]
     evals = {d: t.dims[d].evaluate() for d in units}
@@ -260,7 +288,7 @@ def run_with_data(problem, plan, inputs: dict[str, np.ndarray], seed: int = 0
 
 def read_tensor(mem_or_space, t: Tensor, axes: dict[str, int], dtype) -> np.ndarray:
     """The mathematical tensor a placed tensor holds, over the axes it carries."""
-    out = np.zeros(tuple(axes.values()), dtype)
+    out = np.zeros(tensor_shape(axes, f"{t.name} read back over every axis"), dtype)
     flat = out.reshape(-1)
     eb = t.elem_bytes
     for chip, addr, lin, status in positions(t, axes):
@@ -286,7 +314,7 @@ def embed(given: np.ndarray | None, t: Tensor, axes: dict[str, int], name: str,
             "detail": f"--input {name}: expected an array of shape {want} ({', '.join(kept)}) "
                       f"and dtype {dt}, got {given.shape} {given.dtype}",
             "fix": "save the tensor with numpy.save in that shape and dtype"}))
-    T = np.zeros(tuple(axes.values()), dt)
+    T = np.zeros(tensor_shape(axes, f"--input {name} over every axis"), dt)
     T[tuple(slice(None) if a in kept else 0 for a in axes)] = given
     return T
 

@@ -6,13 +6,14 @@ from typing import Any
 
 from model.cost import dma_cycles
 
-from .run import run_dma
+from .run import check_sizes, run_dma
 
 
 def verify_problem(problem, seed: int = 0) -> dict[str, Any]:
     """Raises TcplanError (a rule, or a verification mismatch) or returns the report."""
     from planner.lowering import lower_problem  # the planner owns lowering a problem
     plan = lower_problem(problem)
+    check_sizes(problem)
     if problem.kind in ("dma", "pcie"):
         result = run_dma(problem, plan, seed)
         cost = dma_cycles(plan)

@@ -30,6 +30,7 @@ from typing import Iterable, Mapping as TMapping
 
 import numpy as np
 
+from . import limits
 from .rules import fail
 
 # ---------------------------------------------------------------------------------------
@@ -719,6 +720,11 @@ def _factors(raw: tuple, axes: TMapping[str, int]) -> list[Factor]:
 # ---------------------------------------------------------------------------------------
 # The mapping value
 # ---------------------------------------------------------------------------------------
+def _short(m: "Mapping") -> str:
+    text = m.text()
+    return text if len(text) <= 80 else text[:77] + "...]"
+
+
 class Mapping:
     """A parsed mapping expression over the axes it uses.
 
@@ -790,6 +796,9 @@ class Mapping:
         status :data:`OOB`.  Coordinates are 0 wherever the status is not :data:`LIVE`.
         """
         if positions is None:
+            limits.check(self.size, limits.EVAL_MAX_POSITIONS, f"the mapping {_short(self)}",
+                         "positions", {f"term {t}": n for t, n in self._term_sizes()},
+                         limits.EVALUATION)
             pos = np.arange(self.size, dtype=np.int64)
             oob = None
         else:
@@ -826,6 +835,11 @@ class Mapping:
         if self._factors is None:
             self._factors = tuple(f for _, fs in self.items() for f in fs)
         return self._factors
+
+    def _term_sizes(self) -> list[tuple[str, int]]:
+        """Each top-level term's text and size (no factoring needed)."""
+        raws = self.raw[1] if self.raw[0] == "pair" else (self.raw,)
+        return [(_raw_text(r), _raw_size(r, self.axes, "")) for r in raws]
 
     def items(self) -> list[tuple[str, tuple[Factor, ...]]]:
         """Top-level comma-separated terms with their factors (for labelling entries)."""

@@ -10,6 +10,8 @@ Two kinds of rules exist:
 * ``kind="input"``: the request itself is malformed (bad syntax, unknown axis, ...).  The CLI
   exits 2.
 * ``kind="hardware"``: the request is well formed but the hardware cannot run it.  The CLI exits 1.
+* ``kind="limit"``: the request is well formed but larger than tcplan simulates or plans
+  (:mod:`model.limits`).  The CLI exits 1.
 """
 
 from __future__ import annotations
@@ -24,14 +26,15 @@ PROFILES = ("pseudo", "fetch", "commit", "dma")
 ALL_PROFILES = frozenset(PROFILES)
 MODES = ("read", "write")
 #: what a rule constrains (the module that checks it): see ARCHITECTURE.md
-SCOPES = ("input", "sequencer", "tier", "dma", "redistribute", "vector", "lane", "planner")
+SCOPES = ("input", "sequencer", "tier", "dma", "redistribute", "vector", "lane", "planner",
+          "limits")
 ALL_MODES = frozenset(MODES)
 
 
 @dataclass(frozen=True)
 class Rule:
     id: str
-    kind: str  # "input" or "hardware"
+    kind: str  # "input", "hardware" or "limit"
     title: str
     message: str  # str.format template over the violation's detail fields
     fix: str  # str.format template: what to change
@@ -89,6 +92,14 @@ RULES: dict[str, Rule] = _rules(
         "{fix}",
         "docs/problem-format.md",
         scope="input",
+    ),
+    # ---- tcplan's own limits (exit 1; model/limits.py) -----------------------------------
+    Rule(
+        "size-limit", "limit", "larger than tcplan simulates or plans",
+        "{what} has {count} {unit}{because}: {stage} holds at most {limit}",
+        "{fix}",
+        "docs/threats.md (bounded sizes)",
+        scope="limits",
     ),
     # ---- tier placement rules (exit 1; warnings for `tcplan trace`) -------------------
     Rule(

@@ -20,6 +20,7 @@ from model.rules import MODES, PROFILES, TcplanError, fail
 from model import dma, tiers
 from model.sequencer import SequencerConfig, derive
 from planner.lowering import default_mode, lower_problem
+from planner.inputs import Overlong, bounded_lines, os_reason
 from planner.spec import load_problem
 
 EXIT_OK, EXIT_RULE, EXIT_INPUT = 0, 1, 2
@@ -266,9 +267,14 @@ def answer_lines(lines: Iterable[str | bytes]) -> Iterator[str]:
     try:
         for lineno, line in enumerate(lines, 1):
             try:
+                if isinstance(line, Overlong):
+                    raise fail("bad-request", detail=f"line {lineno}: longer than "
+                               f"{line.limit:,} bytes (skipped)", fix="one request per line")
                 if isinstance(line, bytes):
                     line = line.decode("utf-8")
                 req = json.loads(line)
+            except TcplanError as err:
+                yield _ENCODE(_error_obj(err))
             except UnicodeDecodeError as e:
                 err = fail("bad-request", detail=f"line {lineno}: not UTF-8 (byte {e.start + 1})",
                            fix="write requests as UTF-8 JSON")
@@ -290,14 +296,13 @@ def _run_batch(path: str, stdout: TextIO) -> int:
     try:
         fh = getattr(sys.stdin, "buffer", sys.stdin) if path == "-" else open(path, "rb")
     except OSError as e:
-        err = fail("bad-request", detail=f"--batch: cannot read {path}: {e.strerror}",
+        err = fail("bad-request", detail=f"--batch: cannot read {path}: {os_reason(e)}",
                    fix="give a readable JSON-lines file, or - for standard input")
         print(json.dumps(_error_obj(err)), file=stdout)
         return EXIT_INPUT
     with fh:
         write = stdout.write
-        lines = (line.rstrip(b"\r\n" if isinstance(line, bytes) else "\r\n") for line in fh)
-        for answer in answer_lines(lines):
+        for answer in answer_lines(bounded_lines(fh)):
             write(answer + "\n")
     stdout.flush()
     return EXIT_OK
@@ -398,10 +403,7 @@ def _run_chains(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
 
 
 def _cmd_run(args: argparse.Namespace, stdout: TextIO) -> int:
-    import pathlib
-
-    import numpy as np
-
+    from .inputs import load_npy, write_arrays
     problem = load_problem(args.problem)
     names = {"dma": ("source",), "pcie": ("source",), "redistribute": ("source",),
              "gather": ("table", "index"), "scatter": ("source", "index"),
@@ -418,27 +420,15 @@ def _cmd_run(args: argparse.Namespace, stdout: TextIO) -> int:
             raise fail("bad-request", detail=f"--input {item!r}: a {problem.kind} problem "
                        f"takes {', '.join(n + '=FILE.npy' for n in names[problem.kind])}",
                        fix="name one of the problem's input tensors")
-        try:
-            arr = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as e:
-            raise fail("bad-request", detail=f"--input {item!r}: cannot load ({e})",
-                       fix="give a .npy file written by numpy.save") from None
-        if not isinstance(arr, np.ndarray):
-            raise fail("bad-request", detail=f"--input {item!r}: not a single array "
-                       f"(a .npz archive?)", fix="give a .npy file written by numpy.save")
+        arr = load_npy(path, f"--input {name}")
         inputs[name] = arr
     plan = lower_problem(problem)
+    from executor.run import check_sizes
+    check_sizes(problem)
     tensors = _run_data(problem, plan, inputs, args.seed)
-    out = pathlib.Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        for name, arr in tensors.items():
-            np.save(out / f"{name}.npy", arr)
-    except OSError as e:
-        raise fail("bad-request", detail=f"--out {args.out}: {e.strerror}",
-                   fix="give a writable directory") from None
-    for name, arr in tensors.items():
-        print(f"{out / (name + '.npy')}: {arr.dtype} {arr.shape}", file=stdout)
+    written = write_arrays(args.out, tensors)
+    for path, arr in zip(written, tensors.values()):
+        print(f"{path}: {arr.dtype} {arr.shape}", file=stdout)
     return EXIT_OK
 
 
@@ -750,7 +740,7 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
                  f"cycles: {detailed.cycles:,} (estimate {est:,}; lower bound {bound:,}, "
                  f"ratio {out['bound_ratio']})",
                  f"verified: {checked:,} destination elements" if verified else
-                 "NOT verified: " + error["message"]] + (
+                 f"NOT verified [{error['code']}]: " + error["message"]] + (
                      [f"note: {out['note']}"] if "note" in out else [])
         print("\n".join(lines), file=stdout)
     return EXIT_OK if verified else EXIT_RULE

@@ -28,6 +28,7 @@ from typing import Any
 
 from model import dma
 from model import hardware as hw
+from model.arith import divisors
 from model.cost import estimate
 from model.cost import floor as cost_floor
 from model.mapping import parse
@@ -125,7 +126,7 @@ def _twos(n: int) -> int:
 def _split(p: Piece, n: int, fits) -> list[Piece] | None:
     """Piece ``p`` (``n`` positions) cut at its largest divisor ``d`` with ``fits(d)`` (bytes
     8-byte aligned first): [outer, inner], or None when no divisor fits."""
-    ds = [d for d in range(2, n) if n % d == 0 and fits(d)[0]]
+    ds = [d for d in divisors(n)[1:-1] if fits(d)[0]]
     if not ds:
         return None
     d = max(ds, key=lambda d: (fits(d)[1] % hw.DMA_HBM_DM_ALIGN == 0, d))

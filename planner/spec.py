@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from model import hardware as hw
+from model import limits
 from model.mapping import MAX_SIZE, Mapping, parse, validate_axes
 from model.rules import TcplanError, Violation, fail
 from model.tiers import DIM_TITLES, REQUIRED_DIMS, TIER_DIMS, Tensor, default_dim
@@ -61,19 +62,65 @@ class Problem:
     expect: dict[str, Any] = field(default_factory=dict)
 
 
+class _Refused(Exception):
+    def __init__(self, what: str, mark: Any, fix: str):
+        super().__init__(what)
+        self.what, self.mark, self.fix = what, mark, fix
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing aliases (a problem file needs none, and nested aliases
+    expand exponentially: "billion laughs") and bounding the nesting depth and the node
+    count while composing, before anything walks or builds the document."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self._depth = 0
+        self._nodes = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            raise _Refused(f"alias *{event.anchor} refused (problem files take no anchors "
+                           "or aliases)", event.start_mark, "write the value out in full")
+        self._nodes += 1
+        if self._nodes > limits.YAML_MAX_NODES:
+            raise _Refused(f"more than {limits.YAML_MAX_NODES:,} values", event.start_mark,
+                           "a problem file is a few KiB of YAML")
+        if self._depth >= limits.YAML_MAX_DEPTH:
+            raise _Refused(f"nested deeper than {limits.YAML_MAX_DEPTH} levels",
+                           event.start_mark, "flatten the document")
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
 class _Doc:
     """A YAML document with the location of every node, addressed by key path."""
 
     def __init__(self, text: str, path: str):
         self.path = path
         self.lines = text.splitlines()
+        if len(text) > limits.PROBLEM_FILE_MAX_BYTES:
+            raise fail("bad-problem", where=path, detail=f"larger than "
+                       f"{limits.PROBLEM_FILE_MAX_BYTES:,} characters",
+                       fix="a problem file is a few KiB of YAML")
         try:
-            loader = yaml.SafeLoader(text)
+            loader = _Loader(text)
             try:
                 self.node = loader.get_single_node()
                 self.data = loader.construct_document(self.node) if self.node else None
             finally:
                 loader.dispose()
+        except _Refused as e:
+            m = e.mark
+            raise fail("bad-problem", where=f"{path}:{m.line + 1}:{m.column + 1}",
+                       detail=f"YAML: {e.what}", fix=e.fix) from None
+        except ValueError as e:  # e.g. an integer of more digits than Python converts
+            raise fail("bad-problem", where=path, detail=f"YAML: {str(e)[:200]}",
+                       fix="write plain numbers, text, lists and mappings") from None
         except yaml.MarkedYAMLError as e:
             mark = e.problem_mark or e.context_mark
             where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
@@ -145,13 +192,8 @@ class _Doc:
 
 
 def load_problem(path: str | pathlib.Path) -> Problem:
-    p = pathlib.Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise fail("bad-problem", where=str(path), detail=f"cannot read the file ({e})",
-                   fix="give a readable UTF-8 YAML file") from None
-    return load_problem_text(text, str(path))
+    from .inputs import read_text
+    return load_problem_text(read_text(path), str(path))
 
 
 def load_problem_text(text: str, path: str = "<problem>") -> Problem:

@@ -12,9 +12,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def test_every_rule_is_complete():
     for rid, r in RULES.items():
         assert r.id == rid
-        assert r.kind in ("input", "hardware")
+        assert r.kind in ("input", "hardware", "limit")
         assert r.scope in SCOPES
         assert (r.kind == "input") == (r.scope == "input")
+        assert (r.kind == "limit") == (r.scope == "limits")
         assert r.message and r.fix and r.source
         assert r.profiles and set(r.profiles) <= set(PROFILES)
 

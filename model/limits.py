@@ -1,0 +1,83 @@
+"""tcplan's own limits: how much a problem file, an input file or a simulated problem may hold.
+
+These are not hardware facts (those live in :mod:`model.hardware`).  They bound what tcplan
+reads, simulates and plans, so that a hostile or mistaken input ends in a clean, named error
+within a second or two and in bounded memory, instead of a hang or a traceback
+(docs/threats.md).  Each limit is checked *before* the work or the allocation it guards, by
+:func:`check` (rule ``size-limit``, exit 1) or by the input readers (``bad-problem`` /
+``bad-request``, exit 2).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping as _Mapping
+
+from .rules import TcplanError, fail
+
+# --- input files (planner/inputs.py, planner/spec.py) -----------------------------------
+#: A problem file (the largest in problems/ is under 4 KiB).
+PROBLEM_FILE_MAX_BYTES = 1 << 20
+#: Nesting depth of a problem file's YAML (the deepest in problems/ is 5).
+YAML_MAX_DEPTH = 32
+#: YAML nodes in one problem file (scalars, lists and mappings together).
+YAML_MAX_NODES = 100_000
+#: One line of ``tcplan sequence --batch`` (a request is a few hundred bytes).
+JSON_LINE_MAX_BYTES = 1 << 20
+#: A ``.npy`` header (numpy's own default for ``max_header_size``).
+NPY_HEADER_MAX_BYTES = 10_000
+
+# --- simulation, cycle model and planning (executor/, model/cost.py) ---------------------
+#: Elements of any one array the simulator materializes: the seeded tensor T over every
+#: axis, a tensor read back, an input file.  2**31 elements is 2 GiB of i8, 8 GiB of f32.
+SIM_MAX_ELEMENTS = 1 << 31
+#: Positions of any one tensor (a stream included) the simulator walks, padding included.
+#: It walks them in chunks, so this bounds time, not memory.
+SIM_MAX_POSITIONS = 1 << 33
+#: Bytes of one simulated memory (one chip's HBM span, the host): allocated lazily, but
+#: allocated whole.
+SIM_MAX_MEMORY_BYTES = 1 << 33
+#: Positions of one mapping evaluated at once (a Chip, Cluster, Slice or Lane, a vector
+#: stream's Time and Packet, a whole small mapping): these arrays are materialized whole.
+EVAL_MAX_POSITIONS = 1 << 25
+#: Packets of one DMA command the cycle model lists (it models every request).
+COST_MAX_PACKETS = 1 << 26
+
+
+SIMULATOR = "the simulator"
+EVALUATION = "one evaluation of a mapping"
+COST_MODEL = "the cycle model"
+
+
+def check(count: int, limit: int, what: str, unit: str,
+          parts: _Mapping[str, int] | None = None, stage: str = SIMULATOR) -> None:
+    """Raise ``size-limit`` when ``count`` (of ``unit``) exceeds ``limit``, naming the part
+    (an axis, a term, a dimension) that contributes most.  Call it before the allocation
+    or the loop it guards."""
+    if count > limit:
+        raise size_error(count, limit, what, unit, parts, stage)
+
+
+def size_error(count: int, limit: int, what: str, unit: str,
+               parts: _Mapping[str, int] | None = None,
+               stage: str = SIMULATOR) -> TcplanError:
+    parts = parts or {}
+    big = max(parts, key=lambda k: parts[k]) if parts else ""
+    because = f" ({big} has size {parts[big]:,})" if big else ""
+    fix = (f"shrink {big}" if big else "shrink the problem") + (
+        " (an axis no tensor uses can be dropped)" if big.startswith("axis ") else "")
+    if stage == SIMULATOR:
+        fix += "; `tcplan lower` and `tcplan trace` work at any size"
+    return fail("size-limit", (big,) if big else (), what=what, count=f"{count:,}",
+                unit=unit, limit=f"{limit:,}", stage=stage, because=because, fix=fix)
+
+
+def axes_parts(axes: _Mapping[str, int]) -> dict[str, int]:
+    """An axes block as the parts of a size: ``{"axis A": 8, ...}``."""
+    return {f"axis {a}": n for a, n in axes.items()}
+
+
+def product(sizes) -> int:
+    out = 1
+    for s in sizes:
+        out *= int(s)
+    return out

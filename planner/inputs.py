@@ -1,0 +1,251 @@
+"""The one place tcplan reads and writes user files: checked loaders and atomic writes.
+
+Every input path goes through here: problem files (:func:`read_text`), JSON-lines batches
+(:func:`bounded_lines`) and ``.npy`` arrays (:func:`load_npy`); every output of ``tcplan run``
+goes out through :func:`write_arrays`.  Each reader checks sizes from the file's metadata
+*before* it reads or allocates (limits in :mod:`model.limits`), never unpickles, and turns
+every OS error into a located ``bad-request`` / ``bad-problem`` error that carries the OS's
+reason.  Writes are atomic as a set: temporary files in the target folder, renamed into place
+only once every one is written (docs/threats.md).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import tempfile
+from typing import IO, Iterator
+
+import numpy as np
+
+from model import limits
+from model.rules import TcplanError, fail
+
+
+def os_reason(e: OSError) -> str:
+    """The OS's reason for an error, never ``None`` (``strerror`` is unset for some)."""
+    return e.strerror or str(e) or type(e).__name__
+
+
+# ---------------------------------------------------------------------------------------
+# Text files (problem files)
+# ---------------------------------------------------------------------------------------
+def read_text(path: str | os.PathLike, rule: str = "bad-problem",
+              max_bytes: int = limits.PROBLEM_FILE_MAX_BYTES) -> str:
+    """A UTF-8 text file of at most ``max_bytes``: read no more than that, whatever it is
+    (a device, a pipe, a huge file)."""
+    where = str(path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as e:
+        raise _error(rule, where, f"cannot read the file ({os_reason(e)})",
+                     "give a readable UTF-8 YAML file") from None
+    if len(data) > max_bytes:
+        raise _error(rule, where, f"the file is larger than {max_bytes:,} bytes",
+                     "a problem file is a few KiB of YAML")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        col = e.start - data.rfind(b"\n", 0, e.start)
+        raise _error(rule, f"{where}:{line}:{col}", f"not UTF-8 (byte {e.start + 1})",
+                     "save the file as UTF-8") from None
+
+
+def _error(rule: str, where: str, detail: str, fix: str) -> TcplanError:
+    if rule == "bad-problem":
+        return fail(rule, where=where, detail=detail, fix=fix)
+    return fail(rule, detail=f"{where}: {detail}", fix=fix)
+
+
+# ---------------------------------------------------------------------------------------
+# JSON-lines batches
+# ---------------------------------------------------------------------------------------
+class Overlong:
+    """A batch line longer than the line limit: it was skipped, unread into memory."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+
+
+def bounded_lines(fh: IO, max_bytes: int = limits.JSON_LINE_MAX_BYTES) -> Iterator:
+    """The lines of a stream (binary or text) without their line ends; a line longer than
+    ``max_bytes`` comes as :class:`Overlong` and its rest is skipped in ``max_bytes`` pieces,
+    so one endless line costs at most ``max_bytes`` of memory."""
+    while True:
+        line = fh.readline(max_bytes + 1)
+        if not line:
+            return
+        nl = b"\n" if isinstance(line, bytes) else "\n"
+        if len(line) > max_bytes and not line.endswith(nl):
+            while line and not line.endswith(nl):
+                line = fh.readline(max_bytes)
+            yield Overlong(max_bytes)
+            continue
+        yield line.rstrip(b"\r\n" if isinstance(line, bytes) else "\r\n")
+
+
+# ---------------------------------------------------------------------------------------
+# .npy arrays
+# ---------------------------------------------------------------------------------------
+def load_npy(path: str, what: str) -> np.ndarray:
+    """A ``.npy`` array, checked from its header before any data is read: a numpy format
+    header of bounded size, a dtype without Python objects (nothing is unpickled), a shape
+    of at most :data:`model.limits.SIM_MAX_ELEMENTS` elements, and a file that holds exactly
+    that many bytes after the header."""
+    fmt = np.lib.format
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            try:
+                version = fmt.read_magic(fh)
+                if version == (1, 0):
+                    shape, fortran, dtype = fmt.read_array_header_1_0(
+                        fh, max_header_size=limits.NPY_HEADER_MAX_BYTES)
+                elif version == (2, 0):
+                    shape, fortran, dtype = fmt.read_array_header_2_0(
+                        fh, max_header_size=limits.NPY_HEADER_MAX_BYTES)
+                else:
+                    raise ValueError(f"format version {version[0]}.{version[1]} is not "
+                                     "read (1.0 and 2.0 are)")
+            except (ValueError, SyntaxError, TypeError, EOFError) as e:
+                raise fail("bad-request", detail=f"{what}: not a .npy array ({_short(e)})",
+                           fix="give a .npy file written by numpy.save") from None
+            _check_header(what, shape, dtype)
+            count = limits.product(shape)
+            if count > limits.SIM_MAX_ELEMENTS:
+                raise fail("bad-request", detail=f"{what}: the header declares shape {shape}, "
+                           f"{count:,} elements; tcplan reads at most "
+                           f"{limits.SIM_MAX_ELEMENTS:,}",
+                           fix="give the tensor of the problem's shape")
+            need = fh.tell() + count * dtype.itemsize
+            if size != need:
+                raise fail("bad-request", detail=f"{what}: the header says {shape} {dtype} "
+                           f"({need:,} bytes with the header) but the file has {size:,} bytes",
+                           fix="the file is truncated or padded: write it again with "
+                               "numpy.save")
+            data = np.fromfile(fh, dtype=dtype, count=count)
+    except OSError as e:
+        raise fail("bad-request", detail=f"{what}: cannot read {path} ({os_reason(e)})",
+                   fix="give a readable .npy file") from None
+    return data.reshape(shape, order="F" if fortran else "C")
+
+
+def _check_header(what: str, shape, dtype: np.dtype) -> None:
+    if dtype.hasobject:
+        raise fail("bad-request", detail=f"{what}: dtype {dtype} holds Python objects (they "
+                   "would be unpickled; tcplan never does)", fix="save a numeric array")
+    if not isinstance(shape, tuple) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise fail("bad-request", detail=f"{what}: shape {shape!r} is not a tuple of sizes",
+                   fix="give a .npy file written by numpy.save")
+    if dtype.itemsize == 0:
+        raise fail("bad-request", detail=f"{what}: dtype {dtype} has no size",
+                   fix="save a numeric array")
+
+
+def _short(e: BaseException) -> str:
+    text = str(e).replace("\n", " ")
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+# ---------------------------------------------------------------------------------------
+# Atomic writes
+# ---------------------------------------------------------------------------------------
+def write_arrays(out: str, arrays: dict[str, np.ndarray]) -> list[pathlib.Path]:
+    """Write ``out/NAME.npy`` for every array, all or nothing: each goes to a temporary file
+    in ``out`` first (written and flushed to disk), and only when every one is written are
+    they renamed into place with ``os.replace``.  On any failure every temporary file is
+    removed, and so is every folder this call created: ``out`` is left as it was."""
+    folder = pathlib.Path(out)
+    finals = [folder / f"{name}.npy" for name in arrays]
+    for final in finals:
+        if final.is_dir() or (final.exists() and not final.is_file()):
+            raise fail("bad-request", detail=f"--out {out}: {final} exists and is not a "
+                       "regular file; nothing was changed",
+                       fix="remove it or give another folder")
+    created = _make_folder(folder, out)
+    temps: list[str] = []
+    done, replaced, current = False, 0, folder
+    try:
+        mode = _file_mode()
+        for final, arr in zip(finals, arrays.values()):
+            current = final
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{final.stem}.", suffix=".npy.tmp")
+            temps.append(tmp)
+            with os.fdopen(fd, "wb") as fh:
+                os.fchmod(fh.fileno(), mode)
+                # through a plain writer, so a failing write raises the OS's own error
+                # (numpy's direct file path reports only a short count)
+                np.save(_Writer(fh), arr, allow_pickle=False)
+                fh.flush()
+                os.fsync(fh.fileno())
+        replaced = 0
+        for tmp, final in zip(temps, finals):
+            os.replace(tmp, final)
+            replaced += 1
+        done = True
+    except OSError as e:
+        changed = ("nothing was changed" if not replaced else
+                   f"{replaced} of {len(finals)} outputs were already in place")
+        raise fail("bad-request", detail=f"--out {out}: cannot write "
+                   f"{e.filename or current} ({os_reason(e)}); {changed}",
+                   fix="give a writable folder with room for the outputs") from None
+    finally:
+        if not done:
+            for tmp in temps:
+                _remove(tmp)
+            for d in reversed(created):
+                _rmdir(d)
+    return finals
+
+
+class _Writer:
+    """A file seen only through ``write``: numpy then writes in chunks through Python."""
+
+    def __init__(self, fh: IO[bytes]):
+        self.write = fh.write
+
+
+def _make_folder(folder: pathlib.Path, out: str) -> list[pathlib.Path]:
+    """Create ``folder`` and its missing parents; the ones created, outermost first."""
+    missing = []
+    p = folder
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    missing.reverse()
+    try:
+        for d in missing:
+            d.mkdir()
+    except OSError as e:
+        for d in reversed(missing):
+            _rmdir(d)
+        raise fail("bad-request", detail=f"--out {out}: cannot create {e.filename or folder} "
+                   f"({os_reason(e)})", fix="give a writable folder") from None
+    if not folder.is_dir():
+        raise fail("bad-request", detail=f"--out {out}: not a folder",
+                   fix="give a folder (it is created when missing)")
+    return missing
+
+
+def _file_mode() -> int:
+    """The mode ``open`` would give a new file (0o666 less the umask)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _rmdir(path: pathlib.Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass
