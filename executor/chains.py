@@ -12,7 +12,7 @@ from model.mapping import LIVE
 from model.numeric import NP
 from model.rules import fail
 
-from .run import carried_axes, tensor_values
+from .run import carried_axes, tensor_shape, tensor_values
 from .vector import bits_of, output_tensor, run_chain
 
 EDGES = {
@@ -48,7 +48,7 @@ def held_parts(problem, an) -> list[np.ndarray]:
     arr = an.entry
     live = (an.spatial_status[:, None, None] == LIVE) & arr.live[None]
     S = live.shape[0]
-    held = np.zeros(tuple(an.chain.axes.values()), bool)
+    held = np.zeros(tensor_shape(an.chain.axes, "the input over every axis"), bool)
     idx = tuple((an.spatial.get(a, np.zeros(S, np.int64))[:, None, None]
                  + arr.cells.get(a, np.zeros(arr.status.shape, np.int64))[None])[live]
                 for a in axes)

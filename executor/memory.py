@@ -1,6 +1,6 @@
 """Simulated memories: HBM per chip, DM per chip (virtual addresses), host memory.
 
-Arrays are ``np.zeros`` byte arrays sized to the address space a problem can touch; numpy's
+Arrays are zeroed byte arrays (anonymous ``mmap``) sized to the address space a problem can touch; the
 zeroed allocation maps pages lazily, so untouched parts cost no memory.  Every access is
 bounds-checked against its tier (HBM: 48 GB per chip; DM: the 512 KiB backed part of each 4 MiB
 slice window, decisions.md item 10), and addresses holding Bottom padding (``#{!}``) may not be
@@ -8,6 +8,8 @@ read or written.
 """
 
 from __future__ import annotations
+
+import mmap
 
 import numpy as np
 
@@ -24,6 +26,16 @@ def _access_error(tier: str, addr: int, why: str) -> TcplanError:
         "tier": tier, "address": f"{addr:,} ({addr:#x})", "why": why}))
 
 
+def lazy_zeros(n: int) -> np.ndarray:
+    """``n`` zero bytes mapped page by page as they are touched.  An anonymous ``mmap``
+    rather than ``np.zeros``: numpy asks the kernel for 2 MiB transparent huge pages on large
+    allocations, so touching one byte of each 512 KiB DM slice window would make a 256 MiB
+    DM resident whole (2 GiB for a four-chip problem moving a few KiB)."""
+    if n <= 0:
+        return np.zeros(0, np.uint8)
+    return np.frombuffer(mmap.mmap(-1, n), np.uint8)
+
+
 class Space:
     """One address space (one chip's HBM, one chip's DM, or the host)."""
 
@@ -32,8 +44,8 @@ class Space:
         self.limit = limit  # the tier's capacity in bytes
         self.lo = lo  # first physical byte held (HBM tensors may sit high in 48 GB)
         # zeroed allocations: pages are mapped when first touched
-        self.data = np.zeros(max(0, min(size, limit - lo)), np.uint8)
-        self.writes = np.zeros(self.data.size, np.uint8)  # writes per byte (saturating)
+        self.data = lazy_zeros(max(0, min(size, limit - lo)))
+        self.writes = lazy_zeros(self.data.size)  # writes per byte (saturating)
         self.bottom: np.ndarray | None = None  # sorted physical addresses of Bottom padding
 
     def physical(self, addr: np.ndarray) -> np.ndarray:
@@ -75,7 +87,8 @@ class Space:
         self.bottom = np.union1d(cur, phys)
 
     def reset_writes(self) -> None:
-        self.writes[:] = 0
+        # a fresh zeroed allocation, mapped lazily (writing zeros would touch every page)
+        self.writes = lazy_zeros(self.data.size)
 
     def read(self, addr: np.ndarray, nbytes: int = 1) -> np.ndarray:
         """Bytes at ``addr`` (each of ``nbytes`` consecutive bytes): shape (len, nbytes)."""

@@ -314,6 +314,9 @@ def _raw_size(raw: tuple, axes: TMapping[str, int], what: str) -> int:
         size = 1
         for r in raw[1]:
             size *= _raw_size(r, axes, what)
+        if size > MAX_SIZE:  # positions and addresses are 64-bit integers
+            raise _bad(what, _first_col(raw), f"{_raw_text(raw)} has {size:,} positions, more "
+                       f"than {MAX_SIZE:,}", "use fewer or smaller terms")
         return size
     _, op, inner_raw, n, opcol, ncol = raw
     size = _raw_size(inner_raw, axes, what)
@@ -342,6 +345,13 @@ def _raw_size(raw: tuple, axes: TMapping[str, int], what: str) -> int:
         raise _bad(what, opcol, f"{inner} {op} {n}: padding smaller than the inner size "
                    f"{size}", f"pad to at least {size}, or use '= {n}' to truncate")
     return n
+
+
+def _first_col(raw: tuple) -> int:
+    """The column where a raw tree starts."""
+    while raw[0] == "pair" or raw[0] not in ("ax", "num"):
+        raw = raw[1][0] if raw[0] == "pair" else raw[2]
+    return raw[2]
 
 
 def _bad(what: str, col: int, detail: str, fix: str) -> Exception:

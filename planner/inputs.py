@@ -109,7 +109,8 @@ def load_npy(path: str, what: str) -> np.ndarray:
                 else:
                     raise ValueError(f"format version {version[0]}.{version[1]} is not "
                                      "read (1.0 and 2.0 are)")
-            except (ValueError, SyntaxError, TypeError, EOFError) as e:
+            except Exception as e:  # noqa: BLE001 - numpy parses the header text with
+                # ast and tokenize: whatever a damaged header raises, it is not an array
                 raise fail("bad-request", detail=f"{what}: not a .npy array ({_short(e)})",
                            fix="give a .npy file written by numpy.save") from None
             _check_header(what, shape, dtype)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from model import dma, gather, redistribute, tiers
+from model.rules import TcplanError
 from model.sequencer import derive
 
 
@@ -37,6 +38,8 @@ def lower_problem(problem: Any) -> Any:
         return derive(t["buffer"].dims["element"], t["stream"].dims["time"],
                       t["stream"].dims["packet"], t["buffer"].dtype,
                       default_mode(engine, problem.params["mode"]), engine)
+    if problem.kind in ("vector", "expression", "lane_fold"):
+        _check_placement(problem)
     if problem.kind == "vector":
         from model.vector import analyze
 
@@ -52,6 +55,15 @@ def lower_problem(problem: Any) -> Any:
         from .chains import plan_expression
         return plan_expression(problem)
     return LayoutReport(problem)
+
+
+def _check_placement(problem: Any) -> None:
+    """The tier rules (chip count, cluster and slice sizes, lanes, capacity, disjoint
+    dimensions) of every tensor of a chain or lane-fold problem."""
+    found = [v for t in problem.tensors.values()
+             for v in tiers.placement_violations(t, problem.chips)]
+    if found:
+        raise TcplanError(found)
 
 
 class LayoutReport:

@@ -1,0 +1,291 @@
+"""Hostile inputs end in a clean, named error, fast and in bounded memory, and a failed
+``tcplan run`` leaves its output folder exactly as it was (docs/threats.md).
+
+Each class of issue 13 is here with its exact input, run with tcplan's real limits in a child
+process (tests/fuzzing.py) bounded at 2 s of run time and 1 GiB of memory growth; the end-to-end
+behaviour of the console script (exit code, no traceback) is checked in a real subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import resource
+import signal
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fuzzing import judge, printed_rules, run_cli, snapshot
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+EX1 = str(ROOT / "problems/seed/dma_example_1.yaml")
+BOUND_S = 2.0
+HUGE = 2 ** 40
+
+
+def _write(tmp_path, name: str, text: str) -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def _clean(argv, code: int, rule: str | None = None):
+    o = run_cli(argv, small_limits=False, time_bound=BOUND_S)
+    judge(o, time_bound=BOUND_S)
+    assert o.code == code, o.show()
+    if rule is not None:
+        assert rule in printed_rules(o), o.show()
+    return o
+
+
+# --- 1. YAML alias bomb ------------------------------------------------------------------
+def alias_bomb(levels: int = 9, fan: int = 10) -> str:
+    lines = ["a0: &a0 [" + ", ".join(["x"] * fan) + "]"]
+    for i in range(1, levels):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * fan) + "]")
+    return ("format: 1\nkind: dma\naxes: {A: 8}\n" + "\n".join(lines)
+            + "\nsource: {tier: hbm, element: 'm![A]'}\n"
+              "destination: {tier: hbm, address: 4096, element: 'm![A]'}\n")
+
+
+@pytest.mark.parametrize("cmd", ["verify", "solve", "explain", "lower"])
+def test_alias_bomb_is_refused_at_its_first_alias(tmp_path, cmd):
+    o = _clean([cmd, _write(tmp_path, "bomb.yaml", alias_bomb())], 2, "bad-problem")
+    assert "bomb.yaml:5:10: YAML: alias *a0 refused" in o.stderr, o.show()
+
+
+def test_deep_and_large_yaml_are_refused_before_any_walk(tmp_path):
+    deep = "format: 1\nkind: dma\naxes: {A: 8}\nx: " + "[" * 5000 + "]" * 5000 + "\n"
+    o = _clean(["verify", _write(tmp_path, "deep.yaml", deep)], 2, "bad-problem")
+    assert "nested deeper than 32 levels" in o.stderr
+    wide = "format: 1\nkind: dma\naxes: {A: 8}\nx: [" + "1," * 150_000 + "]\n"
+    o = _clean(["verify", _write(tmp_path, "wide.yaml", wide)], 2, "bad-problem")
+    assert "more than 100,000 values" in o.stderr
+    big = "# " + "x" * (1 << 20) + "\n"
+    o = _clean(["verify", _write(tmp_path, "big.yaml", big)], 2, "bad-problem")
+    assert "larger than 1,048,576 bytes" in o.stderr
+    digits = "format: 1\nkind: dma\naxes: {A: " + "9" * 5000 + "}\n"
+    _clean(["verify", _write(tmp_path, "digits.yaml", digits)], 2, "bad-problem")
+
+
+def test_a_device_as_problem_file_reads_a_bounded_prefix():
+    o = _clean(["verify", "/dev/zero"], 2, "bad-problem")
+    assert "larger than" in o.stderr
+
+
+# --- 2. huge axis in a free stream ---------------------------------------------------------
+FREE_HUGE = """format: 1
+kind: dma
+dtype: i8
+chips: {chips}
+axes: {{A: {size}}}
+source: {{tier: hbm, chip: '{chip}', element: 'm![A{el}]'}}
+destination: {{tier: hbm, chip: '{chip}', address: {dst}, element: 'm![A{el}]'}}
+stream: {{time: free, packet: free}}
+"""
+
+
+@pytest.mark.parametrize("cmd", ["solve", "explain", "verify"])
+def test_free_stream_over_a_huge_axis_gives_capacity_first(tmp_path, cmd):
+    text = FREE_HUGE.format(chips=1, size=HUGE, chip="m![1]", el="", dst=HUGE)
+    _clean([cmd, _write(tmp_path, "p.yaml", text)], 1, "capacity")
+
+
+@pytest.mark.parametrize("size", [2 ** 40, 2 ** 61 - 1, 2 ** 62, 3 ** 39])
+def test_free_stream_over_huge_axes_spread_over_chips_ends_in_a_named_limit(tmp_path, size):
+    """Within capacity (1,024 chips): the search runs over the factors of the axis size (a
+    prime, a power of two, a power of three), and the full cycle model or the simulator
+    names its limit."""
+    chips = 1024
+    per_chip = -(-size // chips)
+    text = FREE_HUGE.format(chips=chips, size=size, chip=f"m![A / {per_chip}]" if
+                            size % chips == 0 else f"m![A / {per_chip} # {chips}]",
+                            el=f" % {per_chip}", dst=1 << 35)
+    path = _write(tmp_path, "p.yaml", text)
+    for cmd in ("solve", "explain"):
+        o = run_cli([cmd, path, "--time-limit", "1"], small_limits=False, time_bound=BOUND_S)
+        judge(o, time_bound=BOUND_S)
+        assert o.code in (1, 2), o.show()
+
+
+# --- 3. huge unused axis -----------------------------------------------------------------
+UNUSED = 2 ** 50
+
+
+def _with_unused_axis(path: str, tmp_path) -> str:
+    text = pathlib.Path(ROOT / path).read_text()
+    i = text.index("axes: {") + len("axes: {")
+    return _write(tmp_path, "p.yaml", text[:i] + f"Z: {UNUSED}, " + text[i:])
+
+
+@pytest.mark.parametrize("path", ["problems/seed/dma_example_1.yaml",
+                                  "problems/expressions/expr_bias_relu_i32.yaml",
+                                  "problems/seed/lane_sequential.yaml",
+                                  "problems/seed/ve_add_constant.yaml",
+                                  "problems/seed/gather_scaled.yaml",
+                                  "problems/seed/chip_shuffle.yaml"])
+def test_huge_unused_axis_is_named_before_allocating(tmp_path, path):
+    p = _with_unused_axis(path, tmp_path)
+    o = _clean(["verify", p], 1, "size-limit")
+    text = o.stdout + o.stderr
+    assert f"axis Z has size {UNUSED:,}" in text, o.show()
+    assert "shrink axis Z" in text
+    o = run_cli(["solve", p], small_limits=False, time_bound=BOUND_S)
+    judge(o, time_bound=BOUND_S)
+
+
+# --- 4. huge stream axis or padding ------------------------------------------------------
+DMA_STREAM = """format: 1
+kind: dma
+dtype: i8
+axes: {{A: 8, B: 8, C: 256, S: {size}}}
+source: {{tier: hbm, address: 0, element: 'm![A, B, C]'}}
+destination: {{tier: hbm, address: 16384, element: 'm![B, A, C]'}}
+stream: {{time: '{time}', packet: 'm![C]'}}
+"""
+
+
+@pytest.mark.parametrize("time", [f"m![A, B # {HUGE}]", f"m![A # {HUGE}, B]",
+                                  f"m![A, B, S]", f"m![S, A, B]"])
+@pytest.mark.parametrize("cmd", ["verify", "solve", "explain"])
+def test_huge_dma_stream_ends_cleanly(tmp_path, time, cmd):
+    p = _write(tmp_path, "p.yaml", DMA_STREAM.format(size=HUGE, time=time))
+    o = run_cli([cmd, p], small_limits=False, time_bound=BOUND_S)
+    judge(o, time_bound=BOUND_S)
+
+
+@pytest.mark.parametrize("dim,text", [("time", f"m![N # {HUGE}]"), ("packet", f"m![A % 8 # {HUGE}]"),
+                                      ("slice", f"m![A / 8 # {HUGE}]")])
+@pytest.mark.parametrize("cmd", ["verify", "solve", "explain"])
+def test_huge_vector_stream_ends_cleanly(tmp_path, dim, text, cmd):
+    src = (ROOT / "problems/expressions/expr_bias_relu_i32.yaml").read_text()
+    old = {"time": "time: 'm![N]'", "packet": "packet: 'm![A % 8]'",
+           "slice": "slice: 'm![A / 8]'"}[dim]
+    p = _write(tmp_path, "p.yaml", src.replace(old, f"{dim}: '{text}'"))
+    o = run_cli([cmd, p], small_limits=False, time_bound=BOUND_S)
+    judge(o, time_bound=BOUND_S)
+    assert o.code in (1, 2), o.show()
+
+
+def test_huge_destination_padding_is_named(tmp_path):
+    text = DMA_STREAM.format(size=8, time="m![A, B]").replace(
+        "element: 'm![B, A, C]'", f"element: 'm![B, A # {HUGE}, C]'")
+    o = _clean(["verify", _write(tmp_path, "p.yaml", text)], 1)
+    assert printed_rules(o)[0] in ("capacity", "size-limit"), o.show()
+
+
+# --- 5. huge .npy header -------------------------------------------------------------------
+def npy_bytes(header: bytes, data: bytes = b"", version: bytes = b"\x01\x00") -> bytes:
+    pad = 64 - ((10 + len(header) + 1) % 64)
+    h = header + b" " * pad + b"\n"
+    return b"\x93NUMPY" + version + struct.pack("<H", len(h)) + h + data
+
+
+@pytest.mark.parametrize("header", [
+    b"{'descr': '|i1', 'fortran_order': False, 'shape': (1099511627776, 1099511627776), }",
+    b"{'descr': '|i1', 'fortran_order': False, 'shape': (8, 8, 256), }",  # no data
+    b"{'descr': '|O', 'fortran_order': False, 'shape': (8, 8, 256), }",
+    b"{'descr': '|i1', 'fortran_order': False, 'shape': (-1, 8, 256), }",
+    b"{'descr': '|i1', 'fortran_order': 'x', 'shape': (8, 8, 256), }",
+    b"{'descr': '<i1', 'shape': (8, 8, 256)}",
+    b"not a dict at all",
+])
+def test_bad_npy_headers_are_input_errors(tmp_path, header):
+    f = tmp_path / "in.npy"
+    f.write_bytes(npy_bytes(header, b"\0" * 100))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "source.npy").write_bytes(b"keep")
+    before = snapshot(str(out))
+    _clean(["run", EX1, "--input", f"source={f}", "--out", str(out)], 2, "bad-request")
+    assert snapshot(str(out)) == before
+
+
+def test_npy_loader_reads_a_good_file_and_refuses_trailing_bytes(tmp_path):
+    from planner.inputs import load_npy
+    from model.rules import TcplanError
+    a = np.arange(24, dtype=np.int16).reshape(2, 3, 4)
+    np.save(tmp_path / "a.npy", a)
+    assert (load_npy(str(tmp_path / "a.npy"), "x") == a).all()
+    np.save(tmp_path / "f.npy", np.asfortranarray(a))
+    assert (load_npy(str(tmp_path / "f.npy"), "x") == a).all()
+    with open(tmp_path / "a.npy", "ab") as fh:
+        fh.write(b"\0")
+    with pytest.raises(TcplanError, match="the file has"):
+        load_npy(str(tmp_path / "a.npy"), "x")
+
+
+# --- 6. run never damages files ----------------------------------------------------------
+def _outputs(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "source.npy").write_bytes(b"old source")
+    (out / "destination.npy").write_bytes(b"old destination")
+    (out / "other.txt").write_text("unrelated")
+    return out
+
+
+def test_a_failing_run_leaves_existing_outputs(tmp_path):
+    out = _outputs(tmp_path)
+    before = snapshot(str(out))
+    bad = tmp_path / "bad.npy"
+    np.save(bad, np.zeros((3, 3), np.int8))
+    _clean(["run", EX1, "--input", f"source={bad}", "--out", str(out)], 2, "bad-request")
+    assert snapshot(str(out)) == before
+    (out / "destination.npy").unlink()
+    (out / "destination.npy").mkdir()  # the second output cannot be written
+    before = snapshot(str(out))
+    o = _clean(["run", EX1, "--out", str(out)], 2, "bad-request")
+    assert snapshot(str(out)) == before
+    assert "None" not in o.stderr
+
+
+def _run_with_file_size_limit(argv, limit_bytes):
+    def cap():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    return subprocess.run([sys.executable, "-m", "planner.cli", *argv], capture_output=True,
+                          text=True, preexec_fn=cap, cwd=ROOT, timeout=120)
+
+
+def test_running_out_of_space_leaves_no_truncated_file(tmp_path):
+    """The kernel refuses the write past 10 KiB (RLIMIT_FSIZE, as a full disk would): the
+    run fails with the OS's reason, and the folder holds what it held."""
+    out = _outputs(tmp_path)
+    before = snapshot(str(out))
+    r = _run_with_file_size_limit(["run", EX1, "--out", str(out)], 10 * 1024)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    assert "File too large" in r.stderr and "nothing was changed" in r.stderr, r.stderr
+    assert snapshot(str(out)) == before
+    fresh = tmp_path / "new" / "deeper"
+    r = _run_with_file_size_limit(["run", EX1, "--out", str(fresh)], 10 * 1024)
+    assert r.returncode == 2 and not (tmp_path / "new").exists(), r.stderr
+
+
+def test_a_successful_run_replaces_outputs_and_leaves_no_temporary_files(tmp_path):
+    out = _outputs(tmp_path)
+    o = _clean(["run", EX1, "--out", str(out)], 0)
+    names = sorted(os.listdir(out))
+    assert names == ["destination.npy", "other.txt", "source.npy"], names
+    src = np.load(out / "source.npy")
+    assert (np.load(out / "destination.npy") == src).all() and src.shape == (8, 8, 256)
+    mode = (out / "source.npy").stat().st_mode & 0o777
+    mask = os.umask(0)
+    os.umask(mask)
+    assert mode == 0o666 & ~mask
+
+
+def test_console_script_exit_codes_without_tracebacks(tmp_path):
+    cases = [(["verify", _write(tmp_path, "bomb.yaml", alias_bomb())], 2),
+             (["verify", _with_unused_axis("problems/seed/dma_example_1.yaml", tmp_path)], 1)]
+    for argv, code in cases:
+        r = subprocess.run([sys.executable, "-m", "planner.cli", *argv], capture_output=True,
+                           text=True, cwd=ROOT, timeout=120)
+        assert r.returncode == code, r.stderr
+        assert "Traceback" not in r.stderr, r.stderr
+        assert ("error [bad-problem]" if code == 2 else "[size-limit]") in r.stdout + r.stderr
