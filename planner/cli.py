@@ -20,7 +20,7 @@ from model.rules import MODES, PROFILES, TcplanError, fail
 from model import dma, tiers
 from model.sequencer import SequencerConfig, derive
 from planner.lowering import default_mode, lower_problem
-from planner.inputs import Overlong, bounded_lines, os_reason
+from planner.inputs import Overlong, bounded_lines, open_lines
 from planner.spec import load_problem
 
 EXIT_OK, EXIT_RULE, EXIT_INPUT = 0, 1, 2
@@ -294,16 +294,13 @@ def answer_lines(lines: Iterable[str | bytes]) -> Iterator[str]:
 
 def _run_batch(path: str, stdout: TextIO) -> int:
     try:
-        fh = getattr(sys.stdin, "buffer", sys.stdin) if path == "-" else open(path, "rb")
-    except OSError as e:
-        err = fail("bad-request", detail=f"--batch: cannot read {path}: {os_reason(e)}",
-                   fix="give a readable JSON-lines file, or - for standard input")
+        with open_lines(path, sys.stdin) as fh:
+            write = stdout.write
+            for answer in answer_lines(bounded_lines(fh)):
+                write(answer + "\n")
+    except TcplanError as err:  # the file cannot be opened or read: a JSON answer still
         print(json.dumps(_error_obj(err)), file=stdout)
         return EXIT_INPUT
-    with fh:
-        write = stdout.write
-        for answer in answer_lines(bounded_lines(fh)):
-            write(answer + "\n")
     stdout.flush()
     return EXIT_OK
 

@@ -69,20 +69,38 @@ class Overlong:
         self.limit = limit
 
 
+def open_lines(path: str, stdin: IO) -> IO:
+    """A JSON-lines file opened for :func:`bounded_lines` (``-``: standard input)."""
+    if path == "-":
+        return getattr(stdin, "buffer", stdin)
+    try:
+        return open(path, "rb")
+    except OSError as e:
+        raise fail("bad-request", detail=f"--batch: cannot read {path} ({os_reason(e)})",
+                   fix="give a readable JSON-lines file, or - for standard input") from None
+
+
 def bounded_lines(fh: IO, max_bytes: int = limits.JSON_LINE_MAX_BYTES) -> Iterator:
     """The lines of a stream (binary or text) without their line ends; a line longer than
     ``max_bytes`` comes as :class:`Overlong` and its rest is skipped in ``max_bytes`` pieces,
-    so one endless line costs at most ``max_bytes`` of memory."""
+    so one endless line costs at most ``max_bytes`` of memory.  A read that fails ends the
+    lines with a ``bad-request`` error carrying the OS's reason."""
+    lineno = 0
     while True:
-        line = fh.readline(max_bytes + 1)
+        lineno += 1
+        try:
+            line = fh.readline(max_bytes + 1)
+            nl = b"\n" if isinstance(line, bytes) else "\n"
+            if len(line) > max_bytes and not line.endswith(nl):
+                while line and not line.endswith(nl):
+                    line = fh.readline(max_bytes)
+                yield Overlong(max_bytes)
+                continue
+        except OSError as e:
+            raise fail("bad-request", detail=f"--batch: reading stopped at line {lineno} "
+                       f"({os_reason(e)})", fix="give a readable JSON-lines file") from None
         if not line:
             return
-        nl = b"\n" if isinstance(line, bytes) else "\n"
-        if len(line) > max_bytes and not line.endswith(nl):
-            while line and not line.endswith(nl):
-                line = fh.readline(max_bytes)
-            yield Overlong(max_bytes)
-            continue
         yield line.rstrip(b"\r\n" if isinstance(line, bytes) else "\r\n")
 
 

@@ -149,7 +149,7 @@ def test_run_cli_on_user_data(tmp_path):
 
 
 @pytest.mark.parametrize("argv_tail,fragment", [
-    (["--input", "source=/nonexistent.npy"], "cannot load"),
+    (["--input", "source=/nonexistent.npy"], "cannot read /nonexistent.npy (No such file"),
     (["--input", "weights=x.npy"], "takes source=FILE.npy"),
 ])
 def test_run_cli_bad_input(argv_tail, fragment):
