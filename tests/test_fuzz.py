@@ -106,6 +106,8 @@ def structural_mutation(draw, text: str) -> str:
     if not isinstance(doc, dict):
         return text
     for _ in range(draw(st.integers(1, 3))):
+        if not isinstance(doc, dict):
+            break  # the whole document was replaced
         paths = list(_paths(doc))
         path = draw(st.sampled_from(paths))
         cur = _get(doc, path)
