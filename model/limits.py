@@ -16,11 +16,11 @@ from .rules import TcplanError, fail
 
 # --- input files (planner/inputs.py, planner/spec.py) -----------------------------------
 #: A problem file (the largest in problems/ is under 4 KiB).
-PROBLEM_FILE_MAX_BYTES = 1 << 20
+PROBLEM_FILE_MAX_BYTES = 1 << 16
 #: Nesting depth of a problem file's YAML (the deepest in problems/ is 5).
 YAML_MAX_DEPTH = 32
 #: YAML nodes in one problem file (scalars, lists and mappings together).
-YAML_MAX_NODES = 100_000
+YAML_MAX_NODES = 10_000
 #: One line of ``tcplan sequence --batch`` (a request is a few hundred bytes).
 JSON_LINE_MAX_BYTES = 1 << 20
 #: A ``.npy`` header (numpy's own default for ``max_header_size``).

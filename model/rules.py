@@ -119,7 +119,7 @@ RULES: dict[str, Rule] = _rules(
     Rule(
         "slice-size", "hardware", "Slice mapping must have size 64, 128 or 256",
         "{tensor}: Slice mapping {mapping} has size {size}, not 64, 128 or 256",
-        "pad the Slice mapping with #, e.g. m![{inner} # {pad}]",
+        "{hint}",
         "seed 001 '제약 조건' (Slice::SIZE == 256); decisions.md item 4",
         scope="tier",
     ),

@@ -24,7 +24,7 @@ from typing import Any
 
 from . import hardware as hw
 from .mapping import Mapping, parse
-from .rules import Violation
+from .rules import TcplanError, Violation
 
 TIER_DIMS: dict[str, tuple[str, ...]] = {
     "host": ("element",),
@@ -101,10 +101,12 @@ def placement_violations(t: Tensor, chips: int) -> list[Violation]:
             "tensor": t.name, "mapping": cluster.text(), "size": cluster.size}))
     sl = t.dims.get("slice")
     if sl is not None and sl.size not in hw.SLICE_SIZES:
-        pad = next((s for s in hw.SLICE_SIZES if s >= sl.size), hw.SLICE_SIZES[-1])
+        pad = next((s for s in hw.SLICE_SIZES if s >= sl.size), None)
+        hint = (f"pad the Slice mapping with #, e.g. m![{_inner(sl)} # {pad}]" if pad else
+                f"a Slice holds at most {hw.SLICE_SIZES[-1]} slices: move digits of "
+                f"{_inner(sl)} to another dimension (Element, Cluster, Chip)")
         out.append(Violation("slice-size", (sl.text(),), {
-            "tensor": t.name, "mapping": sl.text(), "size": sl.size, "inner": _inner(sl),
-            "pad": pad}))
+            "tensor": t.name, "mapping": sl.text(), "size": sl.size, "hint": hint}))
     lane = t.dims.get("lane")
     if lane is not None and lane.size > hw.MAX_LANES:
         out.append(Violation("lane-limit", (lane.text(),), {
@@ -126,6 +128,18 @@ def placement_violations(t: Tensor, chips: int) -> list[Violation]:
         out.append(Violation("overlapping-dimensions", (), {"tensor": t.name,
                                                             "detail": overlap}))
     return out
+
+
+#: the tier rules a chain or lane fold keeps on its stream and operands (a stream's Slice
+#: selects slices; the VRF's own capacity is the rule vrf-capacity)
+CHAIN_RULES = ("chip-count", "cluster-size", "lane-limit", "overlapping-dimensions")
+
+
+def require_placement(tensors, chips: int, rules: tuple[str, ...] = CHAIN_RULES) -> None:
+    """Raise every one of ``rules`` that the tensors break."""
+    found = [v for t in tensors for v in placement_violations(t, chips) if v.rule in rules]
+    if found:
+        raise TcplanError(found)
 
 
 def _inner(m: Mapping) -> str:

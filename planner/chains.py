@@ -29,6 +29,7 @@ from model import vector as ve
 from model.mapping import Mapping, parse
 from model.numeric import wrap_i32
 from model.rules import TcplanError, fail
+from model.tiers import require_placement
 
 # abstract op -> candidate implementations: (step kind, op name, mode when the operand is on
 # the right, mode when it is on the left, operand transform)
@@ -813,6 +814,7 @@ def _step_of(ops: list[SpineOp], item: tuple[int, ...], o: Option, choice: list[
 def plan_expression(problem, time_limit: float = 10.0, workers: int = 1, seed: int = 0
                     ) -> Plan:
     """Plan an expression problem (raises TcplanError with the plan-* explanation)."""
+    require_placement(problem.tensors.values(), problem.chips)
     f: ex.Formula = problem.params["expression"]
     stream = problem.tensors["input"]
     vrf = {n[4:]: t for n, t in problem.tensors.items() if n.startswith("vrf:")}

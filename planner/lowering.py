@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from model import dma, gather, redistribute, tiers
-from model.rules import TcplanError
 from model.sequencer import derive
 
 
@@ -38,8 +37,8 @@ def lower_problem(problem: Any) -> Any:
         return derive(t["buffer"].dims["element"], t["stream"].dims["time"],
                       t["stream"].dims["packet"], t["buffer"].dtype,
                       default_mode(engine, problem.params["mode"]), engine)
-    if problem.kind in ("vector", "expression", "lane_fold"):
-        _check_placement(problem)
+    if problem.kind in ("vector", "lane_fold"):  # (an expression: in plan_expression)
+        tiers.require_placement(problem.tensors.values(), problem.chips)
     if problem.kind == "vector":
         from model.vector import analyze
 
@@ -55,20 +54,6 @@ def lower_problem(problem: Any) -> Any:
         from .chains import plan_expression
         return plan_expression(problem)
     return LayoutReport(problem)
-
-
-#: the tier rules a stream keeps (its Slice selects slices; it has no Element to hold)
-STREAM_RULES = ("chip-count", "cluster-size", "lane-limit", "overlapping-dimensions")
-
-
-def _check_placement(problem: Any) -> None:
-    """The tier rules (chip count, cluster and slice sizes, lanes, capacity, disjoint
-    dimensions) of every tensor of a chain or lane-fold problem."""
-    found = [v for t in problem.tensors.values()
-             for v in tiers.placement_violations(t, problem.chips)
-             if t.tier != "stream" or v.rule in STREAM_RULES]
-    if found:
-        raise TcplanError(found)
 
 
 class LayoutReport:

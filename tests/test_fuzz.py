@@ -10,6 +10,7 @@ The example counts are small so that CI stays fast; ``TCPLAN_FUZZ_SCALE=N`` mult
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import pathlib
@@ -21,7 +22,7 @@ import numpy as np
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from fuzzing import judge, run_cli, snapshot
+from fuzzing import SMALL_LIMITS, judge, run_cli, snapshot
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCALE = float(os.environ.get("TCPLAN_FUZZ_SCALE", "1"))
@@ -122,9 +123,9 @@ def structural_mutation(draw, text: str) -> str:
             parent.pop(path[-1])
         elif op == "unknown" and isinstance(cur, dict):
             cur[draw(st.sampled_from(["teir", "adress", "packets", "free", "x", "element"]))] = \
-                draw(st.sampled_from(HOSTILE))
+                copy.deepcopy(draw(st.sampled_from(HOSTILE)))
         else:
-            doc = _set(doc, path, draw(st.sampled_from(HOSTILE)))
+            doc = _set(doc, path, copy.deepcopy(draw(st.sampled_from(HOSTILE))))
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
 
@@ -229,6 +230,15 @@ def test_fuzz_mapping_strings(text, axes):
     from model import limits
     from model.mapping import parse
     from model.rules import TcplanError
+    keep = limits.EVAL_MAX_POSITIONS
+    limits.EVAL_MAX_POSITIONS = SMALL_LIMITS["EVAL_MAX_POSITIONS"]  # as in the fuzz children
+    try:
+        _parse_and_evaluate(text, axes, parse, limits, TcplanError)
+    finally:
+        limits.EVAL_MAX_POSITIONS = keep
+
+
+def _parse_and_evaluate(text, axes, parse, limits, TcplanError):
     try:
         m = parse(text, axes, "fuzz")
     except TcplanError as e:

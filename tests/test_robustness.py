@@ -62,12 +62,12 @@ def test_deep_and_large_yaml_are_refused_before_any_walk(tmp_path):
     deep = "format: 1\nkind: dma\naxes: {A: 8}\nx: " + "[" * 5000 + "]" * 5000 + "\n"
     o = _clean(["verify", _write(tmp_path, "deep.yaml", deep)], 2, "bad-problem")
     assert "nested deeper than 32 levels" in o.stderr
-    wide = "format: 1\nkind: dma\naxes: {A: 8}\nx: [" + "1," * 150_000 + "]\n"
+    wide = "format: 1\nkind: dma\naxes: {A: 8}\nx: [" + "1," * 30_000 + "]\n"
     o = _clean(["verify", _write(tmp_path, "wide.yaml", wide)], 2, "bad-problem")
-    assert "more than 100,000 values" in o.stderr
-    big = "# " + "x" * (1 << 20) + "\n"
+    assert "more than 10,000 values" in o.stderr
+    big = "# " + "x" * (1 << 16) + "\n"
     o = _clean(["verify", _write(tmp_path, "big.yaml", big)], 2, "bad-problem")
-    assert "larger than 1,048,576 bytes" in o.stderr
+    assert "larger than 65,536 bytes" in o.stderr
     digits = "format: 1\nkind: dma\naxes: {A: " + "9" * 5000 + "}\n"
     _clean(["verify", _write(tmp_path, "digits.yaml", digits)], 2, "bad-problem")
 
