@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from model import limits
 from model.mapping import LIVE, ZERO
 from model.numeric import (BINARY_OPS, NP, UNARY, as_, bits_of, compare, fma32, fp_to_fxp,
                            fxp_to_fp, reduce_time)
@@ -94,6 +95,9 @@ def vrf_memory(an: Analysis, name: str, V: np.ndarray) -> np.ndarray:
 def run_chain(an: Analysis, X: np.ndarray, vrf: dict[str, np.ndarray]) -> ChainResult:
     """Execute an analysed chain on the input tensor X and the VRF operand tensors."""
     arr = an.entry
+    S = len(an.spatial_status)
+    limits.check(S * arr.T * arr.P, limits.SIM_MAX_ELEMENTS, "the chain's lanes (slices x "
+                 "time x packet)", "elements", {"slices": S, "time": arr.T, "packet": arr.P})
     lanes = [Lane(_place(an, X, arr), np.zeros((len(an.spatial_status), arr.T, arr.P),
                                                  np.uint8))]
     vrf_mem = {n: vrf_memory(an, n, V) for n, V in vrf.items() if n in an.chain.vrf}

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import hardware as hw
+from . import limits
 from .mapping import LIVE, TOP, Mapping, parse
 from .rules import fail
 from .vector import Arrangement
@@ -76,6 +77,11 @@ def fold(axes: dict[str, int], lane: Mapping, time: Mapping, packet: Mapping, mo
         raise fail("lane-fold-lanes", (lane.text(),), lane=lane.text(), size=lane.size)
     L, T, P = lane.size, time.size, packet.size
     bus = hw.LANE_FOLD_BUS
+    # the index map below has one entry per output lane of every output flit
+    limits.check(T * max(L * -(-P // bus), P) * bus, limits.EVAL_MAX_POSITIONS,
+                 "the Lane Folder's index map", "positions",
+                 {f"time {time.text()}": T, f"packet {packet.text()}": P,
+                  f"lane {lane.text()}": L}, limits.EVALUATION)
     if mode == "interleaved":
         want_t = parse(f"m![[{_inner(time)}], [{_inner(packet)}]]", axes)
         want_p = parse(f"m![[{_inner(lane)}] # {bus}]", axes)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import hardware as hw
+from . import limits
 from .mapping import LIVE, TOP, Mapping, equivalent
 from .rules import fail
 from .tiers import Tensor
@@ -238,6 +239,10 @@ class Arrangement:
 
     @classmethod
     def of(cls, time: Mapping, packet: Mapping) -> "Arrangement":
+        limits.check(time.size * packet.size, limits.EVAL_MAX_POSITIONS,
+                     "a stream's Time x Packet", "positions",
+                     {f"time {time.text()}": time.size, f"packet {packet.text()}": packet.size},
+                     limits.EVALUATION)
         tc, ts = time.evaluate()
         pc, ps = packet.evaluate()
         cells: dict[str, np.ndarray] = {}
