@@ -1,4 +1,4 @@
-"""The analytic DMA cycle model (facts.md sections 4-6; decisions.md item 12).
+"""The analytic DMA cycle model (facts.md sections 4-6; docs/decisions.md items 33 and 73).
 
 One model, no per-example constants.  For every command of every engine:
 
@@ -10,8 +10,10 @@ One model, no per-example constants.  For every command of every engine:
   DMN gets half;
 * HBM side: the address decode of facts.md section 5 (stack bit, channel hash, bank group,
   bank, row); each channel serves its requests in issue order (engines interleaved), 16/3
-  cycles per request (256 B at 48 GB/s, 1 GHz), ~40 cycles for a request that switches its
-  bank's open row; the busiest channel bounds every engine on that chip (engines share HBM);
+  cycles per request (256 B at 48 GB/s, 1 GHz); a bank's first open of a row overlaps the
+  other banks' transfers, a re-open of a row it had closed costs ~40 cycles, and a bank opens
+  at most one row per 40 cycles (:func:`channel_time`, docs/decisions.md item 73); the
+  busiest channel bounds every engine on that chip (engines share HBM);
   a read crossing a 256-byte boundary costs a second request; a partial or unaligned HBM write
   is a read-modify-write (an extra read of the block and a row turnaround);
 * reads and writes pipeline across tiers; within one cluster's DM, and HBM -> HBM (Example 1),
@@ -53,11 +55,13 @@ class CycleReport:
     bottleneck: str
     penalties: list[str] = field(default_factory=list)
     engines: list[dict[str, Any]] = field(default_factory=list)
+    hbm: dict[str, Any] = field(default_factory=dict)  # the hottest HBM channel's requests
 
     def to_json(self) -> dict[str, Any]:
         return {"cycles": self.cycles, "startup": self.startup, "read": round(self.read, 1),
                 "write": round(self.write, 1), "bottleneck": self.bottleneck,
-                "penalties": self.penalties, "engines": self.engines}
+                "penalties": self.penalties, "engines": self.engines,
+                **({"hbm": self.hbm} if self.hbm else {})}
 
 
 def _packet_addresses(entries, base: int, k: int, eb: int, packet: int) -> np.ndarray:
@@ -104,10 +108,63 @@ def _decode(addr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return channel, bank, row
 
 
+@dataclass
+class RowOpens:
+    """Per HBM channel (arrays of 32): the requests it serves, the rows its banks open for
+    the first time in the transfer (first opens), the rows they open again after closing
+    them (re-opens), and the most opens of any one of its banks."""
+
+    requests: np.ndarray
+    first: np.ndarray
+    reopens: np.ndarray
+    bank_opens: np.ndarray
+
+    def times(self) -> np.ndarray:
+        """Each channel's busy time under decisions.md item 73."""
+        return channel_time(self.requests, self.reopens, self.bank_opens)
+
+
+def channel_time(requests, reopens, bank_opens):
+    """The HBM reading of decisions.md item 73 (amending item 12), in one place: every
+    request costs its channel 16/3 cycles, a first open included (the activation overlaps
+    the other banks' transfers); a re-open (a row its bank already closed) costs the
+    serialized 40; and a bank opens at most one row per 40 cycles, so its opens x 40 bound
+    the channel from below."""
+    busy = requests * HBM_SERVICE + reopens * (ROW_SWITCH - HBM_SERVICE)
+    return np.maximum(busy, bank_opens * ROW_SWITCH)
+
+
+def row_opens(channel: np.ndarray, bank: np.ndarray, row: np.ndarray, stamp: np.ndarray
+              ) -> RowOpens:
+    """Classify every request, per (channel, bank) in issue order (``stamp``): a request
+    opens a row when its bank's previous request was in another row (or it is the bank's
+    first); an open is a first open when the bank has not opened that row before, else a
+    re-open."""
+    if not channel.size:
+        z = np.zeros(HBM_CHANNELS)
+        return RowOpens(z, z, z, z)
+    order = np.lexsort((stamp, bank, channel))
+    c, b, r = channel[order], bank[order], row[order]
+    bank_of = c * HBM_BANKS + b
+    new_bank = np.r_[True, bank_of[1:] != bank_of[:-1]]
+    opens = new_bank | np.r_[False, r[1:] != r[:-1]]
+    span = int(r.max()) + 1
+    key = bank_of[opens] * span + r[opens]  # in issue order within each bank
+    first = np.zeros(key.size, bool)
+    first[np.unique(key, return_index=True)[1]] = True
+    oc = c[opens]
+    per_bank = np.bincount(bank_of[opens], minlength=HBM_CHANNELS * HBM_BANKS)
+    return RowOpens(np.bincount(c, minlength=HBM_CHANNELS).astype(float),
+                    np.bincount(oc[first], minlength=HBM_CHANNELS).astype(float),
+                    np.bincount(oc[~first], minlength=HBM_CHANNELS).astype(float),
+                    per_bank.reshape(HBM_CHANNELS, HBM_BANKS).max(axis=1).astype(float))
+
+
 def _hbm_time(reqs: list[tuple[int, np.ndarray, np.ndarray]], penalties: list[str]
-              ) -> tuple[float, dict[int, float]]:
-    """Busiest channel's time over all requests (chip, byte addresses, issue stamps)."""
-    worst, per_chip = 0.0, {}
+              ) -> tuple[float, dict[int, float], dict[str, Any]]:
+    """Busiest channel's time over all requests (chip, byte addresses, issue stamps), and
+    what its hottest channel did (requests, first opens, re-opens)."""
+    worst, per_chip, hot_report = 0.0, {}, {}
     by_chip: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
     for chip, addr, stamp in reqs:
         by_chip.setdefault(chip, []).append((addr, stamp))
@@ -117,20 +174,26 @@ def _hbm_time(reqs: list[tuple[int, np.ndarray, np.ndarray]], penalties: list[st
         if not addr.size:
             continue
         channel, bank, row = _decode(addr)
-        order = np.lexsort((stamp, bank, channel))
-        c, b, r = channel[order], bank[order], row[order]
-        same_bank = np.r_[False, (c[1:] == c[:-1]) & (b[1:] == b[:-1])]
-        switch = same_bank & np.r_[False, r[1:] != r[:-1]]
-        cost = np.where(switch, ROW_SWITCH, HBM_SERVICE)
-        busy = np.bincount(c, weights=cost, minlength=HBM_CHANNELS)
-        used = int((np.bincount(c, minlength=HBM_CHANNELS) > 0).sum())
+        ro = row_opens(channel, bank, row, stamp)
+        busy = ro.times()
+        used = int((ro.requests > 0).sum())
         t = float(busy.max())
         per_chip[chip] = t
-        worst = max(worst, t)
         hot = int(busy.argmax())
-        n_sw = int(np.bincount(c[switch], minlength=HBM_CHANNELS)[hot])
-        if n_sw:
-            penalties.append(f"row switches on chip {chip} HBM channel {hot}: {n_sw:,} x "
+        if t > worst or not hot_report:
+            worst = max(worst, t)
+            hot_report = {"chip": chip, "channel": hot, "requests": int(ro.requests[hot]),
+                          "first_opens": int(ro.first[hot]), "reopens": int(ro.reopens[hot]),
+                          "most_opens_of_a_bank": int(ro.bank_opens[hot]),
+                          "cycles": round(t, 1)}
+        if ro.reopens[hot]:
+            penalties.append(f"row re-opens on chip {chip} HBM channel {hot}: "
+                             f"{int(ro.reopens[hot]):,} x {ROW_SWITCH} cycles (rows its banks "
+                             f"had closed; {int(ro.first[hot]):,} first opens overlap)")
+        elif ro.bank_opens[hot] > 1 and \
+                ro.bank_opens[hot] * ROW_SWITCH >= ro.requests[hot] * HBM_SERVICE:
+            penalties.append(f"chip {chip} HBM channel {hot}: one bank opens "
+                             f"{int(ro.bank_opens[hot]):,} rows, at most one per "
                              f"{ROW_SWITCH} cycles")
         stacks = np.unique((addr >> hw.HBM_STACK_BIT) & 1)
         if stacks.size == 1 and addr.size >= 32:
@@ -138,7 +201,7 @@ def _hbm_time(reqs: list[tuple[int, np.ndarray, np.ndarray]], penalties: list[st
                              f"(stack bit 8 never toggles: half the bandwidth)")
         elif used < 32 and addr.size >= 64:
             penalties.append(f"chip {chip}: requests reach only {used} of 32 HBM channels")
-    return worst, per_chip
+    return worst, per_chip, hot_report
 
 
 def _data_time(plan, e, c, sides: dict[int, float]) -> float:
@@ -202,7 +265,7 @@ def dma_cycles(plan) -> CycleReport:
                         "cycles": round(t_engine)})
         if t_engine > worst_engine:
             worst_engine, worst_read, worst_write = t_engine, r_sum, w_sum
-    hbm, _ = _hbm_time(hbm_reqs, penalties)
+    hbm, _, hot = _hbm_time(hbm_reqs, penalties)
     hbm_total = STARTUP + hbm  # the channels serve every engine of the chip
     if hbm_total > worst_engine:
         cycles, bottleneck = hbm_total, "HBM channels"
@@ -213,7 +276,7 @@ def dma_cycles(plan) -> CycleReport:
                       "serialized read and write")
     n_cmd_max = max((len(e.commands) for e in plan.engines), default=0)
     return CycleReport(math.ceil(cycles), STARTUP * n_cmd_max, worst_read, worst_write,
-                       bottleneck, list(dict.fromkeys(_summarize(penalties))), engines)
+                       bottleneck, list(dict.fromkeys(_summarize(penalties))), engines, hot)
 
 
 def _summarize(penalties: list[str]) -> list[str]:
@@ -375,25 +438,27 @@ def _estimate(plan, floor: bool) -> CycleReport:
             # the blocks see too few requests per bank to show its row switches: the full
             # model (every request) instead
             return dma_cycles(plan)
-        switch = same & np.r_[False, r[1:] != r[:-1]]
-        # a block's first request in a bank has no predecessor in the sample: give it the
-        # switch rate its channel shows elsewhere
-        n_same = np.bincount(ch[same], minlength=HBM_CHANNELS)
-        n_sw = np.bincount(ch[switch], minlength=HBM_CHANNELS)
-        rate = np.where(n_same > 0, n_sw / np.maximum(n_same, 1), 0.0)
-        p_sw = np.where(same, switch.astype(float), rate[ch])
         load = np.bincount(ch, weights=ww, minlength=HBM_CHANNELS)
-        sw = np.bincount(ch, weights=p_sw * ww, minlength=HBM_CHANNELS)
-        if floor:  # whatever the order: each bank switches once per extra row it opens
-            sw = _extra_opens(ch, b, r).astype(float)
+        # the rows each bank must open whatever the order (exact where nothing is sampled)
+        banks, most_rows = _bank_rows(ch, b, r)
+        if floor:  # whatever the order: no re-opens, each bank opens each of its rows once
+            cost = channel_time(load, 0.0, most_rows)
         else:
-            # each bank opens every row the transfer reaches at least once, which blocks of
-            # consecutive packets rarely see: take the larger of the two counts
-            banks = np.bincount(np.unique(ch * HBM_BANKS + b) // HBM_BANKS,
-                                minlength=HBM_CHANNELS)
+            switch = same & np.r_[False, r[1:] != r[:-1]]
+            # a block's first request in a bank has no predecessor in the sample: give it
+            # the switch rate its channel shows elsewhere
+            n_same = np.bincount(ch[same], minlength=HBM_CHANNELS)
+            n_sw = np.bincount(ch[switch], minlength=HBM_CHANNELS)
+            rate = np.where(n_same > 0, n_sw / np.maximum(n_same, 1), 0.0)
+            p_sw = np.where(same, switch.astype(float), rate[ch])
+            sw = np.bincount(ch, weights=p_sw * ww, minlength=HBM_CHANNELS)
+            # each bank opens every row the transfer reaches at least once (first opens),
+            # which blocks of consecutive packets rarely see; the opens beyond are re-opens
             rows = rows_touched.get(chip_of[id(parts)], 1)
-            sw = np.minimum(load, np.maximum(sw, banks * max(rows - 1, 0)))
-        cost = load * HBM_SERVICE + sw * (ROW_SWITCH - HBM_SERVICE)
+            opens = np.minimum(load, np.maximum(sw + banks, banks * rows))
+            reopens = np.maximum(0.0, opens - banks * rows)
+            cost = channel_time(load, reopens,
+                                np.maximum(most_rows, opens / np.maximum(banks, 1)))
         worst_hbm = max(worst_hbm, float(cost.max()))
     hbm_total = STARTUP + worst_hbm
     if hbm_total > worst_engine:
@@ -430,14 +495,15 @@ def _rows(outer, base: int, k: int, eb: int, pbytes: int) -> set[int]:
     return out
 
 
-def _extra_opens(channel: np.ndarray, bank: np.ndarray, row: np.ndarray) -> np.ndarray:
-    """Per channel, the row opens beyond each bank's first: every (channel, bank) opens each
-    row it is asked for at least once, whatever the order."""
+def _bank_rows(channel: np.ndarray, bank: np.ndarray, row: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Per channel: how many of its banks the requests reach, and the most distinct rows
+    one of them is asked for (each is opened at least once, whatever the order)."""
     bank_of = channel * HBM_BANKS + bank
     span = int(row.max()) + 1 if row.size else 1
-    opens = np.unique(bank_of * span + row) // span
-    return (np.bincount(opens // HBM_BANKS, minlength=HBM_CHANNELS)
-            - np.bincount(np.unique(bank_of) // HBM_BANKS, minlength=HBM_CHANNELS))
+    per_bank = np.bincount(np.unique(bank_of * span + row) // span,
+                           minlength=HBM_CHANNELS * HBM_BANKS).reshape(HBM_CHANNELS, HBM_BANKS)
+    return (per_bank > 0).sum(axis=1).astype(float), per_bank.max(axis=1).astype(float)
 
 
 def _per_packet_requests(addr: np.ndarray, nbytes: int) -> np.ndarray:
@@ -450,8 +516,9 @@ def lower_bound(plan) -> int:
     """Bytes over the bottleneck bandwidth, plus one start-up: the busiest engine at one
     256-byte request per cycle and each DMN it writes or reads at 128 B/cycle (per command,
     back to back), each chip's HBM requests spread evenly over the channels its addresses can
-    reach (order-independent).  No layout of the same
-    tensors with the same engines beats it."""
+    reach (the bus floor), and each HBM bank opening each of its rows once, one per 40
+    cycles (order-independent).  No layout of the same tensors with the same engines
+    beats it."""
     eb = plan.elem_bytes
     best = 0.0
     per_chip: dict[int, list[np.ndarray]] = {}
@@ -479,7 +546,9 @@ def lower_bound(plan) -> int:
         req = np.concatenate(reqs)
         channel, bank, row = _decode(req)
         reach = int((np.bincount(channel, minlength=HBM_CHANNELS) > 0).sum())
-        # every (channel, bank) opens each of its rows at least once: the first for free
-        extra = _extra_opens(channel, bank, row).sum() * (ROW_SWITCH - HBM_SERVICE)
-        best = max(best, (req.size * HBM_SERVICE + extra) / max(reach, 1))
+        # the bus floor over the channels the addresses reach, and every bank opens each
+        # of its rows at least once, one per 40 cycles
+        _, most_rows = _bank_rows(channel, bank, row)
+        best = max(best, float(channel_time(req.size / max(reach, 1), 0.0,
+                                            most_rows.max())))
     return math.ceil(STARTUP + best)

@@ -530,7 +530,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                 return "done" if result.candidates else "infeasible"
             if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                 return "cut"
-            bound = math.floor(sv.best_objective_bound / pk.scale)
+            bound = _cycles_of(sv.best_objective_bound, pk.scale)
             if result.candidates and bound >= result.candidates[0].cycles:
                 return "done"  # no other plan can beat the best one
             if beat is not None and bound >= beat:
@@ -925,6 +925,13 @@ def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor
     return b
 
 
+def _cycles_of(objective: float, scale: int) -> int:
+    """Whole cycles of an objective value or bound (``scale`` units per cycle).  CP-SAT
+    reports them as floats that can fall a hair under an integer (1079.9999999999998 for
+    1,080): the tolerance keeps that from costing a cycle."""
+    return math.floor(objective / scale + 1e-6)
+
+
 def binding(found: Search, workers: int = 1, seed: int = 0) -> list[dict[str, Any]]:
     """For a solved search, the requirements that may bind the plan: dropped alone, the
     model's floor goes below its floor with every requirement (a faster plan may exist)."""
@@ -939,7 +946,7 @@ def binding(found: Search, workers: int = 1, seed: int = 0) -> list[dict[str, An
         s.parameters.max_time_in_seconds = 10.0
         if s.solve(m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return None
-        return math.floor(s.best_objective_bound / found.scale)
+        return _cycles_of(s.best_objective_bound, found.scale)
     floor_all = floor_of(found.model.clone())
     if floor_all is None:
         return out

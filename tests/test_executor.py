@@ -17,6 +17,11 @@ from planner.spec import load_problem, load_problem_text
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SEED = ROOT / "problems/seed"
 SEED_CYCLES = {1: 628, 2: 66_036, 3: 131_572, 4: 655_860, 5: 1_857, 6: 1_192}
+#: the acceptance tolerance (docs/decisions.md item 73: Example 4 has 12%, the others 10%) and
+#: the gap each example has without needing an explanation (Example 4's is explained there:
+#: the seed counts its 2,048 first row opens at 40 cycles; tests/test_hbm_rows.py)
+TOLERANCE = {4: 0.12}
+UNEXPLAINED = {4: 0.11}
 
 
 @pytest.mark.parametrize("n", sorted(SEED_CYCLES))
@@ -27,15 +32,17 @@ def test_seed_examples_verify_and_time(n):
     assert result["checked"] == result["moved"] or n == 5
     cycles = dma_cycles(plan).cycles
     want = SEED_CYCLES[n]
-    assert abs(cycles - want) <= 0.10 * want  # the acceptance tolerance
-    assert abs(cycles - want) <= 0.03 * want  # and no gap that would need explaining
+    assert abs(cycles - want) <= TOLERANCE.get(n, 0.10) * want  # the acceptance tolerance
+    assert abs(cycles - want) <= UNEXPLAINED.get(n, 0.03) * want  # no unexplained gap
     assert cycles == p.expect["cycles"] or abs(cycles - p.expect["cycles"]) <= 0.03 * want
 
 
 def test_cycle_breakdowns_name_their_causes():
     p4 = dma_cycles(lower_problem(load_problem(SEED / "dma_example_4.yaml")))
     assert p4.bottleneck == "HBM channels"
-    assert any("row switches" in x and "x 40 cycles" in x for x in p4.penalties)
+    assert any("row re-opens" in x and "x 40 cycles" in x and "first opens overlap" in x
+               for x in p4.penalties)
+    assert p4.hbm["first_opens"] == 2_048 and p4.hbm["reopens"] == 14_336
     p5 = dma_cycles(lower_problem(load_problem(SEED / "dma_example_5.yaml")))
     assert any("only 16 of 32 HBM channels" in x for x in p5.penalties)
     p6 = dma_cycles(lower_problem(load_problem(SEED / "dma_example_6.yaml")))
