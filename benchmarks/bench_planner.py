@@ -9,6 +9,7 @@
 2. The layout search against an itertools enumeration of every order and packet on small
    generated problems (tests/test_layout_planner.py's generator), in the same run: the ratio of
    the two times.
+   Then the seed's Example 4: its given stream against the planned one under the full model.
 3. The same on the generated problems with 5 to 7 free factors of
    tests/test_layout_optimality.py (the enumeration there costs 5!*6 to 7!*8 plans).
 """
@@ -64,6 +65,7 @@ def main() -> None:
     if ratios:
         print(f"planned cycles / lower bound: mean {statistics.mean(ratios):.3f} "
               "(target <= 1.15)")
+    _example_4()
     # search vs brute force on small generated problems
     from test_layout_planner import brute_force, free_problem
     t_s = t_b = 0.0
@@ -83,6 +85,21 @@ def main() -> None:
         p = load_problem_text(problem_text(seed, k), f"<generated {seed}>")
         a, b = _race(p, lambda seed=seed: enumerate_all(seed))
         print(f"{k:7d}  {a:8.3f}  {b:13.2f}  {a / b:.4f}")
+
+
+def _example_4() -> None:
+    """The seed's Example 4: its given stream and the planned one under the full model
+    (docs/decisions.md item 73: first row opens overlap, re-opens serialize)."""
+    from model.cost import dma_cycles
+    from planner.lowering import lower_problem
+    given = dma_cycles(lower_problem(load_problem(ROOT / "problems/seed/dma_example_4.yaml")))
+    best = plan_free(load_problem(ROOT / "problems/planning/dma_example_4_free.yaml"))[0].best
+    planned = dma_cycles(best.plan)
+    bound = lower_bound(best.plan)
+    print(f"\nExample 4, full model: given stream {given.cycles:,} cycles (seed 655,860; "
+          f"{given.hbm['first_opens']:,} first opens and {given.hbm['reopens']:,} re-opens on "
+          f"its hottest channel), planned {planned.cycles:,} (bus floor {bound:,}; "
+          f"{planned.hbm['reopens']:,} re-opens): {given.cycles / planned.cycles:.2f}x")
 
 
 def _race(p, enumeration) -> tuple[float, float]:

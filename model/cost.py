@@ -443,6 +443,8 @@ def _estimate(plan, floor: bool) -> CycleReport:
         banks, most_rows = _bank_rows(ch, b, r)
         if floor:  # whatever the order: no re-opens, each bank opens each of its rows once
             cost = channel_time(load, 0.0, most_rows)
+        elif not sampled:  # every request is here, in issue order: the full model's reading
+            cost = row_opens(channel, bank, row, stamp).times()
         else:
             switch = same & np.r_[False, r[1:] != r[:-1]]
             # a block's first request in a bank has no predecessor in the sample: give it

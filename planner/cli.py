@@ -466,9 +466,18 @@ def _cmd_verify(args: argparse.Namespace, stdout: TextIO) -> int:
         elif b:
             lines.append(f"  start-up {b['startup']:,}, read {b['read']:,.0f}, write "
                          f"{b['write']:,.0f}; bottleneck: {b['bottleneck']}")
+            if b.get("hbm"):
+                lines.append(_hbm_line(b["hbm"]))
             lines += [f"  penalty: {p}" for p in b["penalties"]]
         print("\n".join(lines), file=stdout)
     return EXIT_OK
+
+
+def _hbm_line(h: dict[str, Any]) -> str:
+    """The hottest HBM channel of a cycle breakdown (docs/decisions.md item 73)."""
+    return (f"  HBM: hottest channel {h['channel']} of chip {h['chip']}: {h['requests']:,} "
+            f"requests, {h['first_opens']:,} first row opens (overlapped), {h['reopens']:,} "
+            f"re-opens (40 cycles each); {h['cycles']:,.0f} cycles")
 
 
 def _cmd_solve(args: argparse.Namespace, stdout: TextIO) -> int:
@@ -735,7 +744,8 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
                     if rejected else "") + f"; {solve_s:.2f} s)",
                  format_dma(problem.name, plan),
                  f"cycles: {detailed.cycles:,} (estimate {est:,}; lower bound {bound:,}, "
-                 f"ratio {out['bound_ratio']})",
+                 f"ratio {out['bound_ratio']})"] + (
+                     [_hbm_line(detailed.hbm)] if detailed.hbm else []) + [
                  f"verified: {checked:,} destination elements" if verified else
                  f"NOT verified [{error['code']}]: " + error["message"]] + (
                      [f"note: {out['note']}"] if "note" in out else [])

@@ -146,3 +146,20 @@ def test_estimate_floor_and_bound_follow_the_reading():
     assert abs(estimate(plan).cycles - full) <= 0.10 * full
     assert floor(plan) == lower_bound(plan) == 87_882
     assert channel_time(16_384, 0, 64) == 16_384 * S
+
+
+def test_verify_reports_the_hottest_channel():
+    import io
+    import json
+
+    from planner.cli import main
+    ex2 = str(ROOT / "problems/seed/dma_example_1.yaml")
+    out = io.StringIO()
+    assert main(["verify", ex2], stdout=out) == 0
+    assert "HBM: hottest channel" in out.getvalue() and "first row opens" in out.getvalue()
+    out = io.StringIO()
+    assert main(["verify", ex2, "--json"], stdout=out) == 0
+    h = json.loads(out.getvalue())["breakdown"]["hbm"]
+    # HBM -> HBM, 16 KiB: 64 read and 64 write requests over the channels
+    assert set(h) >= {"chip", "channel", "requests", "first_opens", "reopens"}
+    assert h["reopens"] == 0 and h["first_opens"] >= 1
