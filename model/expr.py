@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from . import limits
 from . import numeric as nm
 from .rules import fail
 
@@ -149,7 +150,11 @@ class _Parser:
     def atom(self) -> Node:
         kind, tok, col = self.take()
         if kind == "num":
+            if len(tok) > 40:  # (Python refuses to convert over 4,300 digits; none fit a dtype)
+                raise _bad(self.text, col, f"{tok[:20]}... is too long for a constant")
             v: Any = int(tok, 0) if re.fullmatch(r"0[xX][0-9a-fA-F]+|\d+", tok) else float(tok)
+            if isinstance(v, int) and v >= 1 << 63:
+                raise _bad(self.text, col, f"{tok} is beyond 64 bits")
             if isinstance(v, float) and self.dtype == "i32":
                 raise _bad(self.text, col, f"{tok} is not an i32 constant")
             return Node("num", value=v)
@@ -199,6 +204,9 @@ def parse_formula(text: str, dtype: str, vrf_names: set[str] | frozenset[str],
         raise _bad(text, 0, "nested too deeply") from None
     if "x" in p.used and ("group0" in p.used or "group1" in p.used):
         raise _bad(text, 0, "a formula reads x or the groups of a pair, not both")
+    ops = sum(1 for n in root.walk() if n.args)
+    limits.check(ops, limits.FORMULA_MAX_OPS, f"the formula {text[:40]!r}", "operations",
+                 stage="the chain planner", fix="split the formula over several problems")
     return Formula(text, dtype, root, tuple(p.used))
 
 

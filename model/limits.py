@@ -23,6 +23,9 @@ YAML_MAX_DEPTH = 32
 YAML_MAX_NODES = 10_000
 #: One line of ``tcplan sequence --batch`` (a request is a few hundred bytes).
 JSON_LINE_MAX_BYTES = 1 << 20
+#: How much of an overlong batch line is skipped before the batch stops (``/dev/zero``
+#: is one endless line).
+JSON_LINE_SKIP_MAX_BYTES = 1 << 26
 #: A ``.npy`` header (numpy's own default for ``max_header_size``).
 NPY_HEADER_MAX_BYTES = 10_000
 
@@ -41,6 +44,9 @@ SIM_MAX_MEMORY_BYTES = 1 << 33
 EVAL_MAX_POSITIONS = 1 << 25
 #: Packets of one DMA command the cycle model lists (it models every request).
 COST_MAX_PACKETS = 1 << 26
+#: Operations of one formula (an expression or a chain's reference): the chain planner's
+#: time grows with them (64 plan in about a second; the seeds' largest has 6).
+FORMULA_MAX_OPS = 64
 
 
 SIMULATOR = "the simulator"
@@ -49,21 +55,22 @@ COST_MODEL = "the cycle model"
 
 
 def check(count: int, limit: int, what: str, unit: str,
-          parts: _Mapping[str, int] | None = None, stage: str = SIMULATOR) -> None:
+          parts: _Mapping[str, int] | None = None, stage: str = SIMULATOR,
+          fix: str | None = None) -> None:
     """Raise ``size-limit`` when ``count`` (of ``unit``) exceeds ``limit``, naming the part
     (an axis, a term, a dimension) that contributes most.  Call it before the allocation
     or the loop it guards."""
     if count > limit:
-        raise size_error(count, limit, what, unit, parts, stage)
+        raise size_error(count, limit, what, unit, parts, stage, fix)
 
 
 def size_error(count: int, limit: int, what: str, unit: str,
                parts: _Mapping[str, int] | None = None,
-               stage: str = SIMULATOR) -> TcplanError:
+               stage: str = SIMULATOR, fix: str | None = None) -> TcplanError:
     parts = parts or {}
     big = max(parts, key=lambda k: parts[k]) if parts else ""
     because = f" ({big} has size {parts[big]:,})" if big else ""
-    fix = (f"shrink {big}" if big else "shrink the problem") + (
+    fix = fix or (f"shrink {big}" if big else "shrink the problem") + (
         " (an axis no tensor uses can be dropped)" if big.startswith("axis ") else "")
     if stage == SIMULATOR:
         fix += "; `tcplan lower` and `tcplan trace` work at any size"

@@ -323,7 +323,11 @@ def _cmp(ctx, keys: tuple, c: Any) -> tuple:
             raise ctx.doc.error(keys, f"{c!r}: an i32 comparison takes a 32-bit integer",
                                 f"use {I32_MIN} to {U32_MAX}")
         if v is not None and ctx.dtype == "f32":
-            v = float(v)
+            try:
+                v = float(v)
+            except OverflowError:
+                raise ctx.doc.error(keys, f"{c[:40]!r}: overflows f32",
+                                    "use a value within f32") from None
             if v != v or abs(v) == float("inf") or abs(v) <= F32_MAX:
                 return (m.group(1), v)
             raise ctx.doc.error(keys, f"{c!r}: {v} overflows f32", "use a value within f32")

@@ -11,6 +11,7 @@ import gc
 import io
 import json
 import os
+import re
 import sys
 from typing import Any, Iterable, Iterator, Sequence, TextIO
 
@@ -20,7 +21,7 @@ from model.rules import MODES, PROFILES, TcplanError, fail
 from model import dma, tiers
 from model.sequencer import SequencerConfig, derive
 from planner.lowering import default_mode, lower_problem
-from planner.inputs import Overlong, bounded_lines, open_lines
+from planner.inputs import Overlong, bounded_lines, open_lines, os_reason
 from planner.spec import load_problem
 
 EXIT_OK, EXIT_RULE, EXIT_INPUT = 0, 1, 2
@@ -152,7 +153,8 @@ def _count(text: str) -> int:
 
 
 def _seed(text: str) -> int:
-    return _int_arg(text, 0, 2**63 - 1, "a seed", "{v} is not a seed (0 or more)")
+    # (OR-Tools takes a 32-bit random seed; numpy any)
+    return _int_arg(text, 0, 2**31 - 1, "a seed", "{v} is not a seed (0 to 2,147,483,647)")
 
 
 def _error_obj(err: TcplanError) -> dict[str, Any]:
@@ -575,9 +577,23 @@ def _cmd_explain(args: argparse.Namespace, stdout: TextIO) -> int:
 
 
 def _batch_one(path: str) -> dict[str, Any]:
-    """One problem of a batch, in a worker process: solve or verify, then its expectations."""
+    """One problem of a batch, in a worker process: solve or verify, then its expectations.
+    Whatever happens, a row: a problem that crashes tcplan is a failed row, never the end
+    of the batch."""
     import time
+    import traceback
     t0 = time.perf_counter()
+    try:
+        return _batch_row(path, t0)
+    except Exception as e:  # noqa: BLE001 - a tcplan bug: reported as the row's failure
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        return {"problem": path, "status": "crashed", "ok": False,
+                "why": f"{type(e).__name__}: {str(e)[:200]} ({where.filename}:{where.lineno})",
+                "time": round(time.perf_counter() - t0, 3)}
+
+
+def _batch_row(path: str, t0: float) -> dict[str, Any]:
+    import time
     try:
         problem = load_problem(path)
     except TcplanError as err:
@@ -629,10 +645,14 @@ def _cmd_batch(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     import multiprocessing
     import pathlib
     root = pathlib.Path(args.dir)
-    if not root.is_dir():
-        raise fail("bad-request", detail=f"{args.dir} is not a directory",
-                   fix="give a directory of problem files")
-    paths = sorted(str(p) for p in root.rglob("*.yaml"))
+    try:
+        if not root.is_dir():
+            raise fail("bad-request", detail=f"{args.dir} is not a directory",
+                       fix="give a directory of problem files")
+        paths = sorted(str(p) for p in root.rglob("*.yaml"))
+    except OSError as e:
+        raise fail("bad-request", detail=f"{args.dir}: cannot list it ({os_reason(e)})",
+                   fix="give a readable directory of problem files") from None
     if not paths:
         raise fail("bad-request", detail=f"no *.yaml under {args.dir}",
                    fix="give a directory of problem files")
@@ -925,7 +945,7 @@ def _parse_index(text: str, axes: dict[str, int]) -> dict[str, int]:
             continue
         name, eq, value = part.partition("=")
         name, value = name.strip(), value.strip()
-        if not eq or not value.lstrip("-").isdigit() or len(value) > 20:
+        if not eq or not re.fullmatch(r"-?[0-9]{1,19}", value):
             raise fail("bad-request", detail=f"--index: cannot read {part.strip()[:40]!r} as "
                        "AXIS=COORDINATE", fix="e.g. --index N=1,C=17,H=3,W=5")
         if name not in axes:

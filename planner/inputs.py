@@ -11,8 +11,10 @@ only once every one is written (docs/threats.md).
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
+import stat
 import tempfile
 from typing import IO, Iterator
 
@@ -20,6 +22,19 @@ import numpy as np
 
 from model import limits
 from model.rules import TcplanError, fail
+
+
+def open_input(path: str | os.PathLike) -> IO[bytes]:
+    """Open a file for reading without blocking on a FIFO that has no writer (a named pipe
+    nobody writes would hang ``open``): it opens non-blocking, then reads block as usual, so
+    a pipe with a writer (``<(command)``) is read whole and one without reads as empty."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def os_reason(e: OSError) -> str:
@@ -36,7 +51,7 @@ def read_text(path: str | os.PathLike, rule: str = "bad-problem",
     (a device, a pipe, a huge file)."""
     where = str(path)
     try:
-        with open(path, "rb") as fh:
+        with open_input(path) as fh:
             data = fh.read(max_bytes + 1)
     except OSError as e:
         raise _error(rule, where, f"cannot read the file ({os_reason(e)})",
@@ -74,7 +89,7 @@ def open_lines(path: str, stdin: IO) -> IO:
     if path == "-":
         return getattr(stdin, "buffer", stdin)
     try:
-        return open(path, "rb")
+        return open_input(path)
     except OSError as e:
         raise fail("bad-request", detail=f"--batch: cannot read {path} ({os_reason(e)})",
                    fix="give a readable JSON-lines file, or - for standard input") from None
@@ -92,9 +107,15 @@ def bounded_lines(fh: IO, max_bytes: int = limits.JSON_LINE_MAX_BYTES) -> Iterat
             line = fh.readline(max_bytes + 1)
             nl = b"\n" if isinstance(line, bytes) else "\n"
             if len(line) > max_bytes and not line.endswith(nl):
+                yield Overlong(max_bytes)  # answered now; its rest is skipped, up to a bound
+                skipped = len(line)
                 while line and not line.endswith(nl):
+                    if skipped > limits.JSON_LINE_SKIP_MAX_BYTES:
+                        raise fail("bad-request", detail=f"--batch: line {lineno} does not "
+                                   f"end within {limits.JSON_LINE_SKIP_MAX_BYTES:,} bytes: "
+                                   "the batch stops there", fix="one request per line")
                     line = fh.readline(max_bytes)
-                yield Overlong(max_bytes)
+                    skipped += len(line)
                 continue
         except OSError as e:
             raise fail("bad-request", detail=f"--batch: reading stopped at line {lineno} "
@@ -114,7 +135,7 @@ def load_npy(path: str, what: str) -> np.ndarray:
     that many bytes after the header."""
     fmt = np.lib.format
     try:
-        with open(path, "rb") as fh:
+        with open_input(path) as fh:
             size = os.fstat(fh.fileno()).st_size
             try:
                 version = fmt.read_magic(fh)
@@ -180,7 +201,17 @@ def write_arrays(out: str, arrays: dict[str, np.ndarray]) -> list[pathlib.Path]:
     folder = pathlib.Path(out)
     finals = [folder / f"{name}.npy" for name in arrays]
     for final in finals:
-        if final.is_dir() or (final.exists() and not final.is_file()):
+        try:
+            st = os.stat(final)
+        except FileNotFoundError:
+            continue
+        except OSError as e:  # (a name too long, a component that is a file, ...)
+            if e.errno == errno.ENOTDIR:
+                continue  # _make_folder says what is wrong with the folder
+            raise fail("bad-request", detail=f"--out {out}: cannot use {final} "
+                       f"({os_reason(e)}); nothing was changed",
+                       fix="give another folder") from None
+        if not stat.S_ISREG(st.st_mode):
             raise fail("bad-request", detail=f"--out {out}: {final} exists and is not a "
                        "regular file; nothing was changed",
                        fix="remove it or give another folder")
@@ -231,11 +262,11 @@ def _make_folder(folder: pathlib.Path, out: str) -> list[pathlib.Path]:
     """Create ``folder`` and its missing parents; the ones created, outermost first."""
     missing = []
     p = folder
-    while not p.exists() and p != p.parent:
-        missing.append(p)
-        p = p.parent
-    missing.reverse()
     try:
+        while not os.path.lexists(p) and p != p.parent:
+            missing.append(p)
+            p = p.parent
+        missing.reverse()
         for d in missing:
             d.mkdir()
     except OSError as e:

@@ -49,6 +49,15 @@ EXPECT_KEYS = {"error", "cycles", "read", "write", "unified", "entries", "raw_en
                "out_packet", "explanation"}
 
 
+#: the expectations `tcplan batch` compares (the others are documentation for tests)
+EXPECT_TYPES = {"cycles": int, "invocations": int, "verified": bool, "status": str,
+                "error": str, "explanation": list}
+EXPECT_TYPE_NAMES = {int: "a whole number", bool: "true or false", str: "text",
+                     list: "a list of rule ids"}
+EXPECT_EXAMPLES = {"cycles": "628", "invocations": "1", "verified": "true",
+                   "status": "optimal", "error": "capacity", "explanation": "[capacity]"}
+
+
 @dataclass
 class Problem:
     path: str
@@ -97,6 +106,32 @@ class _Loader(yaml.SafeLoader):
             self._depth -= 1
 
 
+#: what PyYAML's constructors raise on some tagged values (!!int '', !!timestamp abc,
+#: !!bool maybe), and Python on an integer of over 4,300 digits
+_CONSTRUCT_ERRORS = (ValueError, IndexError, KeyError, AttributeError, TypeError,
+                     OverflowError)
+
+
+def _failing_scalar(root: Any) -> Any:
+    """The mark of the first scalar PyYAML cannot construct (the document's start if none
+    fails alone)."""
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, yaml.ScalarNode):
+            make = yaml.SafeLoader.yaml_constructors.get(node.tag)
+            if make is not None:
+                try:
+                    make(yaml.SafeLoader(""), node)
+                except _CONSTRUCT_ERRORS + (yaml.YAMLError,):
+                    return node.start_mark
+        elif isinstance(node, yaml.SequenceNode):
+            todo += reversed(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            todo += [n for kv in reversed(node.value) for n in reversed(kv)]
+    return root.start_mark
+
+
 class _Doc:
     """A YAML document with the location of every node, addressed by key path."""
 
@@ -111,16 +146,18 @@ class _Doc:
             loader = _Loader(text)
             try:
                 self.node = loader.get_single_node()
-                self.data = loader.construct_document(self.node) if self.node else None
+                try:
+                    self.data = loader.construct_document(self.node) if self.node else None
+                except _CONSTRUCT_ERRORS as e:
+                    raise _Refused(f"a value cannot be read ({type(e).__name__}: "
+                                   f"{str(e)[:120]})", _failing_scalar(self.node),
+                                   "write plain numbers, text, lists and mappings") from None
             finally:
                 loader.dispose()
         except _Refused as e:
             m = e.mark
             raise fail("bad-problem", where=f"{path}:{m.line + 1}:{m.column + 1}",
                        detail=f"YAML: {e.what}", fix=e.fix) from None
-        except ValueError as e:  # e.g. an integer of more digits than Python converts
-            raise fail("bad-problem", where=path, detail=f"YAML: {str(e)[:200]}",
-                       fix="write plain numbers, text, lists and mappings") from None
         except yaml.MarkedYAMLError as e:
             mark = e.problem_mark or e.context_mark
             where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
@@ -178,6 +215,9 @@ class _Doc:
             if isinstance(node, yaml.MappingNode):
                 seen: set = set()
                 for kn, vn in node.value:
+                    if not isinstance(kn, yaml.ScalarNode):  # a list or mapping as a key:
+                        walk(vn, keys + ("?",))  # refused by the checks of its field
+                        continue
                     if kn.value in seen:
                         m = kn.start_mark
                         raise fail("bad-problem", where=f"{self.path}:{m.line + 1}:{m.column + 1}",
@@ -217,7 +257,8 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
         if k not in data:
             raise doc.error((), f"missing required key {k!r}",
                             f"a {kind} problem needs " + ", ".join(sorted(required | {'axes'})))
-    if "format" in data and data["format"] != FORMAT_VERSION:
+    if "format" in data and (type(data["format"]) is not int
+                             or data["format"] != FORMAT_VERSION):
         raise doc.error(("format",), f"unsupported format {data['format']!r}",
                         f"this tcplan reads format {FORMAT_VERSION}")
     name = data.get("name", pathlib.Path(path).stem)
@@ -342,7 +383,7 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
             params["bounds"] = dict(b)
         if kind == "dma" and "hops" in data:
             h = data["hops"]
-            if h not in (1, 2) or isinstance(h, bool):
+            if type(h) is not int or h not in (1, 2):
                 raise doc.error(("hops",), f"{h!r} is not 1 or 2", "hops: 2")
             if not free:
                 raise doc.error(("hops",), "a multi-hop search plans free streams",
@@ -389,6 +430,13 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
         if not isinstance(k, str) or k not in EXPECT_KEYS:
             raise doc.error(("expect", k), "unknown expectation",
                             "use " + ", ".join(sorted(EXPECT_KEYS)), at_key=True)
+        want = EXPECT_TYPES.get(k)
+        v = expect[k]
+        if want is not None and not (isinstance(v, want) and not (
+                isinstance(v, bool) and want is not bool) and (
+                not isinstance(v, list) or all(isinstance(x, str) for x in v))):
+            raise doc.error(("expect", k), f"{v!r} is not {EXPECT_TYPE_NAMES[want]}",
+                            f"e.g. {k}: {EXPECT_EXAMPLES[k]}")
     return Problem(path, name, kind, chips, dtype, axes, tensors, params, expect)
 
 

@@ -128,7 +128,8 @@ def run_cli(argv: list, small_limits: bool = True, time_bound: float = TIME_BOUN
 # ---------------------------------------------------------------------------------------
 #: ``error [id]``, ``NOT verified [id]``, and explain's indented ``[id]`` lines
 _RULE = re.compile(r"(?:^\s*|error |NOT verified )\[([a-z0-9-]+)\]", re.M)
-_NOT_DONE = ("NOT verified", "not verified", "infeasible", "no layout", "unknown")
+_NOT_DONE = ("NOT verified", "not verified", "infeasible", "no layout", "unknown",
+             "NOT met")  # (the last: a batch whose expectations were not all met)
 
 
 def printed_rules(o: Outcome) -> list[str]:

@@ -289,3 +289,85 @@ def test_console_script_exit_codes_without_tracebacks(tmp_path):
         assert r.returncode == code, r.stderr
         assert "Traceback" not in r.stderr, r.stderr
         assert ("error [bad-problem]" if code == 2 else "[size-limit]") in r.stdout + r.stderr
+
+
+# --- found by a hostile black-box review ---------------------------------------------------
+def test_a_seed_beyond_32_bits_is_bad_input():
+    o = _clean(["solve", str(ROOT / "problems/expressions/expr_abs_f32.yaml"), "--seed",
+                str(2 ** 31)], 2, "bad-request")
+    assert "0 to 2,147,483,647" in o.stderr
+    _clean(["solve", str(ROOT / "problems/expressions/expr_abs_f32.yaml"), "--seed",
+            str(2 ** 31 - 1)], 0)
+
+
+@pytest.mark.parametrize("value", ["!!int ''", "!!timestamp abc", "!!bool maybe",
+                                   "!!float ''", "true", "1.0"])
+def test_tagged_or_mistyped_yaml_values_are_located(tmp_path, value):
+    text = (ROOT / "problems/seed/dma_example_1.yaml").read_text().replace(
+        "format: 1", f"format: {value}")
+    o = _clean(["verify", _write(tmp_path, "t.yaml", text)], 2, "bad-problem")
+    assert "t.yaml:2:" in o.stderr, o.show()
+
+
+def test_a_list_as_a_key_is_refused(tmp_path):
+    text = (ROOT / "problems/seed/dma_example_1.yaml").read_text() + "x: !!omap [{[1]: 2}]\n"
+    _clean(["verify", _write(tmp_path, "t.yaml", text)], 2, "bad-problem")
+
+
+@pytest.mark.parametrize("index", ["A=--1", "A=\u00b2", "A=1e3", "A=0x1"])
+def test_trace_index_must_be_ascii_digits(index):
+    _clean(["trace", EX1, "--index", index], 2, "bad-request")
+
+
+def test_names_too_long_are_input_errors(tmp_path):
+    long = str(tmp_path / ("a" * 300))
+    o = _clean(["run", EX1, "--out", long], 2, "bad-request")
+    assert "File name too long" in o.stderr and "nothing was changed" in o.stderr
+    _clean(["run", EX1, "--out", long + "/x"], 2, "bad-request")
+    _clean(["batch", long], 2, "bad-request")
+    assert os.listdir(tmp_path) == []
+
+
+def test_fifos_never_hang(tmp_path):
+    fifo = tmp_path / "p.yaml"
+    os.mkfifo(fifo)
+    _clean(["verify", str(fifo)], 2, "bad-problem")
+    _clean(["run", EX1, "--input", f"source={fifo}", "--out", str(tmp_path / "o")], 2,
+           "bad-request")
+    assert not (tmp_path / "o").exists()
+    shutil_copy = (ROOT / "problems/seed/dma_example_1.yaml").read_text()
+    (tmp_path / "ok.yaml").write_text(shutil_copy)
+    o = run_cli(["batch", str(tmp_path), "--jobs", "1"], small_limits=False, time_bound=20)
+    judge(o, time_bound=20)
+    assert "bad input" in o.stdout and "1/2 met" in o.stdout, o.show()
+
+
+def test_an_endless_batch_line_ends_the_batch():
+    o = _clean(["sequence", "--batch", "/dev/zero"], 2)
+    lines = o.stdout.splitlines()
+    assert "longer than 1,048,576 bytes" in lines[0] and "does not end within" in lines[1]
+
+
+def test_a_problem_that_crashes_is_a_failed_row(monkeypatch, tmp_path):
+    import planner.cli as cli
+
+    def boom(path, t0):
+        raise ZeroDivisionError("a planted bug")
+    monkeypatch.setattr(cli, "_batch_row", boom)
+    row = cli._batch_one(EX1)
+    assert row["status"] == "crashed" and not row["ok"]
+    assert "ZeroDivisionError: a planted bug" in row["why"]
+    bad = (ROOT / "problems/seed/dma_example_1.yaml").read_text().replace(
+        "cycles: 628", "cycles: abc")
+    o = _clean(["verify", _write(tmp_path, "t.yaml", bad)], 2, "bad-problem")
+    assert "expect.cycles: 'abc' is not a whole number" in o.stderr
+
+
+@pytest.mark.parametrize("expression", ["abs(x) + 0x" + "f" * 300, "abs(x) + " + "9" * 5000,
+                                        "*".join(["x"] * 100)])
+def test_formula_constants_and_sizes_are_bounded(tmp_path, expression):
+    text = (ROOT / "problems/expressions/expr_abs_f32.yaml").read_text().replace(
+        "expression: 'abs(x)'", f"expression: '{expression}'")
+    o = _clean(["solve", _write(tmp_path, "e.yaml", text)], 2, "bad-problem")
+    if "*" in expression:
+        assert "99 operations" in o.stderr and "at most 64" in o.stderr
