@@ -128,7 +128,17 @@ class DmaPlan:
                 } for c in e.commands],
             } for e in self.engines],
             "warnings": [v.to_json() for v in self.warnings],
+            "hbm_bits": self.hbm_bits(),
         }
+
+    def hbm_bits(self) -> dict[str, list[dict[str, Any]]]:
+        """Per HBM side, the digit on each decoded address bit and whether this transfer
+        varies it (:mod:`model.hbm_bits`)."""
+        from .hbm_bits import bit_report, moved_by
+        sides = (("source", self.source, self.destination),
+                 ("destination", self.destination, self.source))
+        return {name: bit_report(t, moved_by(other)) for name, t, other in sides
+                if t.tier == "hbm"}
 
 
 #: the last few tensors' layouts (a search lowers the same tensors many times)

@@ -935,6 +935,11 @@ def format_dma(name: str, plan: Any) -> str:
             ent = ", ".join(f"{n} : ({r * eb:,}, {w * eb:,})" for n, r, w in c.entries)
             lines.append(f"  exec #{i}: [{ent}] read @ {c.read_base:,}, write @ "
                          f"{c.write_base:,}; covers {cov}")
+    from model.hbm_bits import moved_by, report_lines
+    for side, t, other in (("source", plan.source, plan.destination),
+                           ("destination", plan.destination, plan.source)):
+        if t.tier == "hbm":
+            lines += report_lines(side, t, moved_by(other))
     return "\n".join(lines)
 
 
