@@ -608,11 +608,11 @@ RULES: dict[str, Rule] = _rules(
         "seed 002; planner/layout.py", scope="planner",
     ),
     Rule(
-        "plan-time-limit", "hardware", "the layout search finds a plan within its time limit",
+        "plan-time-limit", "hardware", "a search finds a plan within its time limit",
         "the time limit ({limit} s) ran out before the search found a legal plan ({lowered} "
         "proposed plan(s) lowered and rejected)",
         "raise --time-limit, or fix part of the stream or the destination",
-        "planner/layout.py", scope="planner",
+        "planner/layout.py, planner/chains.py", scope="planner",
     ),
     # ---- Contraction Engine: Lane Folder (seed 004; facts.md section 8) -------------------
     Rule(

@@ -578,6 +578,8 @@ def solve(spine: Spine, flits: int, split: bool, time_limit: float = 10.0, worke
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = seed
     st = solver.solve(m)
+    if st == cp_model.UNKNOWN:  # stopped by the time limit: neither a plan nor a proof
+        raise fail("plan-time-limit", (), limit=f"{time_limit:g}", lowered=0)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     choice = [ops[i].options[next(k for k in range(len(x[i])) if solver.value(x[i][k]))]

@@ -501,12 +501,13 @@ def _cmd_solve(args: argparse.Namespace, stdout: TextIO) -> int:
     except TcplanError as err:
         if err.kind == "input":
             raise
+        status = "unknown" if err.code in ("plan-time-limit", "size-limit") else "infeasible"
         if args.json:
-            print(json.dumps({"problem": problem.name, "status": "infeasible",
+            print(json.dumps({"problem": problem.name, "status": status,
                               "cycles": None, "plan": None, "verified": None,
                               "explanation": err.to_json()}), file=stdout)
         else:
-            print(f"{problem.name}: infeasible\n" + _format_error(err), file=stdout)
+            print(f"{problem.name}: {status}\n" + _format_error(err), file=stdout)
         return EXIT_RULE
     solve_s = time.perf_counter() - t0
     try:

@@ -371,3 +371,12 @@ def test_formula_constants_and_sizes_are_bounded(tmp_path, expression):
     o = _clean(["solve", _write(tmp_path, "e.yaml", text)], 2, "bad-problem")
     if "*" in expression:
         assert "99 operations" in o.stderr and "at most 64" in o.stderr
+
+
+def test_a_chain_search_cut_by_its_time_limit_says_so():
+    """A time limit too short to decide is `plan-time-limit` (status unknown), not a
+    made-up reason such as plan-pair or plan-stash-reach."""
+    for name in ("expr_abs_f32", "expr_gelu_like"):
+        o = _clean(["solve", str(ROOT / f"problems/expressions/{name}.yaml"), "--time-limit",
+                    "1e-300", "--json"], 1, "plan-time-limit")
+        assert '"status": "unknown"' in o.stdout
