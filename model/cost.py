@@ -190,11 +190,6 @@ def _hbm_time(reqs: list[tuple[int, np.ndarray, np.ndarray]], penalties: list[st
             penalties.append(f"row re-opens on chip {chip} HBM channel {hot}: "
                              f"{int(ro.reopens[hot]):,} x {ROW_SWITCH} cycles (rows its banks "
                              f"had closed; {int(ro.first[hot]):,} first opens overlap)")
-        elif ro.bank_opens[hot] > 1 and \
-                ro.bank_opens[hot] * ROW_SWITCH >= ro.requests[hot] * HBM_SERVICE:
-            penalties.append(f"chip {chip} HBM channel {hot}: one bank opens "
-                             f"{int(ro.bank_opens[hot]):,} rows, at most one per "
-                             f"{ROW_SWITCH} cycles")
         stacks = np.unique((addr >> hw.HBM_STACK_BIT) & 1)
         if stacks.size == 1 and addr.size >= 32:
             penalties.append(f"chip {chip}: requests reach only {used} of 32 HBM channels "
@@ -269,6 +264,11 @@ def dma_cycles(plan) -> CycleReport:
     hbm_total = STARTUP + hbm  # the channels serve every engine of the chip
     if hbm_total > worst_engine:
         cycles, bottleneck = hbm_total, "HBM channels"
+        if hot.get("most_opens_of_a_bank", 0) > 1 and not hot["reopens"] and \
+                hot["most_opens_of_a_bank"] * ROW_SWITCH >= hot["requests"] * HBM_SERVICE:
+            penalties.append(f"chip {hot['chip']} HBM channel {hot['channel']}: one bank "
+                             f"opens {hot['most_opens_of_a_bank']:,} rows, at most one per "
+                             f"{ROW_SWITCH} cycles")
     else:
         cycles = worst_engine
         serial_any = hbm_hbm or (src == dst == "dm")
@@ -302,6 +302,12 @@ SAMPLE_BLOCK = 1024
 #: below this share of sampled HBM requests with a same-bank predecessor in their block, the
 #: sample cannot show the row switches and the estimate is the full model
 MIN_SAME_BANK = 0.5
+
+
+def _packets(plan) -> int:
+    """The most packets one command of a plan has (what the full model lists at once)."""
+    return max((limits.product(e[0] for e in _digits(c.entries, c.packet))
+                for g in plan.engines for c in g.commands), default=0)
 
 
 def _digits(entries, packet: int) -> list[tuple[int, int, int]]:
@@ -434,9 +440,10 @@ def _estimate(plan, floor: bool) -> CycleReport:
         order = np.lexsort((stamp, blk, bank, channel))
         ch, b, r, bl, ww = channel[order], bank[order], row[order], blk[order], w[order]
         same = np.r_[False, (ch[1:] == ch[:-1]) & (b[1:] == b[:-1]) & (bl[1:] == bl[:-1])]
-        if not floor and sampled and same.mean() < MIN_SAME_BANK:
+        if not floor and sampled and same.mean() < MIN_SAME_BANK and \
+                _packets(plan) <= limits.COST_MAX_PACKETS:
             # the blocks see too few requests per bank to show its row switches: the full
-            # model (every request) instead
+            # model (every request) instead, where it can list them
             return dma_cycles(plan)
         load = np.bincount(ch, weights=ww, minlength=HBM_CHANNELS)
         # the rows each bank must open whatever the order (exact where nothing is sampled)

@@ -116,11 +116,19 @@ def bit_report(t: Tensor, moved=None) -> list[dict[str, Any]]:
     spans = element_spans(t)
     axes = t.dims["element"].axes
     carry_from = (t.address & -t.address).bit_length() - 1 if t.address else None
+    # the byte addresses are the contiguous range [lowest, highest]: a bit above the
+    # Element's digits changes only where a carry crosses it, where the two differ there
+    lowest = t.address
+    highest = t.address + t.dims["element"].size * t.elem_bytes - 1
     rows = []
     for bit in range(FIRST_BIT, LAST_BIT + 1):
         on = next((s for s in spans if s.lo <= bit < s.hi), None)
         row: dict[str, Any] = {"bit": bit, "role": bit_role(bit)}
-        if on is None or on.axis is None:
+        if on is None and (lowest >> bit) != (highest >> bit):
+            row["holds"] = (f"address bit {(t.address >> bit) & 1} (+ the carries of the "
+                            "digits below)")
+            row["varies"] = True
+        elif on is None or on.axis is None:
             row["holds"] = (f"address bit {(t.address >> bit) & 1}" if on is None
                             else f"padding {on.term}")
             row["varies"] = False
@@ -145,7 +153,8 @@ def report_lines(name: str, t: Tensor, moved=None) -> list[str]:
     rows = bit_report(t, moved)
     top = max((s.hi for s in element_spans(t)), default=0)
     for r in rows:
-        if r["bit"] >= max(top, FIRST_BIT + 1) and r["holds"].startswith("address bit"):
+        if r["bit"] >= max(top, FIRST_BIT + 1) and r["holds"].startswith("address bit") \
+                and not r["varies"]:
             lines.append(f"  bits {r['bit']}-{LAST_BIT} (the rest) <- the base address "
                          "(fixed)")
             break

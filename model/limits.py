@@ -28,6 +28,8 @@ JSON_LINE_MAX_BYTES = 1 << 20
 JSON_LINE_SKIP_MAX_BYTES = 1 << 26
 #: A ``.npy`` header (numpy's own default for ``max_header_size``).
 NPY_HEADER_MAX_BYTES = 10_000
+#: The data of one ``.npy`` input (and never more elements than the problem's tensor T).
+NPY_MAX_BYTES = 1 << 32
 
 # --- simulation, cycle model and planning (executor/, model/cost.py) ---------------------
 #: Elements of any one array the simulator materializes: the seeded tensor T over every

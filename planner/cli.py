@@ -16,6 +16,7 @@ import sys
 from typing import Any, Iterable, Iterator, Sequence, TextIO
 
 from model import hardware as hw
+from model import limits
 from model.mapping import parse, parse_axes, validate_axes
 from model.rules import MODES, PROFILES, TcplanError, fail
 from model import dma, tiers
@@ -419,7 +420,7 @@ def _cmd_run(args: argparse.Namespace, stdout: TextIO) -> int:
             raise fail("bad-request", detail=f"--input {item!r}: a {problem.kind} problem "
                        f"takes {', '.join(n + '=FILE.npy' for n in names[problem.kind])}",
                        fix="name one of the problem's input tensors")
-        arr = load_npy(path, f"--input {name}")
+        arr = load_npy(path, f"--input {name}", max(1, limits.product(problem.axes.values())))
         inputs[name] = arr
     plan = lower_problem(problem)
     from executor.run import check_sizes

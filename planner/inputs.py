@@ -128,11 +128,13 @@ def bounded_lines(fh: IO, max_bytes: int = limits.JSON_LINE_MAX_BYTES) -> Iterat
 # ---------------------------------------------------------------------------------------
 # .npy arrays
 # ---------------------------------------------------------------------------------------
-def load_npy(path: str, what: str) -> np.ndarray:
+def load_npy(path: str, what: str, max_elements: int = limits.SIM_MAX_ELEMENTS
+             ) -> np.ndarray:
     """A ``.npy`` array, checked from its header before any data is read: a numpy format
     header of bounded size, a dtype without Python objects (nothing is unpickled), a shape
-    of at most :data:`model.limits.SIM_MAX_ELEMENTS` elements, and a file that holds exactly
-    that many bytes after the header."""
+    of at most ``max_elements`` elements (a problem's input holds no more than its tensor T)
+    and :data:`model.limits.NPY_MAX_BYTES` bytes, and a file that holds exactly that many
+    bytes after the header."""
     fmt = np.lib.format
     try:
         with open_input(path) as fh:
@@ -154,11 +156,12 @@ def load_npy(path: str, what: str) -> np.ndarray:
                            fix="give a .npy file written by numpy.save") from None
             _check_header(what, shape, dtype)
             count = limits.product(shape)
-            if count > limits.SIM_MAX_ELEMENTS:
+            most = min(max_elements, limits.SIM_MAX_ELEMENTS,
+                       limits.NPY_MAX_BYTES // dtype.itemsize)
+            if count > most:
                 raise fail("bad-request", detail=f"{what}: the header declares shape {shape}, "
-                           f"{count:,} elements; tcplan reads at most "
-                           f"{limits.SIM_MAX_ELEMENTS:,}",
-                           fix="give the tensor of the problem's shape")
+                           f"{count:,} elements of {dtype.itemsize} B; this input holds at "
+                           f"most {most:,}", fix="give the tensor of the problem's shape")
             need = fh.tell() + count * dtype.itemsize
             if size != need:
                 raise fail("bad-request", detail=f"{what}: the header says {shape} {dtype} "
@@ -166,6 +169,9 @@ def load_npy(path: str, what: str) -> np.ndarray:
                            fix="the file is truncated or padded: write it again with "
                                "numpy.save")
             data = np.fromfile(fh, dtype=dtype, count=count)
+    except MemoryError:
+        raise fail("bad-request", detail=f"{what}: {path} does not fit in memory",
+                   fix="give a smaller array") from None
     except OSError as e:
         raise fail("bad-request", detail=f"{what}: cannot read {path} ({os_reason(e)})",
                    fix="give a readable .npy file") from None

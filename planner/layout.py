@@ -926,10 +926,11 @@ def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor
 
 
 def _cycles_of(objective: float, scale: int) -> int:
-    """Whole cycles of an objective value or bound (``scale`` units per cycle).  CP-SAT
-    reports them as floats that can fall a hair under an integer (1079.9999999999998 for
-    1,080): the tolerance keeps that from costing a cycle."""
-    return math.floor(objective / scale + 1e-6)
+    """Whole cycles of an objective value or bound, ``scale`` x cycles + a tie-break in
+    ``[0, scale)``.  CP-SAT reports them as floats that can fall a hair under the integer
+    (1079.9999999999998 for 1,080): half a unit keeps that from costing a cycle, and the
+    tie-break (at most ``scale - 1``) from adding one."""
+    return math.floor((objective + 0.5) / scale)
 
 
 def binding(found: Search, workers: int = 1, seed: int = 0) -> list[dict[str, Any]]:

@@ -380,3 +380,32 @@ def test_a_chain_search_cut_by_its_time_limit_says_so():
         o = _clean(["solve", str(ROOT / f"problems/expressions/{name}.yaml"), "--time-limit",
                     "1e-300", "--json"], 1, "plan-time-limit")
         assert '"status": "unknown"' in o.stdout
+
+
+def test_a_huge_sparse_npy_is_refused_from_its_header(tmp_path):
+    """A header promising 2**31 f8 values over a sparse 16 GiB file (no disk used): the
+    problem's tensor T has 16,384 elements, so the input is refused before any read."""
+    f = tmp_path / "big.npy"
+    head = npy_bytes(b"{'descr': '<f8', 'fortran_order': False, 'shape': (2147483648,), }")
+    with open(f, "wb") as fh:
+        fh.write(head)
+        fh.truncate(len(head) + 8 * 2 ** 31)
+    o = _clean(["run", EX1, "--input", f"source={f}", "--out", str(tmp_path / "o")], 2,
+               "bad-request")
+    assert "this input holds at most 16,384" in o.stderr, o.show()
+
+
+def test_a_memory_the_machine_cannot_map_is_named(tmp_path):
+    """The destination 7 GiB above the source: a 7 GiB simulated span, within the 8 GiB
+    limit but past this child's address-space cap (3 GiB of headroom)."""
+    text = (ROOT / "problems/seed/dma_example_1.yaml").read_text().replace(
+        "address: 16384", f"address: {7 << 30}")
+    o = _clean(["verify", _write(tmp_path, "far.yaml", text)], 1, "size-limit")
+    assert "what it can map" in o.stdout + o.stderr, o.show()
+
+
+def test_objective_bounds_read_as_whole_cycles():
+    from planner.layout import _cycles_of
+    assert _cycles_of(1079.9999999999998, 2) == 540  # CP-SAT's float for 1,080
+    assert _cycles_of(2 * 540 + 1, 2) == 540  # a tie-break below one cycle
+    assert _cycles_of(540 * 10 ** 7 + 10 ** 7 - 1, 10 ** 7) == 540
