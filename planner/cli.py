@@ -721,6 +721,8 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
             if problem.params.get("free_slice"):
                 for dim in problem.params["free_slice"]["dims"]:
                     chosen["destination_" + dim] = plan.destination.dims[dim].text()
+            if problem.params.get("free_source"):
+                chosen["source_element"] = plan.source.dims["element"].text()
             n_cand, rejected = len(found.candidates), found.rejected
         else:
             plan, status = lower_problem(problem), "given"
@@ -753,7 +755,9 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
     if args.json:
         print(json.dumps(out), file=stdout)
     else:
-        lines = [f"{problem.name}: stream "
+        lines = [f"{problem.name}: "
+                 + (f"source Element {chosen['source_element']} (HBM), "
+                    if "source_element" in chosen else "") + "stream "
                  + (f"Cluster {chosen['cluster']}, Slice {chosen['slice']}, " if "slice" in
                     chosen else "") + f"Time {chosen['time']}, Packet {chosen['packet']} "
                  + ("into destination " + ", ".join(

@@ -22,6 +22,7 @@ verifies the chosen plan.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -330,6 +331,7 @@ class Option:
     split: dict[str, str] = field(default_factory=dict)
     engine_at: dict[str, int] | None = None
     over: tuple[str, ...] = ()  # bounds of the problem that exclude it (footprint)
+    source: Tensor | None = None  # a candidate layout of a free HBM source (else the given)
 
 
 @dataclass
@@ -409,13 +411,14 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
 
     def lower_with(opt: Option, time_t: list[str], pack_t: list[str], rx: frozenset[str],
                    element: list[str] | None = None):
-        axes = _axes_of(source, opt.destination, opt.stream)
+        src = opt.source or source
+        axes = _axes_of(src, opt.destination, opt.stream)
         dst = opt.destination
         if element is not None:
             dims = dict(dst.dims)
             dims["element"] = parse("m![" + ", ".join(element) + "]", axes, "element")
             dst = Tensor(dst.name, dst.tier, dst.dtype, dims, dst.address)
-        return dma.lower(source, dst, _stream(opt.stream, axes, time_t, pack_t), chips,
+        return dma.lower(src, dst, _stream(opt.stream, axes, time_t, pack_t), chips,
                          opt.engine_at, pcie, relax=rx)
 
     # what no order changes, per option; with several, an option that breaks such a rule is
@@ -427,7 +430,8 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         static: list[Violation] = []
         while True:
             try:
-                got = _static(opt, source, packet_max_bytes, loose | extra, lower_with)
+                got = _static(opt, opt.source or source, packet_max_bytes, loose | extra,
+                              lower_with)
                 break
             except TcplanError as e:
                 if single:
@@ -485,8 +489,8 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             return lit
         opt, got, static, extra = checked[c]
         try:
-            b = _build(m, c, opt, got[0], got[1], source, packet_max_bytes, align_bytes,
-                       pcie, eb, loose | extra, lower_with, requirement)
+            b = _build(m, c, opt, got[0], got[1], opt.source or source, packet_max_bytes,
+                       align_bytes, pcie, eb, loose | extra, lower_with, requirement)
         except TcplanError as e:
             if single or e.kind != "input":
                 raise
@@ -1084,11 +1088,12 @@ def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
                   for text, dst, fe in fs["candidates"]]
     else:
         places = [("", t["destination"], problem.params.get("free_element"), ())]
+    sources = problem.params.get("free_source") or [("", source)]
     options = []
-    for text, dst, fe, over in places:
+    for (stext, src), (text, dst, fe, over) in itertools.product(sources, places):
         if "cluster" in free or "slice" in free:
-            axes = _axes_of(source, dst, stream)
-            splits = engine_splits(source, dst, stream, free)
+            axes = _axes_of(src, dst, stream)
+            splits = engine_splits(src, dst, stream, free)
             # the most engines first: ties go to them
             splits.sort(key=lambda sp: -_engines_of(sp, axes))
         else:
@@ -1106,8 +1111,10 @@ def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
                 at = None
             else:
                 st, engines, at = stream, "", problem.params.get("engine_at")
-            label = "; ".join(s for s in (text, engines) if s)
-            options.append(Option(label, dst, st, fe, split, at, over))
+            label = "; ".join(s for s in (f"source Element {stext}" if stext else "", text,
+                                          engines) if s)
+            options.append(Option(label, dst, st, fe, split, at, over,
+                                  src if stext else None))
     if not options:  # pragma: no cover - the given split always parses
         raise fail("plan-no-layout", (), pieces="of the stream", rules="no engine split")
     found = search(source, t["destination"], stream, problem.chips, bound, time_limit,

@@ -7,6 +7,7 @@ location prepended.  YAML is read with PyYAML's safe loader only.
 
 from __future__ import annotations
 
+import math
 import pathlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -303,7 +304,13 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
         params["engine"] = ctx.choice(data, "engine", ("pseudo", "fetch", "commit", "dma"),
                                       "pseudo")
     elif kind in ("dma", "pcie"):
-        tensors["source"] = ctx.tensor(("source",), data["source"], "source")
+        spec_src = data["source"]
+        free_source = None
+        if isinstance(spec_src, dict) and (spec_src.get("element") == "free"
+                                           or isinstance(spec_src.get("element"), dict)):
+            free_source = _free_source(ctx, spec_src, data["destination"])
+            spec_src = free_source["specs"][0]
+        tensors["source"] = ctx.tensor(("source",), spec_src, "source")
         spec_d = data["destination"]
         free_element = free_slice = None
         if isinstance(spec_d, dict) and any(spec_d.get(d) == "free" or isinstance(
@@ -343,6 +350,16 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
                 raise doc.error(("destination", "element"), "a free destination is planned "
                                 "with its stream", "add stream: {time: free, packet: free}")
             params["free_element"] = free_element
+        if free_source is not None:
+            if not free:
+                raise doc.error(("source", "element"), "a free source is planned with its "
+                                "stream", "add stream: {time: free, packet: free}")
+            if free_element is not None or free_slice is not None:
+                raise doc.error(("source", "element"), "a free source Element is planned "
+                                "with a given destination", "give the destination")
+            params["free_source"] = [(text, ctx.tensor(("source",), sd, "source"))
+                                     for text, sd in zip(free_source["texts"],
+                                                         free_source["specs"])]
         if free_slice is not None:
             if not free:
                 raise doc.error(("destination", free_slice["dims"][0]), "a free destination "
@@ -645,6 +662,76 @@ def _free_element(ctx: "_Ctx", source: Tensor, spec: dict) -> tuple[dict, dict]:
     prefix = named
     return {"prefix": prefix, "terms": terms}, {**others,
                                                 "element": "m![" + ", ".join(terms) + "]"}
+
+
+#: the most source Element orders a free HBM source tries (6 digits: 720 orders)
+MAX_SOURCE_ORDERS = 720
+
+
+def _free_source(ctx: "_Ctx", spec: dict, dest_spec: Any) -> dict[str, Any]:
+    """``element: free`` on an HBM source (or ``{free: true, prefix: 'm![...]', allowed:
+    [...]}``): the source's layout in HBM is the planner's.  It holds every axis of the
+    problem, each cut where the destination's digits (and the source's Chip) cut it, so that
+    what the transfer moves and what it does not are separate digits; the candidates are
+    every order of those digits (the prefix's terms outermost), or the ``allowed`` list.
+    Returns the candidate texts and source specs (docs/decisions.md item 76)."""
+    import itertools
+    doc = ctx.doc
+    keys = ("source", "element")
+    if spec.get("tier") != "hbm":
+        raise doc.error(keys, "only an HBM source has a layout to plan here",
+                        "give the Element, or put the source in HBM")
+    raw = spec["element"]
+    prefix: list[str] = []
+    allowed = None
+    if isinstance(raw, dict):
+        if set(raw) - {"free", "prefix", "allowed"} or raw.get("free") is not True:
+            raise doc.error(keys, "a bounded free Element takes free: true, a prefix and an "
+                            "allowed list", "element: {free: true, prefix: 'm![A]'}")
+        if "prefix" in raw:
+            prefix = [t for t, _ in ctx.mapping(keys + ("prefix",), raw["prefix"],
+                                                "element").items()]
+        if "allowed" in raw:
+            if not isinstance(raw["allowed"], list) or not raw["allowed"]:
+                raise doc.error(keys + ("allowed",), "expected a list of Element mappings",
+                                "allowed: ['m![A, B]', 'm![B, A]']")
+            allowed = [ctx.mapping(keys + ("allowed", k), text, "element").text()
+                       for k, text in enumerate(raw["allowed"])]
+    others = {k: v for k, v in spec.items() if k != "element"}
+    probe = ctx.tensor(("source",), {**others, "element": "m![1]"}, "source")
+    cuts: dict[str, set[int]] = {a: {1, n} for a, n in ctx.axes.items()}
+    held: dict[str, list[tuple[int, int]]] = {}
+    for t in (probe,) + ((ctx.tensor(("destination",), dest_spec, "destination"),)
+                         if isinstance(dest_spec, dict) and all(
+                             v != "free" and not isinstance(v, dict)
+                             for v in dest_spec.values()) else ()):
+        for m in t.dims.values():
+            for f in m.factors:
+                if f.axis is not None:
+                    hi = min(f.lo * f.count, ctx.axes[f.axis])
+                    cuts[f.axis].update({f.lo, hi})
+                    if t is probe:
+                        held.setdefault(f.axis, []).append((f.lo, hi))
+    terms = []
+    for a, size in ctx.axes.items():
+        pts = sorted(x for x in cuts[a] if 1 <= x <= size)
+        for lo, hi in reversed(list(zip(pts, pts[1:]))):
+            if any(x <= lo and hi <= y for x, y in held.get(a, [])):
+                continue
+            terms.append(a if lo == 1 and hi >= size else f"{a} % {hi}" if lo == 1
+                         else f"{a} / {lo}" if hi >= size else f"{a} / {lo} % {hi // lo}")
+    if allowed is None:
+        rest = [t for t in terms if t not in prefix]
+        if set(prefix) - set(terms):
+            raise doc.error(keys + ("prefix",), f"the prefix's terms are not among the "
+                            f"source's digits ({', '.join(terms)})", "use those terms")
+        if math.factorial(len(rest)) > MAX_SOURCE_ORDERS:
+            raise doc.error(keys, f"{len(rest)} digits to order ({', '.join(rest)}): more "
+                            f"than {MAX_SOURCE_ORDERS} orders", "fix the outermost ones with "
+                            "a prefix, or list the allowed orders")
+        allowed = ["m![" + ", ".join(prefix + list(p)) + "]"
+                   for p in itertools.permutations(rest)]
+    return {"texts": allowed, "specs": [{**others, "element": a} for a in allowed]}
 
 
 #: generated Slice candidates spread over at least one DMN's slices (``allowed`` may go lower)

@@ -1,0 +1,113 @@
+"""A free HBM source Element (issue 15, first part): the source's layout in HBM is chosen
+with the stream (docs/decisions.md item 76)."""
+
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+import random
+
+import pytest
+
+from model.cost import lower_bound
+from model.hbm_bits import bit_report, moved_by
+from model.rules import TcplanError
+from planner.cli import main
+from planner.layout import plan_free
+from planner.spec import Problem, load_problem, load_problem_text
+from test_layout_planner import brute_force
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_example_5_with_its_source_free_reaches_the_32_channel_bus_floor():
+    """The seed's Example 5 loses half its bandwidth to D / 256 on bit 8; with the source's
+    layout free the plan reaches every channel: 500 + 4,096 / 32 x 16/3 = 1,183 cycles,
+    1.58x the given 1,866 (the naive row-major source)."""
+    out = io.StringIO()
+    path = str(ROOT / "problems/planning/dma_example_5_free_source.yaml")
+    assert main(["solve", path, "--json"], stdout=out) == 0
+    r = json.loads(out.getvalue())
+    assert r["verified"] and r["status"] == "optimal"
+    assert r["cycles"] == r["lower_bound"] == 1_183 <= 1_200
+    assert 1_866 / r["cycles"] >= 1.55
+    bits = r["plan"]["hbm_bits"]["source"]
+    assert bits[0]["bit"] == 8 and bits[0]["varies"], bits[0]
+    assert r["plan"]["stream"]["source_element"].startswith("m![")
+
+
+def small_problem(seed: int) -> Problem:
+    """A small HBM -> DM transfer whose source layout and stream are free."""
+    rng = random.Random(seed)
+    names = ["A", "B", "C"][:rng.choice([2, 3])]
+    axes = {a: rng.choice([2, 4, 8, 16, 32]) for a in names}
+    dst = names[:]
+    rng.shuffle(dst)
+    slice_axis = dst.pop(0)
+    text = f"""kind: dma
+dtype: {rng.choice(['i8', 'bf16'])}
+axes: {{{', '.join(f'{a}: {v}' for a, v in axes.items())}}}
+source: {{tier: hbm, element: free}}
+destination: {{tier: dm, slice: 'm![{slice_axis} # 64]', element: 'm![{', '.join(dst)}]'}}
+stream: {{time: free, packet: free}}
+"""
+    return load_problem_text(text, f"<free source {seed}>")
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_plan_is_the_cheapest_of_every_source_layout_and_order(seed):
+    """Every source Element order, and for each every order and packet of the stream
+    (itertools), against the planner."""
+    p = small_problem(seed)
+    best = None
+    for _, src in p.params["free_source"]:
+        q = Problem(p.path, p.name, p.kind, p.chips, p.dtype, p.axes,
+                    {**p.tensors, "source": src}, {"free": p.params["free"]})
+        c = brute_force(q)
+        if c is not None:
+            best = c if best is None else min(best, c)
+    try:
+        found, _ = plan_free(p)
+    except TcplanError as e:  # no source layout has a legal plan (8-byte alignment)
+        assert best is None and e.code == "plan-no-layout"
+        return
+    assert found.best.cycles == best, (seed, found.best.plan.source.dims["element"].text())
+    assert lower_bound(found.best.plan) <= found.best.cycles
+
+
+def test_every_order_of_the_cut_digits_is_a_candidate():
+    p = load_problem(ROOT / "problems/planning/dma_example_5_free_source.yaml")
+    texts = [t for t, _ in p.params["free_source"]]
+    assert len(texts) == 720  # every order of A / 4, A % 4, B, C, D / 256, D % 256
+    assert "m![A / 4, A % 4, B, C, D / 256, D % 256]" in texts
+
+
+@pytest.mark.parametrize("source,why", [
+    ("{tier: dm, slice: 'm![1 # 64]', element: free}", "only an HBM source"),
+    ("{tier: hbm, element: {free: true, prefix: 'm![Z]'}}", "unknown"),
+    ("{tier: hbm, element: {free: true, prefix: 'm![B]'}}", "not among the source's digits"),
+    ("{tier: hbm, element: {free: true, allowed: []}}", "expected a list"),
+])
+def test_bad_free_sources_are_located(tmp_path, source, why):
+    f = tmp_path / "p.yaml"
+    f.write_text(f"""kind: dma
+dtype: i8
+axes: {{A: 64, B: 4, C: 16}}
+source: {source}
+destination: {{tier: dm, slice: 'm![A]', element: 'm![B % 2, C]'}}
+stream: {{time: free, packet: free}}
+""")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["solve", str(f)], stdout=out, stderr=err) == 2, err.getvalue()
+    assert "p.yaml:4:" in err.getvalue() and why in err.getvalue(), err.getvalue()
+
+
+def test_a_free_source_needs_a_free_stream_and_a_given_destination():
+    head = "kind: dma\ndtype: i8\naxes: {A: 64, C: 16}\nsource: {tier: hbm, element: free}\n"
+    with pytest.raises(TcplanError, match="planned with its stream"):
+        load_problem_text(head + "destination: {tier: dm, slice: 'm![A]', element: "
+                          "'m![C]'}\n", "<x>")
+    with pytest.raises(TcplanError, match="with a given destination"):
+        load_problem_text(head + "destination: {tier: dm, slice: 'm![A]', element: free}\n"
+                          "stream: {time: free, packet: free}\n", "<x>")
