@@ -111,3 +111,18 @@ def test_a_free_source_needs_a_free_stream_and_a_given_destination():
     with pytest.raises(TcplanError, match="with a given destination"):
         load_problem_text(head + "destination: {tier: dm, slice: 'm![A]', element: free}\n"
                           "stream: {time: free, packet: free}\n", "<x>")
+
+
+@pytest.mark.parametrize("name", ["mlp_weight_free_source", "embedding_table_free_source"])
+def test_kernel_problems_with_a_free_source_are_the_cheapest_layout(name):
+    """Library problems at full size: every source order x stream order x packet."""
+    p = load_problem(ROOT / f"problems/planning/{name}.yaml")
+    best = None
+    for _, src in p.params["free_source"]:
+        q = Problem(p.path, p.name, p.kind, p.chips, p.dtype, p.axes,
+                    {**p.tensors, "source": src}, {"free": p.params["free"]})
+        c = brute_force(q)
+        if c is not None:
+            best = c if best is None else min(best, c)
+    found, _ = plan_free(p)
+    assert found.best.cycles == best and found.status == "optimal"
