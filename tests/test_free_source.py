@@ -126,3 +126,12 @@ def test_kernel_problems_with_a_free_source_are_the_cheapest_layout(name):
             best = c if best is None else min(best, c)
     found, _ = plan_free(p)
     assert found.best.cycles == best and found.status == "optimal"
+
+
+def test_example_4_with_its_source_free_plans_at_its_bus_floor():
+    """120 source orders; the plan reaches 500 + 16,384 x 16/3 (docs/decisions.md item 73)."""
+    from model.cost import dma_cycles
+    found, _ = plan_free(load_problem(ROOT / "problems/planning/dma_example_4_free_source.yaml"))
+    plan = found.best.plan
+    assert found.status == "optimal"
+    assert found.best.cycles == dma_cycles(plan).cycles == lower_bound(plan) == 87_882
