@@ -15,7 +15,7 @@ import numpy as np
 
 from model import hardware as hw
 from model import limits
-from model.rules import TcplanError, Violation, fail
+from model.rules import TcplanError, Violation
 
 DM_BACKED_SHIFT = hw.DM_BYTES_PER_SLICE.bit_length() - 1  # 512 KiB backed per slice
 DM_WINDOW_SHIFT = hw.DM_SLICE_STRIDE.bit_length() - 1  # 4 MiB virtual window per slice
@@ -136,12 +136,11 @@ class Memories:
             try:
                 s = self.spaces[key] = Space(tier, limit, hi - lo, lo)
             except (OSError, MemoryError) as e:  # the machine cannot map it
-                raise fail("size-limit", (), what=f"the simulated {tier.upper()} span "
-                           f"[{lo:,}, {hi:,})", count=f"{hi - lo:,}", unit="bytes",
-                           because="", stage="this machine",
-                           limit=f"what it can map ({getattr(e, 'strerror', None) or e})",
-                           fix="place the tensors closer together, or run on a machine "
-                               "with more memory") from None
+                raise limits.size_error(
+                    hi - lo, f"what it can map ({getattr(e, 'strerror', None) or e})",
+                    f"the simulated {tier.upper()} span [{lo:,}, {hi:,})", "bytes",
+                    stage="this machine", fix="place the tensors closer together, or run "
+                    "on a machine with more memory") from None
         return s
 
     @property

@@ -56,8 +56,10 @@ def check_sizes(problem) -> None:
 
 def check_positions(t: Tensor, name: str | None = None) -> None:
     n = limits.product(m.size for m in t.dims.values())
-    limits.check(n, limits.SIM_MAX_POSITIONS, f"{name or t.name} ({t.tier})", "positions",
-                 {f"{d} {m.text()}": m.size for d, m in t.dims.items()})
+    if n > limits.SIM_MAX_POSITIONS:
+        raise limits.size_error(n, limits.SIM_MAX_POSITIONS, f"{name or t.name} ({t.tier})",
+                                "positions", {f"{d} {m.text()}": m.size
+                                              for d, m in t.dims.items()})
 
 
 def tensor_values(axes: dict[str, int], dtype: str, seed: int) -> np.ndarray:

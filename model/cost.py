@@ -66,10 +66,12 @@ class CycleReport:
 
 def _packet_addresses(entries, base: int, k: int, eb: int, packet: int) -> np.ndarray:
     """Byte address of every packet of a command on side ``k`` (1 read, 2 write)."""
-    outer = entries[:-1] if entries and packet > 1 and entries[-1][0] == packet else entries
-    limits.check(limits.product(e[0] for e in outer), limits.COST_MAX_PACKETS,
-                 "a DMA command", "packets",
-                 {f"loop entry {j}": e[0] for j, e in enumerate(outer)}, limits.COST_MODEL)
+    outer = _digits(entries, packet)
+    n = limits.product(e[0] for e in outer)
+    if n > limits.COST_MAX_PACKETS:
+        raise limits.size_error(n, limits.COST_MAX_PACKETS, "a DMA command", "packets",
+                                {f"loop entry {j}": e[0] for j, e in enumerate(outer)},
+                                limits.COST_MODEL)
     addr = np.array([base], np.int64)
     for e in outer:
         addr = (addr[:, None] + np.arange(e[0], dtype=np.int64) * e[k] * eb).ravel()

@@ -46,6 +46,9 @@ SIM_MAX_MEMORY_BYTES = 1 << 33
 EVAL_MAX_POSITIONS = 1 << 25
 #: Packets of one DMA command the cycle model lists (it models every request).
 COST_MAX_PACKETS = 1 << 26
+#: Orders of a free HBM source's Element the layout search tries, one option each (6
+#: digits: 720 orders).
+SOURCE_MAX_ORDERS = 720
 #: Operations of one formula (an expression or a chain's reference): the chain planner's
 #: time grows with them (64 plan in about a second; the seeds' largest has 6).
 FORMULA_MAX_OPS = 64
@@ -66,7 +69,7 @@ def check(count: int, limit: int, what: str, unit: str,
         raise size_error(count, limit, what, unit, parts, stage, fix)
 
 
-def size_error(count: int, limit: int, what: str, unit: str,
+def size_error(count: int, limit: int | str, what: str, unit: str,
                parts: _Mapping[str, int] | None = None,
                stage: str = SIMULATOR, fix: str | None = None) -> TcplanError:
     parts = parts or {}
@@ -77,7 +80,8 @@ def size_error(count: int, limit: int, what: str, unit: str,
     if stage == SIMULATOR:
         fix += "; `tcplan lower` and `tcplan trace` work at any size"
     return fail("size-limit", (big,) if big else (), what=what, count=f"{count:,}",
-                unit=unit, limit=f"{limit:,}", stage=stage, because=because, fix=fix)
+                unit=unit, limit=f"{limit:,}" if isinstance(limit, int) else limit,
+                stage=stage, because=because, fix=fix)
 
 
 def axes_parts(axes: _Mapping[str, int]) -> dict[str, int]:

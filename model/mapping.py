@@ -349,7 +349,7 @@ def _raw_size(raw: tuple, axes: TMapping[str, int], what: str) -> int:
 
 def _first_col(raw: tuple) -> int:
     """The column where a raw tree starts."""
-    while raw[0] == "pair" or raw[0] not in ("ax", "num"):
+    while raw[0] not in ("ax", "num"):
         raw = raw[1][0] if raw[0] == "pair" else raw[2]
     return raw[2]
 
@@ -806,9 +806,11 @@ class Mapping:
         status :data:`OOB`.  Coordinates are 0 wherever the status is not :data:`LIVE`.
         """
         if positions is None:
-            limits.check(self.size, limits.EVAL_MAX_POSITIONS, f"the mapping {_short(self)}",
-                         "positions", {f"term {t}": n for t, n in self._term_sizes()},
-                         limits.EVALUATION)
+            if self.size > limits.EVAL_MAX_POSITIONS:  # (the message only when it is over)
+                raise limits.size_error(self.size, limits.EVAL_MAX_POSITIONS,
+                                        f"the mapping {_short(self)}", "positions",
+                                        {f"term {t}": n for t, n in self._term_sizes()},
+                                        limits.EVALUATION)
             pos = np.arange(self.size, dtype=np.int64)
             oob = None
         else:

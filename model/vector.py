@@ -239,10 +239,11 @@ class Arrangement:
 
     @classmethod
     def of(cls, time: Mapping, packet: Mapping) -> "Arrangement":
-        limits.check(time.size * packet.size, limits.EVAL_MAX_POSITIONS,
-                     "a stream's Time x Packet", "positions",
-                     {f"time {time.text()}": time.size, f"packet {packet.text()}": packet.size},
-                     limits.EVALUATION)
+        if time.size * packet.size > limits.EVAL_MAX_POSITIONS:
+            raise limits.size_error(
+                time.size * packet.size, limits.EVAL_MAX_POSITIONS, "a stream's Time x Packet",
+                "positions", {f"time {time.text()}": time.size,
+                              f"packet {packet.text()}": packet.size}, limits.EVALUATION)
         tc, ts = time.evaluate()
         pc, ps = packet.evaluate()
         cells: dict[str, np.ndarray] = {}

@@ -664,10 +664,6 @@ def _free_element(ctx: "_Ctx", source: Tensor, spec: dict) -> tuple[dict, dict]:
                                                 "element": "m![" + ", ".join(terms) + "]"}
 
 
-#: the most source Element orders a free HBM source tries (6 digits: 720 orders)
-MAX_SOURCE_ORDERS = 720
-
-
 def _free_source(ctx: "_Ctx", spec: dict, dest_spec: Any) -> dict[str, Any]:
     """``element: free`` on an HBM source (or ``{free: true, prefix: 'm![...]', allowed:
     [...]}``): the source's layout in HBM is the planner's.  It holds every axis of the
@@ -725,10 +721,10 @@ def _free_source(ctx: "_Ctx", spec: dict, dest_spec: Any) -> dict[str, Any]:
         if set(prefix) - set(terms):
             raise doc.error(keys + ("prefix",), f"the prefix's terms are not among the "
                             f"source's digits ({', '.join(terms)})", "use those terms")
-        if math.factorial(len(rest)) > MAX_SOURCE_ORDERS:
+        if math.factorial(len(rest)) > limits.SOURCE_MAX_ORDERS:
             raise doc.error(keys, f"{len(rest)} digits to order ({', '.join(rest)}): more "
-                            f"than {MAX_SOURCE_ORDERS} orders", "fix the outermost ones with "
-                            "a prefix, or list the allowed orders")
+                            f"than {limits.SOURCE_MAX_ORDERS} orders", "fix the outermost "
+                            "ones with a prefix, or list the allowed orders")
         allowed = ["m![" + ", ".join(prefix + list(p)) + "]"
                    for p in itertools.permutations(rest)]
     return {"texts": allowed, "specs": [{**others, "element": a} for a in allowed]}

@@ -397,13 +397,15 @@ source: {tier: hbm, element: 'm![A, B / 4, B % 4, C]'}
 destination: {tier: dm, slice: 'm![A # 64]', element: 'm![B, C]'}
 stream: {cluster: free, slice: free, time: free, packet: free}
 """)
+    # the 192 bytes sit in one HBM bank's row: its one open takes 40 cycles, more than the
+    # six requests' 32 (decisions item 73), so 500 + 40, the bound
     assert code == 0 and r["status"] == "optimal" and r["cycles"] == 540 and r["verified"]
-    assert len(r["plan"]["engines"]) == 2
+    assert r["cycles"] == r["lower_bound"] and len(r["plan"]["engines"]) == 2
 
 
 def test_split_padded_axis_streams_on_the_padded_axis(tmp_path):
     """A = 14 split as (A # 16) / 4 and (A # 16) % 4: the free stream names the pieces on
-    the padded axis and reaches the given stream's 4,084 cycles."""
+    the padded axis and reaches the given stream's cycles."""
     text = """kind: dma
 dtype: i8
 axes: {A: 14, C: 16}
@@ -411,11 +413,11 @@ source: {tier: hbm, element: 'm![A # 16, C]'}
 destination: {tier: hbm, address: 1048576, element: 'm![A # 16 / 4, C, A # 16 % 4]'}
 """
     code, r = _solve_text(tmp_path, text + "stream: {time: free, packet: free}\n")
-    assert code == 0 and r["verified"] and r["cycles"] == 4084
+    assert code == 0 and r["verified"]
     code, out, _ = run(["verify", str(_write(tmp_path, text + "stream: {time: 'm![A # 16 / 4, "
                                                      "C]', packet: 'm![A # 16 % 4]'}\n")),
                         "--json"])
-    assert code == 0 and json.loads(out)["cycles"] == 4084
+    assert code == 0 and json.loads(out)["cycles"] == r["cycles"]
 
 
 def test_packet_cutting_a_merged_run_counts_an_entry(tmp_path):
