@@ -10,6 +10,10 @@
    generated problems (tests/test_layout_planner.py's generator), in the same run: the ratio of
    the two times.
    Then the seed's Example 4: its given stream against the planned one under the full model.
+   Then every problem with a free HBM source, planned two ways in the same run: before, every
+   source order an option of its own (the baseline); after, the outer model of the HBM
+   address bits (planner/bits.py): option models searched, plans lowered and estimated (the
+   propose-estimate-exclude rounds) and seconds.
 3. The same on the generated problems with 5 to 7 free factors of
    tests/test_layout_optimality.py (the enumeration there costs 5!*6 to 7!*8 plans).
 """
@@ -35,12 +39,13 @@ from planner.spec import load_problem  # noqa: E402
 
 def main() -> None:
     times, ratios = [], []
-    print(f"{'problem':<34} {'solve s':>8} {'est. cycles':>11} {'bound':>10}")
+    print(f"{'problem':<34} {'solve s':>8} {'est. cycles':>11} {'bound':>10} {'rounds':>7}")
     files = sorted((ROOT / "problems/planning").glob("*.yaml")) + \
         sorted((ROOT / "problems/expressions").glob("*.yaml"))
     for f in files:
         p = load_problem(f)
         t0 = time.perf_counter()
+        rounds = "-"
         try:
             if p.kind == "expression":
                 plan = plan_expression(p)
@@ -48,7 +53,8 @@ def main() -> None:
             elif p.params.get("hops", 1) > 1:
                 cycles, bound, best = plan_hops(p).cycles, None, None
             else:
-                best = plan_free(p)[0].best
+                found = plan_free(p)[0]
+                best, rounds = found.best, found.enumerated
                 cycles, bound = best.cycles, None
         except TcplanError as e:
             cycles, bound = e.code, None
@@ -57,7 +63,8 @@ def main() -> None:
             bound = lower_bound(best.plan)
             ratios.append(cycles / bound)
         times.append(dt)
-        print(f"{p.name:<34} {dt:>8.3f} {cycles!s:>11} {bound if bound else '-'!s:>10}")
+        print(f"{p.name:<34} {dt:>8.3f} {cycles!s:>11} {bound if bound else '-'!s:>10} "
+              f"{rounds!s:>7}")
     times.sort()
     p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))]
     print(f"\nsolve time: median {statistics.median(times):.3f} s (target < 1 s), "
@@ -66,6 +73,7 @@ def main() -> None:
         print(f"planned cycles / lower bound: mean {statistics.mean(ratios):.3f} "
               "(target <= 1.15)")
     _example_4()
+    _free_sources(files)
     # search vs brute force on small generated problems
     from test_layout_planner import brute_force, free_problem
     t_s = t_b = 0.0
@@ -100,6 +108,32 @@ def _example_4() -> None:
           f"{given.hbm['first_opens']:,} first opens and {given.hbm['reopens']:,} re-opens on "
           f"its hottest channel), planned {planned.cycles:,} (bus floor {bound:,}; "
           f"{planned.hbm['reopens']:,} re-opens): {given.cycles / planned.cycles:.2f}x")
+
+
+def _free_sources(files) -> None:
+    """Problems with a free HBM source: every order an option (before) against the outer
+    model of the address bits (after), in the same run."""
+    print(f"\n{'free HBM source':<38} {'cycles':>7} {'models':>13} {'rounds':>11} "
+          f"{'seconds':>13} {'speed-up':>8}")
+    print(f"{'':<38} {'':>7} {'before after':>13} {'before after':>11} "
+          f"{'before  after':>13}")
+    for f in files:
+        p = load_problem(f)
+        if p.params.get("free_source") is None:
+            continue
+        runs = []
+        for method in ("options", "bits"):
+            t0 = time.perf_counter()
+            try:
+                found = plan_free(p, method=method)[0]
+                runs.append((found.best.cycles, found.models, found.enumerated,
+                             time.perf_counter() - t0))
+            except TcplanError as e:
+                runs.append((e.code, "-", "-", time.perf_counter() - t0))
+        (ca, ma, ra, ta), (cb, mb, rb, tb) = runs
+        same = "" if ca == cb else f" (before: {ca})"
+        print(f"{p.name:<38} {cb!s:>7} {ma!s:>6} {mb!s:>6} {ra!s:>5} {rb!s:>5} "
+              f"{ta:>6.2f} {tb:>6.2f} {ta / tb:>7.1f}x{same}")
 
 
 def _race(p, enumeration) -> tuple[float, float]:

@@ -523,6 +523,61 @@ def _per_packet_requests(addr: np.ndarray, nbytes: int) -> np.ndarray:
     return (last - first + 1).astype(np.int64)
 
 
+def engine_floor(plan) -> tuple[int, int]:
+    """What :func:`estimate` gives at least for every plan whose engines move the same bytes
+    to and from the same DM addresses, whatever the order, the packet and either side's
+    layout in HBM: the busiest engine's start-up, then per side its bytes at one 256-byte
+    request per cycle, at 30 B/cycle over PCIe, and in DM over the DMNs it touches at
+    128 B/cycle each (read and write add up where they serialize).  Also the most bytes an
+    engine moves in requests (twice where they serialize): with packets of ``P < 256``
+    bytes it takes at least that many bytes / ``P`` requests.  The outer model of a free HBM
+    source prices an option with them (planner/bits.py)."""
+    eb = plan.elem_bytes
+    worst, most = 0.0, 0
+    for e in plan.engines:
+        moved = sum(limits.product(x[0] for x in _digits(c.entries, c.packet)) * c.packet * eb
+                    for c in e.commands)
+        sides = []
+        for k, tier in ((1, plan.source.tier), (2, plan.destination.tier)):
+            t = moved / hw.DMA_ENGINE_BYTES_PER_CYCLE
+            if plan.pcie:
+                t = max(t, moved / PCIE_BYTES_PER_CYCLE)
+            if tier == "dm" and e.commands:  # the DMNs its addresses span, at most
+                spans = [_span(c.entries, c.read_base if k == 1 else c.write_base, k, eb)
+                         for c in e.commands]
+                dmns = (max(h for _, h in spans) >> DMN_SHIFT) - (
+                    min(lo for lo, _ in spans) >> DMN_SHIFT) + 1
+                t = max(t, moved / (dmns * DMN_BYTES_PER_CYCLE))
+            sides.append(t)
+        serial = bool(e.commands) and all(
+            _data_time(plan, e, c, {1: 1.0, 2: 1.0}) == 2.0 for c in e.commands)
+        worst = max(worst, sum(sides) if serial else max(sides, default=0.0))
+        most = max(most, moved * (2 if serial else 1))
+    return math.ceil(STARTUP + worst), most
+
+
+def _span(entries, base: int, k: int, eb: int) -> tuple[int, int]:
+    """The lowest and highest byte address a command touches on side ``k``."""
+    lo = base + sum(min(0, (e[0] - 1) * e[k]) for e in entries) * eb
+    hi = base + sum(max(0, (e[0] - 1) * e[k]) for e in entries) * eb + eb - 1
+    return lo, hi
+
+
+def hbm_bytes(plan) -> tuple[dict[int, int], dict[int, int]]:
+    """Per chip, the bytes a plan reads from HBM and writes to it (the same for every order
+    and layout of the same transfer)."""
+    eb = plan.elem_bytes
+    out: tuple[dict[int, int], dict[int, int]] = ({}, {})
+    for e in plan.engines:
+        for c in e.commands:
+            b = limits.product(x[0] for x in _digits(c.entries, c.packet)) * c.packet * eb
+            for k, tier, chip in ((0, plan.source.tier, e.read_chip),
+                                  (1, plan.destination.tier, e.write_chip)):
+                if tier == "hbm":
+                    out[k][chip] = out[k].get(chip, 0) + b
+    return out
+
+
 def lower_bound(plan) -> int:
     """Bytes over the bottleneck bandwidth, plus one start-up: the busiest engine at one
     256-byte request per cycle and each DMN it writes or reads at 128 B/cycle (per command,

@@ -46,9 +46,12 @@ SIM_MAX_MEMORY_BYTES = 1 << 33
 EVAL_MAX_POSITIONS = 1 << 25
 #: Packets of one DMA command the cycle model lists (it models every request).
 COST_MAX_PACKETS = 1 << 26
-#: Orders of a free HBM source's Element the layout search tries, one option each (6
-#: digits: 720 orders).
+#: Orders of a free HBM source's Element the baseline search enumerates, one option each
+#: (6 digits: 720 orders), and allowed orders a problem may list.
 SOURCE_MAX_ORDERS = 720
+#: Digits of a free HBM source's Element the outer model orders (a circuit of 11 nodes;
+#: 10! orders, of which it plans only those whose bound can beat the best plan).
+SOURCE_MAX_DIGITS = 10
 #: Operations of one formula (an expression or a chain's reference): the chain planner's
 #: time grows with them (64 plan in about a second; the seeds' largest has 6).
 FORMULA_MAX_OPS = 64

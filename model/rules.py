@@ -229,6 +229,24 @@ RULES: dict[str, Rule] = _rules(
         scope="dma",
     ),
     Rule(
+        "hbm-address-range", "hardware", "a tensor must fit in its allowed HBM addresses",
+        "{tensor}: its {bytes:,} B do not fit in its allowed addresses [{lo:,}, {hi:,}) "
+        "({room:,} B)",
+        "widen the tensor's bounds.range (HBM holds {capacity:,} B per chip), or spread the "
+        "tensor over more chips",
+        "facts.md section 5 (48 GB per chip); docs/decisions.md item 78",
+        scope="tier",
+    ),
+    Rule(
+        "hbm-address-align", "hardware",
+        "a free HBM address must be aligned as the problem asks and leave room",
+        "{tensor}: no multiple of {align:,} B in [{lo:,}, {hi:,}) leaves room for its "
+        "{bytes:,} B{besides}",
+        "lower bounds.align_bytes, widen bounds.range, or move the other tensor",
+        "docs/decisions.md item 78",
+        scope="tier",
+    ),
+    Rule(
         "dma-overlap", "hardware", "source and destination must not share bytes",
         "{tier} source bytes {src} and destination bytes {dst} overlap in {units} shared "
         "chip/cluster/slice unit(s): the result would depend on the order of the moves",

@@ -19,6 +19,7 @@ adding the partial indices of all its dimension mappings (facts.md section 1).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -256,3 +257,30 @@ def trace(t: Tensor, index: dict[str, int]) -> dict[str, Any]:
         if t.tier == "dm":
             out["byte_address"] = dm_address(out.get("cluster", 0), s, offset)
     return out
+
+
+def free_address(t: Tensor, lo: int, hi: int, align: int,
+                 taken: tuple[int, int] | None = None) -> int:
+    """The address of an HBM tensor whose address is free: the lowest multiple of ``align``
+    in ``[lo, hi)`` that holds its bytes and stays clear of ``taken`` (another tensor's
+    ``[start, end)`` on the same chip), preferring one aligned past its own size (a power of
+    two) so that its digits land on whole address bits (docs/decisions.md item 78).
+    Raises ``hbm-address-range`` when the bytes do not fit at all, ``hbm-address-align``
+    when no aligned address leaves room."""
+    size = t.dims["element"].size * t.elem_bytes
+    if size > hi - lo:
+        raise TcplanError([Violation("hbm-address-range", (t.name,), {
+            "tensor": t.name, "bytes": size, "lo": lo, "hi": hi, "room": max(hi - lo, 0),
+            "capacity": hw.HBM_BYTES_PER_CHIP})])
+    natural = 1 << max(size - 1, 0).bit_length()
+    for step in (align * natural // math.gcd(align, natural), align):
+        at = -(-lo // step) * step
+        while at + size <= hi:
+            if taken is None or at + size <= taken[0] or at >= taken[1]:
+                return at
+            at = -(-taken[1] // step) * step  # past the other tensor
+    besides = (f" clear of the other tensor's bytes [{taken[0]:,}, {taken[1]:,})"
+               if taken else "")
+    raise TcplanError([Violation("hbm-address-align", (t.name,), {
+        "tensor": t.name, "align": align, "lo": lo, "hi": hi, "bytes": size,
+        "besides": besides})])

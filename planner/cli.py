@@ -723,6 +723,10 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
                     chosen["destination_" + dim] = plan.destination.dims[dim].text()
             if problem.params.get("free_source"):
                 chosen["source_element"] = plan.source.dims["element"].text()
+            chosen_hbm = set(problem.params.get("free_address", ())) | (
+                {"source"} if problem.params.get("free_source") else set())
+            for side in sorted(chosen_hbm, reverse=True):  # the source first
+                chosen[side + "_address"] = getattr(plan, side).address
             n_cand, rejected = len(found.candidates), found.rejected
         else:
             plan, status = lower_problem(problem), "given"
@@ -757,12 +761,15 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
     else:
         lines = [f"{problem.name}: "
                  + (f"source Element {chosen['source_element']} (HBM), "
-                    if "source_element" in chosen else "") + "stream "
+                    if "source_element" in chosen else "")
+                 + (f"source address {chosen['source_address']:,}, "
+                    if "source_address" in chosen else "") + "stream "
                  + (f"Cluster {chosen['cluster']}, Slice {chosen['slice']}, " if "slice" in
                     chosen else "") + f"Time {chosen['time']}, Packet {chosen['packet']} "
                  + ("into destination " + ", ".join(
+                     f"{d.title()} {chosen['destination_' + d]:,}" if d == "address" else
                      f"{d.title()} {chosen['destination_' + d]}"
-                     for d in ("chip", "cluster", "slice", "element")
+                     for d in ("chip", "cluster", "slice", "element", "address")
                      if "destination_" + d in chosen) + " "
                     if any(k.startswith("destination_") for k in chosen) else "")
                  + f"({status}; {n_cand} legal layout(s)"

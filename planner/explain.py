@@ -136,6 +136,11 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
             binding.append({"rule": b["rule"], "requirement": b["requirement"],
                             "title": title, "detail": f"{b['message']}; {what}"})
         binding += _bounds_binding(problem, best, seed)
+        from .sources import binding_bits
+        sides = (("source",) if problem.params.get("free_source") else ()) + (
+            ("destination",) if problem.params.get("free_element") is not None
+            and plan.destination.tier == "hbm" else ())
+        binding += binding_bits(plan, best, sides)
         for r, n in sorted(found.rejected.items()):  # rules only the lowering checks
             binding.append({"rule": r, "candidates_rejected": n, "title": RULES[r].title})
         binding.append({"rule": None, "title": f"{found.enumerated} plan(s) lowered; "

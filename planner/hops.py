@@ -1,34 +1,33 @@
 """Multi-hop DMA plans: when no single transfer is legal, or two are faster, go through an
 intermediate HBM layout (seed 002's two-step transpose).
 
-The candidate intermediates are HBM tensors on the source's chip holding the moved tensor in
-every order of its pieces (the common refinement of both sides' digits), at a scratch address
-past both tensors.  Every candidate hop (source -> intermediate, intermediate -> destination,
-and the direct transfer) is one layout search (:func:`planner.layout.plan_free`, the CP-SAT
-model whose plan is the estimate's minimum); the hops form a graph whose shortest path (networkx,
-weighted by estimated cycles) is the plan.
+The intermediate is an HBM tensor on the source's chips holding the moved tensor in some
+order of its pieces (the common refinement of both sides' digits), at a scratch address past
+both tensors.  Its order is a free HBM layout, chosen by the same outer model of the HBM
+address bits as a free source (:class:`planner.bits.SourceMaster`, as the second hop's
+source): each order it proposes is planned as two hops, each one layout search
+(:func:`planner.layout.plan_free`), against the direct transfer; the search stops when the
+model's bound plus the first hop's floor reaches the best (docs/decisions.md item 77).
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-import networkx as nx
-
+from model import hardware as hw
 from model.mapping import parse
 from model.rules import TcplanError, fail
-from model.tiers import Tensor
+from model.tiers import Tensor, free_address
 
+from .bits import Digit
 from .layout import pieces_of, plan_free
+from .sources import FreeSource, outer_model, write_chain
 
 #: intermediates start on a boundary of this many bytes past both tensors (a tidy scratch
 #: address; any 256-byte-aligned one would do)
 SCRATCH_ALIGN = 4096
-#: at most this many intermediates are tried (orders of the pieces)
-MAX_INTERMEDIATES = 24
 
 
 @dataclass
@@ -53,67 +52,118 @@ class HopPlan:
 
 
 def _hop(problem, src: Tensor, dst: Tensor, time_limit: float = 10.0, seed: int = 0) -> Hop:
-    stream = Tensor("stream", "stream", src.dtype, dict(problem.tensors["stream"].dims))
-    sub = SimpleNamespace(tensors={"source": src, "destination": dst, "stream": stream},
-                          chips=problem.chips, axes=problem.axes, kind="dma",
-                          params={"free": problem.params.get("free", []),
-                                  "bounds": problem.params.get("bounds", {})})
-    found, split = plan_free(sub, time_limit, seed)
+    found, split = plan_free(_sub(problem, src, dst), time_limit, seed)
     b = found.best
     return Hop(src, dst, b.plan, b.cycles, {"time": b.time, "packet": b.packet_text,
                                            "cluster": f"m![{split['cluster']}]",
                                            "slice": f"m![{split['slice']}]"})
 
 
+def _sub(problem, src: Tensor, dst: Tensor):
+    stream = Tensor("stream", "stream", src.dtype, dict(problem.tensors["stream"].dims))
+    return SimpleNamespace(tensors={"source": src, "destination": dst, "stream": stream},
+                           chips=problem.chips, axes=problem.axes, kind="dma",
+                           params={"free": problem.params.get("free", []),
+                                   "bounds": problem.params.get("bounds", {})})
+
+
 def _end(t: Tensor) -> int:
     return t.address + t.dims["element"].size * t.elem_bytes
 
 
-def plan_hops(problem, time_limit: float = 10.0, seed: int = 0) -> HopPlan:
+def _intermediates(problem) -> FreeSource:
+    """The intermediate HBM tensor as a free source: the moved tensor's pieces (the common
+    refinement of both sides' digits) in any order, on the source's chips, at a scratch
+    address past both tensors (aligned past its own size)."""
     t = problem.tensors
     src, dst = t["source"], t["destination"]
-    g = nx.DiGraph()
-    hops: dict[tuple[str, str], Hop] = {}
-    rejected: dict[str, int] = {}
-
-    def add(u: str, v: str, a: Tensor, b: Tensor) -> None:
-        try:
-            h = _hop(problem, a, b, time_limit, seed)
-        except TcplanError as e:
-            rejected[e.code] = rejected.get(e.code, 0) + 1
-            return
-        hops[(u, v)] = h
-        g.add_edge(u, v, weight=h.cycles)
-
-    add("source", "destination", src, dst)
-    direct = ("source", "destination") in hops
     pieces = pieces_of(src, dst, {})
+    axes = dict(problem.axes)
     scratch = max(_end(src) if src.tier == "hbm" else 0,
                   _end(dst) if dst.tier == "hbm" else 0)
-    scratch = -(-scratch // SCRATCH_ALIGN) * SCRATCH_ALIGN
-    axes = dict(problem.axes)
+    text = "m![" + ", ".join(p.term() for p in pieces) + "]"
+    mid = Tensor("scratch", "hbm", src.dtype,
+                 {"chip": src.dims.get("chip", parse("m![1]", axes)),
+                  "element": parse(text, axes)}, 0)
+    at = free_address(mid, -(-scratch // SCRATCH_ALIGN) * SCRATCH_ALIGN,
+                      hw.HBM_BYTES_PER_CHIP, SCRATCH_ALIGN)
+    mid = Tensor(mid.name, mid.tier, mid.dtype, mid.dims, at)
+    digits = [Digit(p.term(), p.count, True) for p in pieces]
+    ranges = [(p.axis, p.lo, min(p.hi, p.size)) for p in pieces]
+    return FreeSource(digits, [], None, mid,
+                      write_chain(ranges, dst) if dst.tier in ("hbm", "dm") else None)
+
+
+def _first_hop_floor(problem, fs: FreeSource) -> int:
+    """What the first hop (source -> intermediate) takes at least in any order of the
+    intermediate: it writes every byte of it, so its engines and HBM bytes are the same in
+    all; the least engine floor over its options (0 when none lowers)."""
+    from model.cost import engine_floor
+
+    from .layout import Choices
+    first = next(fs.orders())
+    choices = Choices(_sub(problem, problem.tensors["source"], fs.tensor(first)))
+    floors = []
+    for o in choices.for_source(problem.tensors["source"]):
+        try:
+            floors.append(engine_floor(choices.lower(o))[0])
+        except TcplanError:
+            continue
+    return min(floors, default=0)
+
+
+def plan_hops(problem, time_limit: float = 10.0, seed: int = 0) -> HopPlan:
+    """The direct transfer, or two through an intermediate HBM layout, whichever is
+    faster.  The intermediate's order is chosen by the outer model of its address bits
+    (the second hop's source, :class:`planner.bits.SourceMaster`): each order it proposes
+    is planned as two hops, and it stops when its bound plus the first hop's floor reaches
+    the best (docs/decisions.md item 77)."""
+    import time
+
+    from .layout import Choices
+    t = problem.tensors
+    src, dst = t["source"], t["destination"]
+    deadline = time.perf_counter() + time_limit
+    rejected: dict[str, int] = {}
+
+    def hop(a: Tensor, b: Tensor) -> Hop | None:
+        try:
+            return _hop(problem, a, b, max(deadline - time.perf_counter(), 0.05), seed)
+        except TcplanError as e:
+            rejected[e.code] = rejected.get(e.code, 0) + 1
+            return None
+    direct = hop(src, dst)
+    best: list[Hop] | None = [direct] if direct is not None else None
+    fs = _intermediates(problem)
+    lb1 = _first_hop_floor(problem, fs)
     tried = 0
-    for order in itertools.islice(itertools.permutations(pieces), MAX_INTERMEDIATES):
-        text = "m![" + ", ".join(p.term() for p in order) + "]"
-        dims = {"chip": src.dims.get("chip", parse("m![1]", axes)),
-                "element": parse(text, axes)}
-        mid = Tensor("scratch", "hbm", src.dtype, dims, scratch)
-        name = f"HBM {text}"
-        if src.tier == "hbm" and src.dims["element"].text() == text:
+    try:
+        master, _, _ = outer_model(fs, Choices(_sub(problem, fs.base, dst)), seed)
+    except TcplanError as e:  # no intermediate can reach the destination
+        rejected[e.code] = rejected.get(e.code, 0) + 1
+        master = None
+    while master is not None and time.perf_counter() < deadline:
+        total = sum(h.cycles for h in best) if best else None
+        p = master.propose(None if total is None else total - lb1,
+                           deadline - time.perf_counter())
+        if p is None or p == "cut":
+            break
+        master.exclude_order(p.order)
+        mid = fs.tensor(p.order)
+        if src.tier == "hbm" and src.dims["element"].text() == mid.dims["element"].text():
             continue
         tried += 1
-        add("source", name, src, mid)
-        if ("source", name) in hops:
-            add(name, "destination", mid, dst)
-    try:
-        path = nx.shortest_path(g, "source", "destination", weight="weight")
-    except (nx.NetworkXNoPath, nx.NodeNotFound):
+        first = hop(src, mid)
+        second = hop(mid, dst) if first is not None else None
+        if second is not None and (best is None or first.cycles + second.cycles
+                                   < sum(h.cycles for h in best)):
+            best = [first, second]
+    if best is None:
         raise fail("plan-no-layout", tuple(rejected), pieces=", ".join(
-            p.term() for p in pieces), rules="every direct and two-hop transfer: " + ", ".join(
-            f"{r} ({k})" for r, k in sorted(rejected.items()))) from None
-    chosen = [hops[(u, v)] for u, v in zip(path, path[1:])]
+            d.term for d in fs.digits), rules="every direct and two-hop transfer: " + ", ".join(
+            f"{r} ({k})" for r, k in sorted(rejected.items())))
     why = None
-    if len(chosen) > 1:
-        why = ("the direct transfer is slower" if direct else
+    if len(best) > 1:
+        why = ("the direct transfer is slower" if direct is not None else
                "no single transfer is legal")
-    return HopPlan(chosen, why, tried, rejected)
+    return HopPlan(best, why, tried, rejected)

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from model import dma
+from model import dma, limits
 from model import hardware as hw
 from model.arith import divisors
 from model.cost import estimate
@@ -36,6 +36,8 @@ from model.mapping import parse
 from model.rules import TcplanError, Violation, fail
 from model.sequencer import _split_hint
 from model.tiers import Tensor
+
+from .sources import search_sources
 
 
 #: the requirement a problem's packet bound stands for (rejections, explanations)
@@ -98,6 +100,8 @@ class Search:
     scale: int = 1  # objective units per cycle
     options: list = field(default_factory=list)  # the placements and engine splits searched
     minimal: bool = True  # the conflict is shown minimal (False: the time limit stopped it)
+    rounds: int = 0  # pairs (source order, option) the outer model of a free source proposed
+    models: int = 0  # option models built and searched
 
     @property
     def best(self) -> Candidate:
@@ -370,7 +374,8 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
            packet_max_bytes: int | None = None, time_limit: float = 10.0, workers: int = 1,
            seed: int = 0, relax: frozenset[str] = frozenset(), pcie: bool = False,
            engine_at: dict[str, int] | None = None, free_element: dict | None = None,
-           align_bytes: int | None = None, options: list[Option] | None = None) -> Search:
+           align_bytes: int | None = None, options: list[Option] | None = None,
+           beat: int | None = None, core: bool = True) -> Search:
     """The fastest legal (order, packet) of the free stream by :func:`model.cost.estimate`.
 
     CP-SAT holds the loop order as a circuit over the pieces, the Packet as a suffix of it,
@@ -398,7 +403,12 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     add up to enough.
 
     ``align_bytes`` (a bound of the problem, ``bound:align_bytes``): every destination
-    Element row (each write stride above one element) is a multiple of it."""
+    Element row (each write stride above one element) is a multiple of it.
+
+    ``beat`` (one option only): a plan found elsewhere; when the model's bound reaches it
+    before any plan here, the search returns no candidate, status "dominated" (an infeasible
+    model then raises without shrinking its core).  ``core=False``: an infeasible model
+    raises without shrinking its core (the outer model of a free source plans many)."""
     import time as _time
     deadline = _time.perf_counter() + time_limit
     from ortools.sat.python import cp_model
@@ -573,9 +583,13 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     outcomes: list[str] = []
     if single:
         pk = assemble(live[0])
+        result.models += 1
         result.model, result.requirements, result.scale = pk.clone, pk.reqs, pk.scale
         result.pieces = pk.b.pieces
-        outcomes.append(run(pk, None, core=True))
+        outcomes.append(run(pk, beat, core=core and beat is None))
+        if outcomes[-1] == "dominated" and not result.candidates:
+            result.status = "dominated"
+            return result
     else:
         # the option first: each option's own model (small, so each solve is quick), told
         # the best plan so far, in the options' order; `_joint_core` joins their cores
@@ -589,6 +603,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             if pk is None:
                 continue
             assembled += 1
+            result.models += 1
             had = result.best if result.candidates else None
             outcomes.append(run(pk, result.best.cycles if result.candidates else None,
                                 core=False))
@@ -1065,62 +1080,112 @@ def _shrink(m, sv, reqs: list[Requirement], enforce: list, solver, deadline: flo
     return core, minimal
 
 
+class Choices:
+    """A problem's options (:class:`Option`) for one source layout: every destination
+    placement candidate (a free Slice, Cluster, Chip or padding) and every engine split;
+    and an option lowered in its pieces' own order (what no order changes)."""
+
+    def __init__(self, problem, relax: frozenset[str] = frozenset(),
+                 bound: int | None = None):
+        t = problem.tensors
+        self.problem, self.relax, self.bound = problem, relax, bound
+        self.source, self.stream = t["source"], t["stream"]
+        self.pcie = getattr(problem, "kind", "dma") == "pcie"
+        fsl = problem.params.get("free_slice")
+        if fsl:  # (label, destination, free Element, bounds that exclude it)
+            most = fsl.get("max_footprint_bytes")
+            head = "destination " + (fsl["dims"][0].title() + " " if len(fsl["dims"]) == 1
+                                     else "")
+            self.places = [(head + text, dst, fe, (BOUND_FOOTPRINT,) if most is not None and
+                            dst.dims["element"].size * dst.elem_bytes > most else ())
+                           for text, dst, fe in fsl["candidates"]]
+        else:
+            self.places = [("", t["destination"], problem.params.get("free_element"), ())]
+
+    def for_source(self, src: Tensor, stext: str = "") -> list[Option]:
+        """The options with source ``src`` (``stext``: its Element, when it is a choice)."""
+        free = self.problem.params.get("free", [])
+        out = []
+        for text, dst, fe, over in self.places:
+            for split, st, engines, at in _splits(src, dst, self.stream, free, self.problem):
+                label = "; ".join(s for s in (f"source Element {stext}" if stext else "",
+                                              text, engines) if s)
+                out.append(Option(label, dst, st, fe, split, at, over,
+                                  src if stext else None))
+        return out
+
+    def lower(self, o: Option):
+        """Option ``o`` lowered in its pieces' own order, the order rules relaxed."""
+        src = o.source or self.source
+        pieces, _ = candidate_pieces(src, o.destination, o.stream, self.bound)
+        axes = _axes_of(src, o.destination, o.stream)
+        return dma.lower(src, o.destination,
+                         _stream(o.stream, axes, [p.term() for p in pieces], []),
+                         self.problem.chips, o.engine_at, self.pcie,
+                         relax=frozenset(ORDER_RULES) | self.relax)
+
+
 def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
-              relax: frozenset[str] = frozenset(), bound: Any = "problem", workers: int = 1
-              ) -> tuple[Search, dict[str, str]]:
+              relax: frozenset[str] = frozenset(), bound: Any = "problem", workers: int = 1,
+              method: str = "bits") -> tuple[Search, dict[str, str]]:
     """A problem's free stream (and free destination): (the search, the engine split used).
     Every destination placement candidate (a free Slice, Cluster, Chip or padding) and every
     engine split is an :class:`Option` of one CP-SAT model: the model chooses among them with
-    the order, and its core spans all of them."""
+    the order, and its core spans all of them.  A free HBM source's Element order is chosen
+    by the outer model of its address bits (:func:`planner.sources.search_sources`); with
+    ``method="options"`` instead, every order is an option of its own (the baseline the
+    benchmark compares against)."""
     t = problem.tensors
-    free = problem.params.get("free", [])
     if bound == "problem":
         bound = problem.params.get("bounds", {}).get("packet_max_bytes")
-    pcie = getattr(problem, "kind", "dma") == "pcie"
     align = problem.params.get("bounds", {}).get("align_bytes")
-    source, stream = t["source"], t["stream"]
-    fs = problem.params.get("free_slice")
-    if fs:  # (label, destination, free Element, bounds that exclude it)
-        most = fs.get("max_footprint_bytes")
-        head = "destination " + (fs["dims"][0].title() + " " if len(fs["dims"]) == 1 else "")
-        places = [(head + text, dst, fe, (BOUND_FOOTPRINT,) if most is not None and
-                   dst.dims["element"].size * dst.elem_bytes > most else ())
-                  for text, dst, fe in fs["candidates"]]
+    choices = Choices(problem, relax, bound)
+
+    def run(options: list[Option], beat: int | None = None, limit: float = time_limit,
+            core: bool = True) -> Search:
+        return search(t["source"], t["destination"], t["stream"], problem.chips, bound, limit,
+                      workers, seed=seed, relax=relax, pcie=choices.pcie, align_bytes=align,
+                      options=options, beat=beat, core=core)
+    fs = problem.params.get("free_source")
+    if fs is not None and method == "bits":
+        found = search_sources(fs, choices,
+                               lambda o, beat, secs: run([o], beat, secs, core=False),
+                               time_limit, seed)
     else:
-        places = [("", t["destination"], problem.params.get("free_element"), ())]
-    sources = problem.params.get("free_source") or [("", source)]
-    options = []
-    for (stext, src), (text, dst, fe, over) in itertools.product(sources, places):
-        if "cluster" in free or "slice" in free:
-            axes = _axes_of(src, dst, stream)
-            splits = engine_splits(src, dst, stream, free)
-            # the most engines first: ties go to them
-            splits.sort(key=lambda sp: -_engines_of(sp, axes))
-        else:
-            splits = [{d: stream.dims[d].text()[3:-1] for d in ("cluster", "slice")}]
-        for split in splits:
-            if "cluster" in free or "slice" in free:
-                dims = dict(stream.dims)
-                try:
-                    for d, v in split.items():
-                        dims[d] = parse(f"m![{v}]", axes, d)
-                except TcplanError:
-                    continue
-                st = Tensor("stream", "stream", stream.dtype, dims)
-                engines = f"engines Cluster m![{split['cluster']}], Slice m![{split['slice']}]"
-                at = None
-            else:
-                st, engines, at = stream, "", problem.params.get("engine_at")
-            label = "; ".join(s for s in (f"source Element {stext}" if stext else "", text,
-                                          engines) if s)
-            options.append(Option(label, dst, st, fe, split, at, over,
-                                  src if stext else None))
-    if not options:  # pragma: no cover - the given split always parses
-        raise fail("plan-no-layout", (), pieces="of the stream", rules="no engine split")
-    found = search(source, t["destination"], stream, problem.chips, bound, time_limit,
-                   workers, seed=seed, relax=relax, pcie=pcie, align_bytes=align,
-                   options=options)
-    return found, options[found.best.option].split
+        if fs is not None and fs.count() > limits.SOURCE_MAX_ORDERS:
+            raise limits.size_error(fs.count(), limits.SOURCE_MAX_ORDERS,
+                                    "the enumeration of a free source", "orders",
+                                    {d.term: d.size for d in fs.digits}, "the baseline search")
+        options = [o for stext, src in (fs if fs is not None else [("", t["source"])])
+                   for o in choices.for_source(src, stext)]
+        if not options:  # pragma: no cover - the given split always parses
+            raise fail("plan-no-layout", (), pieces="of the stream", rules="no engine split")
+        found = run(options)
+    return found, found.options[found.best.option].split
+
+
+def _splits(src: Tensor, dst: Tensor, stream: Tensor, free: list[str], problem
+            ) -> list[tuple[dict[str, str], Tensor, str, dict | None]]:
+    """The engine splits to try: (split, stream, label, engine_at); the given one unless the
+    stream's Cluster or Slice is free (the most engines first: ties go to them)."""
+    if "cluster" not in free and "slice" not in free:
+        return [({d: stream.dims[d].text()[3:-1] for d in ("cluster", "slice")}, stream, "",
+                 problem.params.get("engine_at"))]
+    axes = _axes_of(src, dst, stream)
+    splits = engine_splits(src, dst, stream, free)
+    splits.sort(key=lambda sp: -_engines_of(sp, axes))
+    out = []
+    for split in splits:
+        dims = dict(stream.dims)
+        try:
+            for d, v in split.items():
+                dims[d] = parse(f"m![{v}]", axes, d)
+        except TcplanError:
+            continue
+        out.append((split, Tensor("stream", "stream", stream.dtype, dims),
+                    f"engines Cluster m![{split['cluster']}], Slice m![{split['slice']}]",
+                    None))
+    return out
 
 
 def engine_splits(source: Tensor, destination: Tensor, stream: Tensor, free: list[str]

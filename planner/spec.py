@@ -304,13 +304,20 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
         params["engine"] = ctx.choice(data, "engine", ("pseudo", "fetch", "commit", "dma"),
                                       "pseudo")
     elif kind in ("dma", "pcie"):
+        free_addr: dict[str, tuple[int, int, int]] = {}
+        for side in ("source", "destination"):
+            sp = data[side]
+            if isinstance(sp, dict) and (sp.get("address") == "free" or "bounds" in sp):
+                free_addr[side] = _address_bounds(ctx, side, sp)
+                data = {**data, side: {k: v for k, v in sp.items()
+                                       if k not in ("address", "bounds")}}
         spec_src = data["source"]
         free_source = None
         if isinstance(spec_src, dict) and (spec_src.get("element") == "free"
                                            or isinstance(spec_src.get("element"), dict)):
             free_source = _free_source(ctx, spec_src, data["destination"])
-            spec_src = free_source["specs"][0]
-        tensors["source"] = ctx.tensor(("source",), spec_src, "source")
+        tensors["source"] = (free_source.base if free_source is not None else
+                             ctx.tensor(("source",), spec_src, "source"))
         spec_d = data["destination"]
         free_element = free_slice = None
         if isinstance(spec_d, dict) and any(spec_d.get(d) == "free" or isinstance(
@@ -354,12 +361,11 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
             if not free:
                 raise doc.error(("source", "element"), "a free source is planned with its "
                                 "stream", "add stream: {time: free, packet: free}")
-            if free_element is not None or free_slice is not None:
+            if free_slice is not None:
                 raise doc.error(("source", "element"), "a free source Element is planned "
-                                "with a given destination", "give the destination")
-            params["free_source"] = [(text, ctx.tensor(("source",), sd, "source"))
-                                     for text, sd in zip(free_source["texts"],
-                                                         free_source["specs"])]
+                                "with the destination's placement given", "give the "
+                                "destination's Chip, Cluster and Slice")
+            params["free_source"] = free_source
         if free_slice is not None:
             if not free:
                 raise doc.error(("destination", free_slice["dims"][0]), "a free destination "
@@ -379,6 +385,9 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
                                 "Element prefix's digits to Element", "change the prefix")
             params["free_slice"] = {"candidates": cands, "dims": free_slice["dims"],
                                     "max_footprint_bytes": free_slice["max_footprint_bytes"]}
+        if free_addr:
+            _place_free_addresses(free_addr, tensors, free_source, params)
+            params["free_address"] = sorted(free_addr, reverse=True)  # source first
         if "bounds" in data:
             b = data["bounds"]
             if not isinstance(b, dict) or set(b) - {"packet_max_bytes", "align_bytes"}:
@@ -603,6 +612,64 @@ class _Ctx:
         return Tensor(name, t, dtype, dims, address)
 
 
+def _address_bounds(ctx: "_Ctx", side: str, spec: dict) -> tuple[int, int, int]:
+    """``address: free`` on an HBM tensor, with its ``bounds: {align_bytes: N, range: [lo,
+    hi]}``: (lo, hi, align); the range defaults to the chip's HBM, the alignment to one
+    256-byte request (docs/decisions.md item 78)."""
+    doc = ctx.doc
+    if spec.get("address") != "free":
+        raise doc.error((side, "bounds"), "a tensor's bounds go with a free address",
+                        "address: free", at_key=True)
+    if spec.get("tier") != "hbm":
+        raise doc.error((side, "address"), "only an HBM tensor's address is planned",
+                        "give the address (bytes)")
+    b = spec.get("bounds", {})
+    if not isinstance(b, dict) or set(b) - {"align_bytes", "range"}:
+        raise doc.error((side, "bounds"), "a free address's bounds take align_bytes and range",
+                        "bounds: {align_bytes: 4096, range: [0, 1073741824]}")
+    align = b.get("align_bytes", hw.DMA_REQUEST_BYTES)
+    if isinstance(align, bool) or not isinstance(align, int) or not 1 <= align <= MAX_SIZE:
+        raise doc.error((side, "bounds", "align_bytes"), f"{align!r} is not a byte count",
+                        "align_bytes: 4096")
+    lo, hi = b.get("range", [0, hw.HBM_BYTES_PER_CHIP])
+    if "range" in b and not (isinstance(b["range"], list) and len(b["range"]) == 2 and all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_SIZE
+            for x in b["range"]) and b["range"][0] < b["range"][1]):
+        raise doc.error((side, "bounds", "range"), "expected [lowest, past the highest] "
+                        "byte address", "range: [0, 1073741824]")
+    if hi > hw.HBM_BYTES_PER_CHIP:
+        raise doc.error((side, "bounds", "range"), f"{hi:,} is past the chip's HBM "
+                        f"({hw.HBM_BYTES_PER_CHIP:,} B)", f"range: [{lo}, "
+                        f"{hw.HBM_BYTES_PER_CHIP}]")
+    return lo, hi, align
+
+
+def _place_free_addresses(free_addr: dict[str, tuple[int, int, int]],
+                          tensors: dict[str, Tensor], free_source, params: dict) -> None:
+    """Give each tensor with a free address its address (:func:`model.tiers.free_address`):
+    the source first, clear of a destination with a given address; the destination clear
+    of the source."""
+    import dataclasses
+
+    from model.tiers import free_address
+    for side in ("source", "destination"):
+        if side not in free_addr:
+            continue
+        other = tensors["destination" if side == "source" else "source"]
+        taken = None
+        if other.tier == "hbm" and (side == "destination" or "destination" not in free_addr):
+            taken = (other.address,
+                     other.address + other.dims["element"].size * other.elem_bytes)
+        at = free_address(tensors[side], *free_addr[side], taken)
+        tensors[side] = dataclasses.replace(tensors[side], address=at)
+        if side == "source" and free_source is not None:
+            free_source.base = dataclasses.replace(free_source.base, address=at)
+        fsl = params.get("free_slice")
+        if side == "destination" and fsl:
+            fsl["candidates"] = [(text, dataclasses.replace(d, address=at), fe)
+                                 for text, d, fe in fsl["candidates"]]
+
+
 def _free_element(ctx: "_Ctx", source: Tensor, spec: dict) -> tuple[dict, dict]:
     """``element: free`` (or ``{free: true, prefix: 'm![...]'}``): the destination's Element
     order is the planner's.  Returns the bound (``prefix``: terms that stay outermost, in
@@ -669,9 +736,12 @@ def _free_source(ctx: "_Ctx", spec: dict, dest_spec: Any) -> dict[str, Any]:
     [...]}``): the source's layout in HBM is the planner's.  It holds every axis of the
     problem, each cut where the destination's digits (and the source's Chip) cut it, so that
     what the transfer moves and what it does not are separate digits; the candidates are
-    every order of those digits (the prefix's terms outermost), or the ``allowed`` list.
-    Returns the candidate texts and source specs (docs/decisions.md item 76)."""
-    import itertools
+    every order of those digits (the prefix's terms outermost), or the ``allowed`` list
+    (docs/decisions.md items 76 and 77)."""
+    from model.hbm_bits import moved_by
+
+    from .bits import Digit
+    from .sources import FreeSource, write_chain
     doc = ctx.doc
     keys = ("source", "element")
     if spec.get("tier") != "hbm":
@@ -695,12 +765,18 @@ def _free_source(ctx: "_Ctx", spec: dict, dest_spec: Any) -> dict[str, Any]:
                        for k, text in enumerate(raw["allowed"])]
     others = {k: v for k, v in spec.items() if k != "element"}
     probe = ctx.tensor(("source",), {**others, "element": "m![1]"}, "source")
+    # a free destination Element holds every digit its other dimensions leave: those cut
+    # the source, and the transfer moves every digit
+    dest_free = isinstance(dest_spec, dict) and (dest_spec.get("element") == "free" or
+                                                 isinstance(dest_spec.get("element"), dict))
+    if dest_free:
+        dest_spec = {**dest_spec, "element": "m![1]"}
     cuts: dict[str, set[int]] = {a: {1, n} for a, n in ctx.axes.items()}
     held: dict[str, list[tuple[int, int]]] = {}
-    for t in (probe,) + ((ctx.tensor(("destination",), dest_spec, "destination"),)
-                         if isinstance(dest_spec, dict) and all(
-                             v != "free" and not isinstance(v, dict)
-                             for v in dest_spec.values()) else ()):
+    dest = (ctx.tensor(("destination",), dest_spec, "destination")
+            if isinstance(dest_spec, dict) and all(v != "free" and not isinstance(v, dict)
+                                                   for v in dest_spec.values()) else None)
+    for t in (probe,) + ((dest,) if dest is not None else ()):
         for m in t.dims.values():
             for f in m.factors:
                 if f.axis is not None:
@@ -716,18 +792,49 @@ def _free_source(ctx: "_Ctx", spec: dict, dest_spec: Any) -> dict[str, Any]:
                 continue
             terms.append(a if lo == 1 and hi >= size else f"{a} % {hi}" if lo == 1
                          else f"{a} / {lo}" if hi >= size else f"{a} / {lo} % {hi // lo}")
-    if allowed is None:
+    if set(prefix) - set(terms):
+        raise doc.error(keys + ("prefix",), f"the prefix's terms are not among the "
+                        f"source's digits ({', '.join(terms)})", "use those terms")
+    if len(terms) - len(prefix) > limits.SOURCE_MAX_DIGITS:
         rest = [t for t in terms if t not in prefix]
-        if set(prefix) - set(terms):
-            raise doc.error(keys + ("prefix",), f"the prefix's terms are not among the "
-                            f"source's digits ({', '.join(terms)})", "use those terms")
-        if math.factorial(len(rest)) > limits.SOURCE_MAX_ORDERS:
-            raise doc.error(keys, f"{len(rest)} digits to order ({', '.join(rest)}): more "
-                            f"than {limits.SOURCE_MAX_ORDERS} orders", "fix the outermost "
-                            "ones with a prefix, or list the allowed orders")
-        allowed = ["m![" + ", ".join(prefix + list(p)) + "]"
-                   for p in itertools.permutations(rest)]
-    return {"texts": allowed, "specs": [{**others, "element": a} for a in allowed]}
+        raise doc.error(keys, f"{len(rest)} digits to order ({', '.join(rest)}): more than "
+                        f"{limits.SOURCE_MAX_DIGITS}", "fix the outermost ones with a "
+                        "prefix, or list the allowed orders")
+    order = prefix + [t for t in terms if t not in prefix]
+    base = ctx.tensor(("source",), {**others, "element": "m![" + ", ".join(order) + "]"},
+                      "source")
+    factors = base.dims["element"].factors
+    moved = moved_by(dest) if dest is not None and not dest_free else (lambda *_: True)
+    ranges = [(f.axis, f.lo, min(f.lo * f.count, ctx.axes[f.axis])) for f in factors]
+    digits = [Digit(t, f.size, bool(moved(*r))) for t, f, r in zip(order, factors, ranges)]
+    if allowed is not None:
+        allowed = [_digit_order(ctx, keys + ("allowed", k), text, order)
+                   for k, text in enumerate(allowed)]
+    return FreeSource(digits, list(range(len(prefix))), allowed, base,
+                      write_chain(ranges, dest) if dest is not None and not dest_free
+                      else None)
+
+
+def _digit_order(ctx: "_Ctx", keys: tuple, text: str, digits: list[str]) -> tuple[int, ...]:
+    """An allowed Element of a free source as an order of its digits: each of its terms
+    must be one digit or consecutive digits of one axis."""
+    m = parse(text, ctx.axes, "element")
+    ranges = {}
+    for k, t in enumerate(digits):
+        f = parse(f"m![{t}]", ctx.axes, "element").factors[0]
+        ranges[k] = (f.axis, f.lo, f.lo * f.radix)
+    out: list[int] = []
+    for f in m.factors:
+        inside = sorted((k for k, (a, lo, hi) in ranges.items() if a == f.axis
+                         and f.lo <= lo and hi <= f.lo * f.radix), key=lambda k: -ranges[k][1])
+        if f.axis is None or not inside:
+            raise ctx.doc.error(keys, f"{f.label(ctx.axes)} is none of the source's digits "
+                                f"({', '.join(digits)})", "order those digits")
+        out += inside
+    if sorted(out) != list(range(len(digits))):
+        raise ctx.doc.error(keys, f"it does not hold each of the source's digits "
+                            f"({', '.join(digits)}) once", "order those digits")
+    return tuple(out)
 
 
 #: generated Slice candidates spread over at least one DMN's slices (``allowed`` may go lower)

@@ -1,0 +1,268 @@
+"""A free HBM source: its Element order is a planning choice (issue 15; docs/decisions.md
+items 76 and 77).
+
+:class:`FreeSource` holds the source's digits (every axis cut where the destination and the
+source's Chip cut it, so that what the transfer moves and what it does not are separate
+digits), the prefix fixed outermost or the allowed orders, and builds the source tensor of
+any order.  :func:`search_sources` plans it: the outer model (:class:`planner.bits.
+SourceMaster`, the HBM address bits in CP-SAT) proposes the (order, option) pair of least
+bound, the layout search plans that pair exactly, and the pair is excluded, until the bound
+reaches the best plan.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from model import hardware as hw
+from model.cost import engine_floor, hbm_bytes
+from model.mapping import parse
+from model.rules import TcplanError, fail
+from model.tiers import Tensor
+
+from .bits import Digit, SourceMaster
+
+REQUEST_BYTES = hw.DMA_REQUEST_BYTES
+
+
+@dataclass
+class FreeSource:
+    """The digits of a free HBM source's Element and the orders allowed for them."""
+
+    digits: list[Digit]
+    prefix: list[int]  # digit indices fixed outermost, in order
+    allowed: list[tuple[int, ...]] | None  # the only orders allowed (else every order)
+    base: Tensor  # the source in its first order (the other dimensions as given)
+    chain: list[int] | None = None  # digits contiguous in the destination, innermost first
+
+    def text(self, order: tuple[int, ...]) -> str:
+        return "m![" + ", ".join(self.digits[i].term for i in order) + "]"
+
+    def tensor(self, order: tuple[int, ...]) -> Tensor:
+        """The source with its Element in ``order`` (digit indices, outermost first)."""
+        b = self.base
+        el = b.dims["element"]
+        dims = {**b.dims, "element": parse(self.text(order), el.axes, "element")}
+        return Tensor(b.name, b.tier, b.dtype, dims, b.address, dict(b.meta))
+
+    def orders(self) -> Iterator[tuple[int, ...]]:
+        """Every order allowed, the first one first."""
+        if self.allowed is not None:
+            yield from self.allowed
+            return
+        rest = [i for i in range(len(self.digits)) if i not in self.prefix]
+        for p in itertools.permutations(rest):
+            yield tuple(self.prefix) + p
+
+    def count(self) -> int:
+        if self.allowed is not None:
+            return len(self.allowed)
+        return math.factorial(len(self.digits) - len(self.prefix))
+
+    def __iter__(self) -> Iterator[tuple[str, Tensor]]:
+        """(Element text, source tensor) of every order allowed: for enumerations."""
+        for o in self.orders():
+            yield self.text(o), self.tensor(o)
+
+
+def write_chain(digits: list[tuple[str | None, int, int]], destination: Tensor) -> list[int]:
+    """The source digits (``(axis, first, last)`` ranges) the destination's Element holds
+    contiguously from its innermost position, innermost first: each Element factor, from the
+    innermost, takes the digits that tile its range, lowest first; padding or a factor no
+    digits tile ends the run."""
+    el = destination.dims["element"]
+    out: list[int] = []
+    for f in reversed(el.factors):
+        if f.axis is None:
+            break
+        lo, hi = f.lo, min(f.lo * f.count, el.axes[f.axis])
+        inside = sorted((k for k, (a, first, last) in enumerate(digits)
+                         if a == f.axis and lo <= first and last <= hi),
+                        key=lambda k: digits[k][1])
+        tiles = [digits[k][1:] for k in inside]
+        if not tiles or tiles[0][0] != lo or tiles[-1][1] != hi or any(
+                a[1] != b[0] for a, b in zip(tiles, tiles[1:])):
+            break
+        out += inside
+        if f.count != f.size:  # padded: the next factor is not contiguous with it
+            break
+    return out
+
+
+def search_sources(fs: FreeSource, choices, plan_pair: Callable[[Any, int | None, float], Any],
+                   time_limit: float, seed: int = 0):
+    """The best plan over every source order and option (placement and engine split).
+
+    ``choices.for_source(source, text)`` gives the options of one source order (the same
+    list, option by option, for every order); ``choices.lower(option)`` lowers one in any
+    stream order (for what no order changes: its engine floor, its HBM bytes); ``plan_pair(option,
+    beat, seconds)`` plans one exactly (a :class:`planner.layout.Search`; status
+    "dominated" when nothing in it beats ``beat``).  The outer model proposes the pair of
+    least bound; each pair planned is excluded; the search ends, proven optimal, when the
+    bound reaches the best plan or no pair is left, or at the time limit ("feasible")."""
+    from .layout import ORDER_RULES, Search
+    deadline = time.perf_counter() + time_limit
+    master, floors, broken = outer_model(fs, choices, seed)
+    result = Search([], [])
+    failures: list[TcplanError] = []
+    cut = False
+    while not cut:
+        left = deadline - time.perf_counter()
+        best = result.best.cycles if result.candidates else None
+        p = master.propose(best, left) if left > 0 else "cut"
+        if p is None:
+            break
+        if p == "cut":
+            cut = True
+            break
+        master.exclude(p)
+        opt = choices.for_source(fs.tensor(p.order), fs.text(p.order))[p.option]
+        try:
+            found = plan_pair(opt, best, deadline - time.perf_counter())
+        except TcplanError as e:
+            if e.code == "plan-time-limit":
+                cut = True
+                break
+            failures.append(e)
+            _merge(result, getattr(e, "search", None), e)
+            if e.code != "plan-no-layout" and not {v.rule for v in e.violations} & set(
+                    ORDER_RULES):
+                master.drop(p.option)  # a rule no order changes: the option is out
+            continue
+        _merge(result, found, None)
+        cut = found.status == "feasible"
+        if found.candidates:
+            result.options.append(opt)
+            for c in found.candidates:
+                c.option = len(result.options) - 1
+            if best is None or found.best.cycles < best:  # ties: the earlier pair
+                result.model, result.requirements = found.model, found.requirements
+                result.scale, result.pieces = found.scale, found.pieces
+            result.candidates = sorted(result.candidates + found.candidates,
+                                       key=lambda c: (c.cycles, c.option))
+    result.rounds = master.rounds
+    result.status = "feasible" if cut else "optimal"
+    if result.candidates:
+        return result
+    if cut:
+        err = fail("plan-time-limit", (), limit=f"{time_limit:g}", lowered=result.enumerated)
+    elif not failures and broken:
+        err = broken[0]
+    else:
+        err = fail("plan-no-layout", tuple(result.rejected),
+                   pieces=f"in any of {fs.count():,} source layouts and "
+                          f"{len(floors)} placements and engine splits",
+                   rules=", ".join(f"{r} (rejected {k} plan(s) or layouts)"
+                                   for r, k in sorted(result.rejected.items()))
+                   or "the model has no plan")
+    err.search = result  # type: ignore[attr-defined]
+    raise err
+
+
+def outer_model(fs: FreeSource, choices, seed: int = 0
+                ) -> tuple[SourceMaster, list, list[TcplanError]]:
+    """The outer model of a free source over ``choices``' options, each priced in the first
+    order (its engine floor; None when it breaks a rule no order changes, and then never
+    proposed), and the errors of those options; raises when every option breaks one."""
+    first = next(fs.orders())
+    floors, reads, writes, broken = _prices(
+        choices.for_source(fs.tensor(first), fs.text(first)), choices.lower)
+    if len(broken) == len(floors):  # every option breaks a rule no order changes
+        raise broken[0]
+    master = SourceMaster(fs.digits, fs.base.elem_bytes, fs.base.address, fs.prefix,
+                          fs.allowed, [f or (0, 0) for f in floors], reads, writes,
+                          fs.chain, seed)
+    for k, f in enumerate(floors):
+        if f is None:
+            master.drop(k)
+    return master, floors, broken
+
+
+def _prices(options: list, lower_option
+            ) -> tuple[list[tuple[int, int] | None], float, float, list[TcplanError]]:
+    """Per option, its engine floor and request bytes (None when it breaks a rule no order changes: capacity,
+    placement, the engine count); the most HBM read requests of one chip and that chip's
+    write requests; the errors of the options that break such rules."""
+    floors: list[int | None] = []
+    loads: list[tuple[float, float]] = []
+    broken: list[TcplanError] = []
+    for o in options:
+        try:
+            plan = lower_option(o)
+        except TcplanError as e:
+            floors.append(None)
+            broken.append(e)
+            continue
+        floors.append(engine_floor(plan))  # (cycles, request bytes)
+        r, w = hbm_bytes(plan)  # the same transfer in every option: its busiest chip
+        loads.append(max(((r.get(c, 0) / REQUEST_BYTES, w.get(c, 0) / REQUEST_BYTES)
+                          for c in set(r) | set(w)), default=(0.0, 0.0)))
+    reads, writes = min(loads, default=(0.0, 0.0))
+    return floors, reads, writes, broken
+
+
+def _merge(result, found, err: TcplanError | None) -> None:
+    """Count one pair's lowered plans and rejections into the whole search's."""
+    if found is not None:
+        result.enumerated += found.enumerated
+        result.models += found.models
+        for r, k in found.rejected.items():
+            result.rejected[r] = result.rejected.get(r, 0) + k
+        for r, v in found.examples.items():
+            result.examples.setdefault(r, v)
+    if err is not None and (found is None or not found.rejected):
+        for v in err.violations:
+            result.rejected[v.rule] = result.rejected.get(v.rule, 0) + 1
+            result.examples.setdefault(v.rule, v)
+
+
+def binding_bits(plan, cycles: int, sides: tuple[str, ...] = ("source",)
+                 ) -> list[dict[str, Any]]:
+    """For ``tcplan explain``: per HBM side of a plan whose layout was a choice, the channel
+    outputs its moved digits reach (the digit on each), the bus floor they give, and the
+    floor with one output fewer; an output lost to a digit the transfer does not move is
+    named too.  It binds when the plan (``cycles``) runs at that floor."""
+    from model.hbm_bits import bit_report, moved_by
+
+    from .bits import CHANNEL_INPUTS, OUTPUT_NAMES, bus_floor
+    reads, writes = hbm_bytes(plan)
+    out = []
+    for side in sides:
+        t = getattr(plan, side)
+        if t.tier != "hbm":
+            continue
+        other = plan.destination if side == "source" else plan.source
+        mine, theirs = (reads, writes) if side == "source" else (writes, reads)
+        chip = max(mine, key=lambda c: (mine[c], theirs.get(c, 0)), default=None)
+        if chip is None:
+            continue
+        rows = {r["bit"]: r for r in bit_report(t, moved_by(other))}
+        carried, lost = [], []
+        for o, bits in enumerate(CHANNEL_INPUTS):
+            on = [f"bit {b} ({OUTPUT_NAMES[o]}) <- {rows[b]['holds']}" for b in bits
+                  if b in rows and rows[b]["varies"]]
+            if on:
+                carried.append(on[0])
+            else:
+                lost.append(f"bit {bits[0]} ({OUTPUT_NAMES[o]}) <- {rows[bits[0]]['holds']}")
+        k = len(carried)
+        r, w = mine[chip] / REQUEST_BYTES, theirs.get(chip, 0) / REQUEST_BYTES
+        floor = bus_floor(r, w, k)
+        detail = (f"the {side}'s moved digits reach {k} of the {len(CHANNEL_INPUTS)} channel "
+                  f"outputs ({1 << k} channels): {'; '.join(carried) or 'none'}; its HBM "
+                  f"bus floor is {floor:,} cycles")
+        if k:
+            detail += f", {bus_floor(r, w, k - 1):,} with one output fewer"
+        if lost:
+            detail += f"; not reached: {'; '.join(lost)}"
+        binds = floor >= cycles
+        detail += ("; the plan runs at this floor" if binds else
+                   f"; the plan's {cycles:,} cycles are bound elsewhere")
+        out.append({"rule": None, "title": ("binding" if binds else "the") +
+                    f" HBM bit assignment ({side})",
+                    "detail": detail, "outputs": k, "bus_floor": floor})
+    return out

@@ -1,0 +1,175 @@
+"""Free HBM addresses (``address: free`` with ``bounds: {align_bytes, range}``), a free
+source with a free destination Element, and two hops through a planned intermediate
+(issue 15; docs/decisions.md items 77 and 78)."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+
+import pytest
+
+from model.mapping import parse
+from model.rules import TcplanError
+from model.tiers import Tensor, free_address
+from planner.cli import main
+from planner.layout import plan_free
+from planner.spec import Problem, load_problem_text
+from test_layout_planner import brute_force
+
+EX5 = """kind: dma
+dtype: i8
+axes: {{A: 8, B: 64, C: 8, D: 512}}
+source: {source}
+destination: {{tier: dm, cluster: 'm![A / 4]', slice: 'm![A % 4, B]', element: 'm![C, D % 256]'}}
+stream: {{cluster: 'm![A / 4]', slice: 'm![A % 4]', time: free, packet: free}}
+"""
+MIB = 1 << 20  # the source above holds 8 x 64 x 8 x 512 = 2 MiB
+
+
+def solve(tmp_path, text: str) -> tuple[int, str, str]:
+    f = tmp_path / "p.yaml"
+    f.write_text(text)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["solve", str(f), "--json"], stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_a_free_address_with_a_free_layout_plans_example_5_at_its_bus_floor(tmp_path):
+    code, out, _ = solve(tmp_path, EX5.format(
+        source="{tier: hbm, element: free, address: free}"))
+    r = json.loads(out)
+    assert code == 0 and r["verified"] and r["cycles"] == 1_183
+
+
+@pytest.mark.parametrize("bounds,address", [
+    ("{range: [1048576, 5242880]}", 2 * MIB),  # aligned past its 2 MiB: its bits are whole
+    ("{align_bytes: 4096, range: [1052672, 3153920]}", 1052672),  # no 2 MiB multiple fits
+    ("{align_bytes: 65536, range: [0, 2097152]}", 0),
+])
+def test_the_free_address_is_the_lowest_aligned_one_that_fits(tmp_path, bounds, address):
+    code, out, _ = solve(tmp_path, EX5.format(
+        source=f"{{tier: hbm, element: free, address: free, bounds: {bounds}}}"))
+    r = json.loads(out)
+    assert code == 0 and r["verified"], r
+    assert r["plan"]["stream"]["source_address"] == address
+
+
+@pytest.mark.parametrize("bounds,rule,words", [
+    ("{range: [4096, 300000]}", "hbm-address-range",
+     "its 2,097,152 B do not fit in its allowed addresses [4,096, 300,000)"),
+    ("{align_bytes: 8388608, range: [4096, 6291456]}", "hbm-address-align",
+     "no multiple of 8,388,608 B in [4,096, 6,291,456)"),
+])
+def test_infeasible_addresses_name_their_rule(tmp_path, bounds, rule, words):
+    code, out, err = solve(tmp_path, EX5.format(
+        source=f"{{tier: hbm, element: free, address: free, bounds: {bounds}}}"))
+    said = out + err  # --json: the error as JSON on stdout
+    assert code == 1 and rule in said and words in said, said
+
+
+@pytest.mark.parametrize("source,why", [
+    ("{tier: hbm, element: free, bounds: {align_bytes: 64}}", "go with a free address"),
+    ("{tier: hbm, element: free, address: free, bounds: {range: [5, 2]}}",
+     "expected [lowest, past the highest]"),
+    ("{tier: hbm, element: free, address: free, bounds: {align_bytes: 0}}",
+     "is not a byte count"),
+    ("{tier: hbm, element: free, address: free, bounds: {step: 4}}", "take align_bytes"),
+    ("{tier: hbm, element: free, address: free, bounds: {range: [0, 1099511627776]}}",
+     "past the chip's HBM"),
+])
+def test_bad_address_bounds_are_located(tmp_path, source, why):
+    code, out, err = solve(tmp_path, EX5.format(source=source))
+    said = out + err
+    assert code == 2 and "p.yaml:4:" in said and why in said, said
+
+
+def test_a_dm_tensor_has_no_free_address(tmp_path):
+    text = EX5.format(source="{tier: hbm, element: 'm![A, B, C, D]'}").replace(
+        "destination: {tier: dm,", "destination: {tier: dm, address: free,")
+    code, out, err = solve(tmp_path, text)
+    assert code == 2 and "only an HBM tensor's address is planned" in out + err, out + err
+
+
+def _scratch(size: int) -> Tensor:
+    return Tensor("t", "hbm", "i8", {"element": parse(f"m![A # {size}]", {"A": 1})})
+
+
+@pytest.mark.parametrize("size,lo,hi,align,taken", [
+    (48, 0, 512, 16, None), (48, 8, 512, 16, (0, 100)), (64, 3, 400, 32, (60, 130)),
+    (100, 0, 1000, 24, (130, 300)), (7, 5, 40, 2, (6, 20)), (256, 0, 700, 64, (200, 260)),
+])
+def test_free_address_against_every_address(size, lo, hi, align, taken):
+    """Brute force over every address in the range: the lowest one aligned both ways
+    (align and the size's power of two) that fits and avoids the other tensor, else the
+    lowest aligned one."""
+    def ok(a: int, step: int) -> bool:
+        clear = taken is None or a + size <= taken[0] or a >= taken[1]
+        return a % step == 0 and lo <= a and a + size <= hi and clear
+    natural = 1 << (size - 1).bit_length()
+    both = [a for a in range(hi) if ok(a, align) and a % natural == 0]
+    only = [a for a in range(hi) if ok(a, align)]
+    want = (both or only or [None])[0]
+    if want is None:
+        with pytest.raises(TcplanError):
+            free_address(_scratch(size), lo, hi, align, taken)
+    else:
+        assert free_address(_scratch(size), lo, hi, align, taken) == want
+
+
+BOTH = """kind: dma
+dtype: {dtype}
+axes: {{A: {a}, B: {b}, C: {c}}}
+source: {{tier: hbm, element: free}}
+destination: {{tier: dm, slice: 'm![A # 64]', element: free}}
+stream: {{time: free, packet: free}}
+"""
+
+
+@pytest.mark.parametrize("dtype,a,b,c", [("bf16", 4, 8, 16), ("i8", 8, 16, 8),
+                                         ("f32", 2, 4, 32), ("bf16", 8, 2, 64)])
+def test_free_source_and_free_destination_element_together(dtype, a, b, c):
+    """Every source order x every destination Element order x (itertools) every stream
+    order and packet, against the planner."""
+    p = load_problem_text(BOTH.format(dtype=dtype, a=a, b=b, c=c), "<both>")
+    fe = p.params["free_element"]
+    best = None
+    for _, src in p.params["free_source"]:
+        for terms in itertools.permutations(fe["terms"]):
+            dst = p.tensors["destination"]
+            dims = {**dst.dims, "element": parse("m![" + ", ".join(terms) + "]", p.axes)}
+            q = Problem(p.path, p.name, p.kind, p.chips, p.dtype, p.axes,
+                        {**p.tensors, "source": src,
+                         "destination": Tensor(dst.name, dst.tier, dst.dtype, dims)},
+                        {"free": p.params["free"]})
+            c_ = brute_force(q)
+            best = c_ if best is None or (c_ is not None and c_ < best) else best
+    try:
+        found, _ = plan_free(p)
+    except TcplanError as e:
+        assert best is None and e.code == "plan-no-layout", e
+        return
+    assert found.status == "optimal" and found.best.cycles == best
+
+
+def test_two_hops_find_their_intermediate_with_the_outer_model():
+    """The narrow-rows problem: no single transfer is legal; the intermediate the outer
+    model proposes first is the one a search over every order of the pieces finds best."""
+    import pathlib
+
+    from planner.hops import _hop, _intermediates, plan_hops
+    from planner.spec import load_problem
+    root = pathlib.Path(__file__).resolve().parents[1]
+    p = load_problem(root / "problems/planning/two_hop_narrow_rows.yaml")
+    hp = plan_hops(p)
+    fs = _intermediates(p)
+    totals = []
+    for order in fs.orders():
+        mid = fs.tensor(order)
+        try:
+            totals.append(_hop(p, p.tensors["source"], mid).cycles
+                          + _hop(p, mid, p.tensors["destination"]).cycles)
+        except TcplanError:
+            continue
+    assert len(hp.hops) == 2 and hp.cycles == min(totals)
