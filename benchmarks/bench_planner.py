@@ -39,7 +39,7 @@ from planner.spec import load_problem  # noqa: E402
 
 def main() -> None:
     times, ratios = [], []
-    print(f"{'problem':<34} {'solve s':>8} {'est. cycles':>11} {'bound':>10} {'rounds':>7}")
+    print(f"{'problem':<38} {'solve s':>8} {'est. cycles':>11} {'bound':>10} {'rounds':>7}")
     files = sorted((ROOT / "problems/planning").glob("*.yaml")) + \
         sorted((ROOT / "problems/expressions").glob("*.yaml"))
     for f in files:
@@ -63,7 +63,7 @@ def main() -> None:
             bound = lower_bound(best.plan)
             ratios.append(cycles / bound)
         times.append(dt)
-        print(f"{p.name:<34} {dt:>8.3f} {cycles!s:>11} {bound if bound else '-'!s:>10} "
+        print(f"{p.name:<38} {dt:>8.3f} {cycles!s:>11} {bound if bound else '-'!s:>10} "
               f"{rounds!s:>7}")
     times.sort()
     p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))]

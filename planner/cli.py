@@ -556,8 +556,8 @@ def _cmd_explain(args: argparse.Namespace, stdout: TextIO) -> int:
             "These requirements conflict (no plan meets them all; "
             + ("without any one of them, the others can be met" if rep.get("minimal", True)
                else "the time limit stopped the search before it showed them minimal")
-            + ")" + (f", over {rep['options']} placements and engine splits"
-                     if rep.get("options", 1) > 1 else "") + ":")]
+            + ")" + (f", over {rep['options']} options (source layouts, placements, "
+                     "engine splits)" if rep.get("options", 1) > 1 else "") + ":")]
         for it in rep["conflict"]:
             head = f"[{it['rule']}]" if it.get("rule") else "[bound]"
             lines.append(f"  {head} {it['message']}")

@@ -643,7 +643,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             rules = [f"{r} (rejected {k} proposed plan(s))"
                      for r, k in sorted(result.rejected.items())]
         pieces = (", ".join(p.term() for p in result.pieces) if single else
-                  f"in any of {len(options)} placements and engine splits")
+                  f"in any of {len(options)} options (source layouts, placements, engine splits)")
         err = fail("plan-no-layout", tuple(result.rejected), pieces=pieces,
                    rules=("in conflict: " if result.conflict else "") + ", ".join(rules)
                    or "the model has no plan")
@@ -1149,8 +1149,8 @@ def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
     fs = problem.params.get("free_source")
     if fs is not None and method == "bits":
         found = search_sources(fs, choices,
-                               lambda o, beat, secs: run([o], beat, secs, core=False),
-                               time_limit, seed)
+                               lambda opts, beat, secs, core=False:
+                               run(opts, beat, secs, core=core), time_limit, seed)
     else:
         if fs is not None and fs.count() > limits.SOURCE_MAX_ORDERS:
             raise limits.size_error(fs.count(), limits.SOURCE_MAX_ORDERS,

@@ -27,6 +27,9 @@ from model.tiers import Tensor
 from .bits import Digit, SourceMaster
 
 REQUEST_BYTES = hw.DMA_REQUEST_BYTES
+#: when every (order, option) pair fails, their conflict is joined across at most this many
+#: (beyond, the rules that rejected them are named with their counts)
+JOINT_CORE_MOST = 120
 
 
 @dataclass
@@ -93,15 +96,16 @@ def write_chain(digits: list[tuple[str | None, int, int]], destination: Tensor) 
     return out
 
 
-def search_sources(fs: FreeSource, choices, plan_pair: Callable[[Any, int | None, float], Any],
+def search_sources(fs: FreeSource, choices, plan_pair: Callable[..., Any],
                    time_limit: float, seed: int = 0):
     """The best plan over every source order and option (placement and engine split).
 
     ``choices.for_source(source, text)`` gives the options of one source order (the same
     list, option by option, for every order); ``choices.lower(option)`` lowers one in any
-    stream order (for what no order changes: its engine floor, its HBM bytes); ``plan_pair(option,
-    beat, seconds)`` plans one exactly (a :class:`planner.layout.Search`; status
-    "dominated" when nothing in it beats ``beat``).  The outer model proposes the pair of
+    stream order (for what no order changes: its engine floor, its HBM bytes);
+    ``plan_pair(options, beat, seconds, core=False)`` plans them exactly (a
+    :class:`planner.layout.Search`; status "dominated" when nothing in it beats ``beat``;
+    with ``core`` an infeasible search carries its minimal conflict).  The outer model proposes the pair of
     least bound; each pair planned is excluded; the search ends, proven optimal, when the
     bound reaches the best plan or no pair is left, or at the time limit ("feasible")."""
     from .layout import ORDER_RULES, Search
@@ -109,6 +113,7 @@ def search_sources(fs: FreeSource, choices, plan_pair: Callable[[Any, int | None
     master, floors, broken = outer_model(fs, choices, seed)
     result = Search([], [])
     failures: list[TcplanError] = []
+    tried: list = []  # the options of the pairs that had no plan
     cut = False
     while not cut:
         left = deadline - time.perf_counter()
@@ -122,12 +127,13 @@ def search_sources(fs: FreeSource, choices, plan_pair: Callable[[Any, int | None
         master.exclude(p)
         opt = choices.for_source(fs.tensor(p.order), fs.text(p.order))[p.option]
         try:
-            found = plan_pair(opt, best, deadline - time.perf_counter())
+            found = plan_pair([opt], best, deadline - time.perf_counter())
         except TcplanError as e:
             if e.code == "plan-time-limit":
                 cut = True
                 break
             failures.append(e)
+            tried.append(opt)
             _merge(result, getattr(e, "search", None), e)
             if e.code != "plan-no-layout" and not {v.rule for v in e.violations} & set(
                     ORDER_RULES):
@@ -152,6 +158,15 @@ def search_sources(fs: FreeSource, choices, plan_pair: Callable[[Any, int | None
         err = fail("plan-time-limit", (), limit=f"{time_limit:g}", lowered=result.enumerated)
     elif not failures and broken:
         err = broken[0]
+    elif len(tried) <= JOINT_CORE_MOST and deadline > time.perf_counter():
+        # every pair failed: one minimal conflict across them all (their options' models
+        # joined, as for placements: planner.layout._joint_core)
+        try:
+            plan_pair(tried, None, deadline - time.perf_counter(), core=True)
+        except TcplanError as e:
+            err = e
+        else:  # pragma: no cover - each of them had no plan alone
+            err = fail("plan-no-layout", (), pieces="of the source", rules="undecided")
     else:
         err = fail("plan-no-layout", tuple(result.rejected),
                    pieces=f"in any of {fs.count():,} source layouts and "
@@ -159,7 +174,10 @@ def search_sources(fs: FreeSource, choices, plan_pair: Callable[[Any, int | None
                    rules=", ".join(f"{r} (rejected {k} plan(s) or layouts)"
                                    for r, k in sorted(result.rejected.items()))
                    or "the model has no plan")
-    err.search = result  # type: ignore[attr-defined]
+    if getattr(err, "search", None) is None:
+        err.search = result  # type: ignore[attr-defined]
+    else:  # the joint search's conflict, with this search's counts
+        err.search.rounds = result.rounds  # type: ignore[attr-defined]
     raise err
 
 

@@ -1,6 +1,7 @@
-"""Free HBM addresses (``address: free`` with ``bounds: {align_bytes, range}``), a free
-source with a free destination Element, and two hops through a planned intermediate
-(issue 15; docs/decisions.md items 77 and 78)."""
+"""HBM layouts as choices beyond the source order alone: free HBM addresses (``address:
+free`` with ``bounds: {align_bytes, range}``), a free source with a free destination
+Element or a free engine split, a PCIe download, and two hops through a planned
+intermediate (issue 15; docs/decisions.md items 77 and 78)."""
 
 from __future__ import annotations
 
@@ -173,3 +174,60 @@ def test_two_hops_find_their_intermediate_with_the_outer_model():
         except TcplanError:
             continue
     assert len(hp.hops) == 2 and hp.cycles == min(totals)
+
+
+SPLIT = """kind: dma
+dtype: bf16
+axes: {{S: {s}, H: 2, D: {d}}}
+source: {{tier: hbm, element: {{free: true, prefix: 'm![H]'}}}}
+destination: {{tier: dm, slice: 'm![H, S / {rows} # 32]', element: 'm![S % {rows}, D]'}}
+stream: {{cluster: free, slice: free, time: free, packet: free}}
+"""
+
+
+@pytest.mark.parametrize("s,d,rows", [(32, 16, 16), (64, 8, 16)])
+def test_free_source_with_a_free_engine_split_against_brute_force(s, d, rows):
+    """A K cache with its layout and its engine split free: every source order x every
+    engine split x (itertools) every stream order and packet, against the planner."""
+    from planner.layout import engine_splits
+    p = load_problem_text(SPLIT.format(s=s, d=d, rows=rows), "<split>")
+    stream = p.tensors["stream"]
+    best = None
+    for _, src in p.params["free_source"]:
+        for split in engine_splits(src, p.tensors["destination"], stream, p.params["free"]):
+            try:
+                dims = {**stream.dims, **{k: parse(f"m![{v}]", p.axes, k)
+                                          for k, v in split.items()}}
+            except TcplanError:
+                continue
+            q = Problem(p.path, p.name, p.kind, p.chips, p.dtype, p.axes,
+                        {**p.tensors, "source": src,
+                         "stream": Tensor("stream", "stream", stream.dtype, dims)},
+                        {"free": ["time", "packet"]})
+            try:
+                c = brute_force(q)
+            except TcplanError:  # a split that cuts the pieces apart: no plan
+                continue
+            best = c if best is None or (c is not None and c < best) else best
+    found, _ = plan_free(p)
+    assert found.status == "optimal" and found.best.cycles == best
+
+
+def test_a_pcie_download_with_a_free_source_layout_and_address(tmp_path):
+    """PCIe (HBM -> host, 8 chips): the source's layout and address free; the plan is the
+    cheapest of its two orders, each planned with its layout given."""
+    text = """kind: pcie
+chips: 8
+dtype: bf16
+axes: {{A: 8, B: 64, C: 32}}
+source: {{tier: hbm, chip: 'm![A]', element: {element}, address: {address}}}
+destination: {{tier: host, element: 'm![A, C, B]'}}
+stream: {{chip: 'm![A]', time: free, packet: free}}
+"""
+    code, out, _ = solve(tmp_path, text.format(element="free", address="free"))
+    r = json.loads(out)
+    assert code == 0 and r["verified"] and r["status"] == "optimal"
+    each = [plan_free(load_problem_text(text.format(element=f"'{o}'", address=0), "<o>"))[0]
+            .best.cycles for o in ("m![B, C]", "m![C, B]")]
+    assert r["cycles"] == min(each) < max(each)
+    assert r["plan"]["stream"]["source_element"] == "m![C, B]"  # the host's order
