@@ -702,10 +702,10 @@ def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
     from executor.run import run_dma
     from model.cost import dma_cycles, estimate, lower_bound
 
-    from .layout import plan_free
+    from .layout import plan_free, planned
     t = problem.tensors
     t0 = time.perf_counter()
-    free = problem.params.get("free", [])
+    free = planned(problem)
     if problem.params.get("hops", 1) > 1:
         return _solve_hops(problem, args, stdout)
     try:

@@ -71,9 +71,9 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
                    f"not {problem.kind}", fix="use tcplan verify")
     from model.cost import dma_cycles, lower_bound
 
-    from .layout import plan_free
+    from .layout import plan_free, planned
     from .lowering import lower_problem
-    free = problem.params.get("free")
+    free = planned(problem)
     if problem.params.get("hops", 1) > 1:
         from .hops import plan_hops
         try:

@@ -1148,9 +1148,9 @@ def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
                       options=options, beat=beat, core=core)
     fs = problem.params.get("free_source")
     if fs is not None and method == "bits":
-        found = search_sources(fs, choices,
-                               lambda opts, beat, secs, core=False:
-                               run(opts, beat, secs, core=core), time_limit, seed)
+        pair = ((lambda opts, beat, secs, core=False: run(opts, beat, secs, core=core))
+                if problem.params.get("free") else _given_stream(problem.chips, choices.pcie))
+        found = search_sources(fs, choices, pair, time_limit, seed)
     else:
         if fs is not None and fs.count() > limits.SOURCE_MAX_ORDERS:
             raise limits.size_error(fs.count(), limits.SOURCE_MAX_ORDERS,
@@ -1162,6 +1162,31 @@ def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
             raise fail("plan-no-layout", (), pieces="of the stream", rules="no engine split")
         found = run(options)
     return found, found.options[found.best.option].split
+
+
+def planned(problem) -> bool:
+    """Is part of a DMA problem's layout a choice (a free stream, or a free HBM source)?
+    Then :func:`plan_free` gives its plan."""
+    return bool(problem.params.get("free") or problem.params.get("free_source"))
+
+
+def _given_stream(chips: int, pcie: bool):
+    """The pair planner of a free source whose stream is given: each option lowered as it
+    is and estimated (the first rule it breaks is raised)."""
+    def plan(options: list[Option], beat: int | None, seconds: float, core: bool = False
+             ) -> Search:
+        errors: list[TcplanError] = []
+        for o in options:
+            try:
+                p = dma.lower(o.source, o.destination, o.stream, chips, o.engine_at, pcie)
+            except TcplanError as e:
+                errors.append(e)
+                continue
+            c = Candidate((), 0, p.stream_dims["time"].text(), p.stream_dims["packet"].text(),
+                          estimate(p).cycles, p)
+            return Search([], [c], options=[o], enumerated=1)
+        raise errors[0]
+    return plan
 
 
 def _splits(src: Tensor, dst: Tensor, stream: Tensor, free: list[str], problem

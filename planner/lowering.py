@@ -18,8 +18,9 @@ def default_mode(engine: str, mode: str | None) -> str:
 def lower_problem(problem: Any) -> Any:
     """The configs of a problem: a DmaPlan or a SequencerConfig (raises TcplanError)."""
     t = problem.tensors
-    if problem.kind in ("dma", "pcie") and problem.params.get("free"):
-        from .layout import plan_free  # a free stream: the searched layout's plan
+    from .layout import planned
+    if problem.kind in ("dma", "pcie") and planned(problem):
+        from .layout import plan_free  # a free stream or source: the searched layout's plan
         return plan_free(problem)[0].best.plan
     if problem.kind in ("dma", "pcie"):
         return dma.lower(t["source"], t["destination"], t["stream"], problem.chips,

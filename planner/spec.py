@@ -358,9 +358,10 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
                                 "with its stream", "add stream: {time: free, packet: free}")
             params["free_element"] = free_element
         if free_source is not None:
-            if not free:
-                raise doc.error(("source", "element"), "a free source is planned with its "
-                                "stream", "add stream: {time: free, packet: free}")
+            if free_element is not None and not free:
+                raise doc.error(("source", "element"), "a free source with a free "
+                                "destination Element is planned with its stream",
+                                "add stream: {time: free, packet: free}")
             if free_slice is not None:
                 raise doc.error(("source", "element"), "a free source Element is planned "
                                 "with the destination's placement given", "give the "

@@ -106,11 +106,11 @@ stream: {{time: free, packet: free}}
     assert "p.yaml:4:" in err.getvalue() and why in err.getvalue(), err.getvalue()
 
 
-def test_a_free_source_needs_a_free_stream_and_a_given_placement():
+def test_a_free_source_needs_a_given_placement_and_with_a_free_element_a_free_stream():
     head = "kind: dma\ndtype: i8\naxes: {A: 64, C: 16}\nsource: {tier: hbm, element: free}\n"
-    with pytest.raises(TcplanError, match="planned with its stream"):
-        load_problem_text(head + "destination: {tier: dm, slice: 'm![A]', element: "
-                          "'m![C]'}\n", "<x>")
+    with pytest.raises(TcplanError, match="is planned with its stream"):
+        load_problem_text(head + "destination: {tier: dm, slice: 'm![A]', element: free}\n",
+                          "<x>")
     with pytest.raises(TcplanError, match="with the destination's placement given"):
         load_problem_text(head + "destination: {tier: dm, slice: free, element: free}\n"
                           "stream: {time: free, packet: free}\n", "<x>")
