@@ -21,6 +21,7 @@ from model.mapping import BOTTOM, LIVE, TOP, ZERO
 from model.rules import TcplanError, Violation
 from model.tiers import TIER_DIMS, Tensor, dm_address
 
+from . import strided
 from .memory import Memories
 
 NP_DTYPES = {
@@ -124,9 +125,50 @@ def positions(t: Tensor, axes: dict[str, int]) -> Iterator[tuple[int, np.ndarray
             yield pos.get("chip", 0), addr, lin, status
 
 
+def _boxed(t: Tensor, axes: dict[str, int]):
+    """(units, box) of a tensor the strided views cover, else None (executor/strided.py)."""
+    got = strided.units(t, axes)
+    if got is None or any(u.status not in (LIVE, TOP) for u in got[0]):
+        return None
+    box = strided.element_box(t, axes, got[1])
+    return None if box is None else (got[0], box)
+
+
+def _place_fast(mem: Memories, t: Tensor, axes: dict[str, int], T: np.ndarray | None
+                ) -> bool:
+    """:func:`place` through strided views, unit by unit; False where they do not apply."""
+    got = _boxed(t, axes)
+    if got is None:
+        return False
+    units, box = got
+    eb = t.elem_bytes
+    k, kl = strided.outer_dims(box.shape), strided.outer_dims(box.live)
+    for u in units:
+        v = strided.view(mem.space(t.tier, u.chip), u.address, box.shape, box.mem, eb)
+        if v is None:
+            return False  # (what was written is written again by the index path)
+        if u.status == TOP or box.padded:
+            for c in strided.chunks(v, k):
+                c[...] = TOP_BYTE
+        if u.status == TOP:
+            continue
+        lv = strided.live(v, box)
+        if T is None:
+            for c in strided.chunks(lv, kl):
+                c[...] = UNWRITTEN
+            continue
+        src = strided.t_view(T, u.offset, box, eb)
+        for d, s_ in zip(strided.chunks(lv, kl), strided.chunks(src, kl)):
+            np.copyto(d, s_)
+    return True
+
+
 def place(mem: Memories, t: Tensor, axes: dict[str, int], T: np.ndarray | None) -> None:
     """Fill a tensor's positions: T at live ones (or the unwritten pattern when ``T`` is
-    None), 0xA5 in Top padding, zeros in Zero padding; Bottom padding becomes forbidden."""
+    None), 0xA5 in Top padding, zeros in Zero padding; Bottom padding becomes forbidden.
+    Through strided views where they apply, else position by position in chunks."""
+    if _place_fast(mem, t, axes, T):
+        return
     eb = t.elem_bytes
     flat = T.reshape(-1).view(np.uint8).reshape(-1, eb) if T is not None else None
     bottoms: dict[int, list[np.ndarray]] = {}
@@ -159,6 +201,9 @@ def execute(mem: Memories, plan) -> int:
         rs = mem.space(src.tier, e.read_chip)
         ws = mem.space(dst.tier, e.write_chip)
         for c in e.commands:
+            if strided.copy_command(rs, ws, c.entries, c.read_base, c.write_base, eb):
+                moved += limits.product(n for n, _, _ in c.entries)
+                continue
             for raddr, waddr in _addresses(c.entries, c.read_base, c.write_base, eb):
                 ws.write(waddr, rs.read(raddr, eb))
                 moved += raddr.size
@@ -186,11 +231,49 @@ def _addresses(entries, rbase: int, wbase: int, eb: int) -> Iterator[tuple[np.nd
         yield rb + r_off, wb + w_off
 
 
+def _verify_fast(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray,
+                 moved: int | None) -> dict | None:
+    """:func:`verify` through strided views: the destination's live box against T's, unit
+    by unit, chunk by chunk.  None where the views do not apply, or where anything is
+    wrong (the index path then finds it and says where)."""
+    got = _boxed(dst, axes)
+    if got is None:
+        return None
+    units, box = got
+    eb = dst.elem_bytes
+    checked = landed = 0
+    kl = strided.outer_dims(box.live)
+    for u in units:
+        space = mem.space(dst.tier, u.chip)
+        v = strided.view(space, u.address, box.shape, box.mem, eb)
+        if v is None:
+            return None
+        if moved is not None:
+            counts = strided.view(space, u.address, box.shape, box.mem, eb, counts=True)
+            landed += int(counts.sum(dtype=np.int64))
+            if u.status == LIVE and strided.live(counts, box).max(initial=0) > 1:
+                return None
+        if u.status == TOP:
+            continue
+        want = strided.chunks(strided.t_view(T, u.offset, box, eb), kl)
+        for g, w in zip(strided.chunks(strided.live(v, box), kl), want):
+            if not np.array_equal(g, w):
+                return None
+        checked += strided.size(box)
+    if moved is not None and landed != moved:
+        return None
+    return {"checked": checked}
+
+
 def verify(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray,
            moved: int | None = None) -> dict:
     """Compare every live destination position with T at its index (the holding rule); Zero
     padding must still hold zeros; with ``moved``, every write must have landed on the
-    destination and every live slot exactly once."""
+    destination and every live slot exactly once.  Through strided views where they apply;
+    the index path (position by position, in chunks) finds and names any mismatch."""
+    fast = _verify_fast(mem, dst, axes, T, moved)
+    if fast is not None:
+        return fast
     eb = dst.elem_bytes
     flat = T.reshape(-1).view(np.uint8).reshape(-1, eb)
     checked = 0
@@ -288,9 +371,33 @@ def run_with_data(problem, plan, inputs: dict[str, np.ndarray], seed: int = 0
             "destination": read_tensor(mem, dst, axes, T.dtype)}
 
 
+def _read_fast(mem_or_space, t: Tensor, axes: dict[str, int], out: np.ndarray) -> bool:
+    got = _boxed(t, axes)
+    if got is None:
+        return False
+    units, box = got
+    eb = t.elem_bytes
+    kl = strided.outer_dims(box.live)
+    for u in units:
+        if u.status != LIVE:
+            continue
+        space = (mem_or_space.space(t.tier, u.chip) if isinstance(mem_or_space, Memories)
+                 else mem_or_space)
+        v = strided.view(space, u.address, box.shape, box.mem, eb)
+        if v is None:
+            return False
+        dst = strided.t_view(out, u.offset, box, eb, writeable=True)
+        for d, s_ in zip(strided.chunks(dst, kl), strided.chunks(strided.live(v, box), kl)):
+            np.copyto(d, s_)
+    return True
+
+
 def read_tensor(mem_or_space, t: Tensor, axes: dict[str, int], dtype) -> np.ndarray:
     """The mathematical tensor a placed tensor holds, over the axes it carries."""
     out = np.zeros(tensor_shape(axes, f"{t.name} read back over every axis"), dtype)
+    kept = carried_axes(t, axes)
+    if _read_fast(mem_or_space, t, axes, out):
+        return out[tuple(slice(None) if a in kept else 0 for a in axes)]
     flat = out.reshape(-1)
     eb = t.elem_bytes
     for chip, addr, lin, status in positions(t, axes):
@@ -299,7 +406,6 @@ def read_tensor(mem_or_space, t: Tensor, axes: dict[str, int], dtype) -> np.ndar
             space = (mem_or_space.space(t.tier, chip) if isinstance(mem_or_space, Memories)
                      else mem_or_space)
             flat[lin[live]] = space.read(addr[live], eb).reshape(-1).view(dtype)
-    kept = carried_axes(t, axes)
     return out[tuple(slice(None) if a in kept else 0 for a in axes)]
 
 

@@ -1,0 +1,237 @@
+"""Strided views: the executor's fast path (issue 16).
+
+A DMA command is an affine loop nest (at most 8 entries, each ``positions x stride``), so its
+read side and its write side are each one numpy view over the simulated memory, and the move
+is one copy between them.  A tensor's Element is a product of digit factors, each adding
+``lo x digit`` to one axis, so over one unit (chip, cluster, slice) its live positions and
+the tensor T they hold are two views of one shape too: placing, verifying (the holding rule)
+and reading back are copies and comparisons between them, chunk by chunk.
+
+Every view is bounds-checked from its two extreme addresses (the memory's own checks, with
+their messages), never element by element.  Where a view cannot say it (a DM access that
+leaves its slice's backed 512 KiB inside the window, Bottom padding in the space, a command
+that writes one address twice, an Element whose digits are not a box of live positions), the
+caller falls back to the index-array path, which remains the reference.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from model.mapping import LIVE, TOP, NotFactorable
+from model.rules import TcplanError
+from model.tiers import TIER_DIMS, Tensor, dm_address
+
+from .memory import DM_BACKED_SHIFT, DM_WINDOW_SHIFT, Space
+
+#: elements one comparison or copy handles at once (bounds the temporaries)
+CHUNK = 1 << 22
+
+
+def injective(shape: tuple[int, ...], strides: tuple[int, ...], eb: int) -> bool:
+    """Does a view of ``eb``-byte elements reach a distinct address at every index?  (A
+    sufficient test: sorted by stride, each one clears the span of those inside it.)"""
+    span = eb
+    for n, s in sorted(((n, abs(s)) for n, s in zip(shape, strides) if n > 1),
+                       key=lambda x: x[1]):
+        if s < span:
+            return False
+        span = s * (n - 1) + span
+    return True
+
+
+def _extremes(addr: int, shape, strides) -> tuple[int, int]:
+    lo = addr + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
+    hi = addr + sum(max(0, (n - 1) * s) for n, s in zip(shape, strides))
+    return lo, hi
+
+
+def _physical_strides(space: Space, addr: int, shape, strides, eb: int
+                      ) -> tuple[int, tuple[int, ...]] | None:
+    """The physical byte index of ``addr`` and the physical strides of a view (DM: a
+    stride of whole slice windows steps whole backed slices; every other stride must keep
+    the offsets inside one slice's backed bytes), bounds-checked at the extremes; None when
+    no view can say it."""
+    lo, hi = _extremes(addr, shape, strides)
+    space.physical(np.array([lo, hi + eb - 1], np.int64))  # raises the access error
+    if space.tier != "dm":
+        return addr - space.lo, tuple(strides)
+    window = 1 << DM_WINDOW_SHIFT
+    inner = [(n, s) for n, s in zip(shape, strides) if s % window]
+    off = addr & (window - 1)
+    olo, ohi = _extremes(off, [n for n, _ in inner], [s for _, s in inner])
+    if olo < 0 or ohi + eb > (1 << DM_BACKED_SHIFT):
+        return None  # the offsets leave the backed part of a window: index arrays
+    phys = [s if s % window else (s >> DM_WINDOW_SHIFT) << DM_BACKED_SHIFT for s in strides]
+    base = ((addr >> DM_WINDOW_SHIFT) << DM_BACKED_SHIFT) | off
+    return base - space.lo, tuple(phys)
+
+
+def view(space: Space, addr: int, shape: tuple[int, ...], strides: tuple[int, ...],
+         eb: int, counts: bool = False) -> np.ndarray | None:
+    """The bytes of a space as a view of ``shape + (eb,)`` (``strides`` in bytes), or,
+    with ``counts``, its per-element write counters as a view of ``shape``; None when no
+    view can say it (see :func:`_physical_strides`; Bottom padding in the space)."""
+    if space.bottom is not None and space.bottom.size:
+        return None
+    got = _physical_strides(space, addr, shape, strides, eb)
+    if got is None:
+        return None
+    base, phys = got
+    arr = space.writes if counts else space.data
+    full = tuple(shape) if counts else tuple(shape) + (eb,)
+    st = phys if counts else phys + (1,)
+    return np.lib.stride_tricks.as_strided(arr[base:], full, st, writeable=True)
+
+
+def copy_command(rs: Space, ws: Space, entries, rbase: int, wbase: int, eb: int) -> bool:
+    """One DMA command as a copy between two strided views, and its write counts; False
+    when a view cannot say it (the caller uses index arrays)."""
+    shape = tuple(n for n, _, _ in entries)
+    rstr = tuple(r * eb for _, r, _ in entries)
+    wstr = tuple(w * eb for _, _, w in entries)
+    if not injective(shape, wstr, eb):
+        return False
+    src = view(rs, rbase, shape, rstr, eb)
+    dst = view(ws, wbase, shape, wstr, eb) if src is not None else None
+    cnt = view(ws, wbase, shape, wstr, eb, counts=True) if dst is not None else None
+    if cnt is None:
+        return False
+    k = outer_dims(shape)
+    for s, d, c in zip(chunks(src, k), chunks(dst, k), chunks(cnt, k)):
+        np.copyto(d, s)
+        np.minimum(c, 254, out=c)  # saturating, as the index path counts
+        c += 1
+    return True
+
+
+def outer_dims(shape: tuple[int, ...]) -> int:
+    """How many outer dimensions of ``shape`` to iterate so that each piece holds at most
+    :data:`CHUNK` elements."""
+    k, inner = 0, math.prod(shape)
+    while k < len(shape) - 1 and inner > CHUNK:
+        inner //= shape[k]
+        k += 1
+    return k
+
+
+def chunks(a: np.ndarray, k: int) -> Iterator[np.ndarray]:
+    """``a`` in pieces along its ``k`` outer dimensions (see :func:`outer_dims`); views of
+    one shape chunked with one ``k`` line up piece by piece."""
+    if k == 0:
+        yield a
+        return
+    for idx in np.ndindex(*a.shape[:k]):
+        yield a[idx]
+
+
+@dataclass
+class Box:
+    """A tensor's Element as a box: per factor (outermost first) its positions, its live
+    positions, its memory stride (bytes) and its stride in T (elements; 0 broadcasts)."""
+
+    shape: tuple[int, ...]
+    live: tuple[int, ...]
+    mem: tuple[int, ...]
+    tstr: tuple[int, ...]
+
+    @property
+    def padded(self) -> bool:
+        return self.live != self.shape
+
+
+def element_box(t: Tensor, axes: dict[str, int], reach: dict[str, int]) -> Box | None:
+    """The box of ``t``'s Element, or None where it is not one: a digit with padding other
+    than Top (``#``) padding, or digits whose coordinates (plus ``reach``, the most the
+    other dimensions add to each axis) could pass their axis (those positions are Top
+    padding one by one)."""
+    try:
+        fs = t.dims["element"].factors
+    except TcplanError:
+        return None
+    strides, s = {}, 1
+    for a in reversed(list(axes)):
+        strides[a] = s
+        s *= axes[a]
+    top = dict(reach)
+    for f in fs:
+        covered = f.count == f.size or (f.pads and f.pads[-1][0] >= f.size)
+        if not covered or any(kind != TOP for _, kind in f.pads):
+            return None
+        if f.axis is not None:
+            top[f.axis] = top.get(f.axis, 0) + f.lo * (f.count - 1)
+    if any(top[a] >= axes[a] for a in top if a in axes):
+        return None
+    weights, w = [], t.elem_bytes
+    for f in reversed(fs):
+        weights.append(w)
+        w *= f.size
+    return Box(tuple(f.size for f in fs), tuple(f.count for f in fs),
+               tuple(reversed(weights)),
+               tuple(f.lo * strides[f.axis] if f.axis is not None else 0 for f in fs))
+
+
+@dataclass
+class Unit:
+    """One unit of a tensor (a chip, cluster and slice): where its Element starts, the
+    index into T its other dimensions add, and their status."""
+
+    chip: int
+    address: int
+    offset: int  # into T (elements)
+    status: int
+
+
+def units(t: Tensor, axes: dict[str, int]) -> tuple[list[Unit], dict[str, int]] | None:
+    """Every unit of a tensor and the most each axis gets from the other dimensions, or
+    None for a tier the views do not cover."""
+    if t.tier not in ("hbm", "host", "dm"):
+        return None
+    dims = [d for d in TIER_DIMS[t.tier] if d != "element"]
+    evals = {d: t.dims[d].evaluate() for d in dims}
+    strides, s = {}, 1
+    for a in reversed(list(axes)):
+        strides[a] = s
+        s *= axes[a]
+    out, reach = [], {}
+    for combo in np.ndindex(*[t.dims[d].size for d in dims]):
+        pos = dict(zip(dims, combo))
+        status, offset = LIVE, 0
+        for d, p in pos.items():
+            coords, st = evals[d]
+            if st[p] != LIVE and status == LIVE:
+                status = int(st[p])
+            for a, c in coords.items():
+                offset += int(c[p]) * strides[a]
+                if st[p] == LIVE:
+                    reach[a] = max(reach.get(a, 0), int(c[p]))
+        address = (dm_address(pos["cluster"], pos["slice"], t.address) if t.tier == "dm"
+                   else t.address)
+        out.append(Unit(pos.get("chip", 0), address, offset, status))
+    return out, reach
+
+
+def t_view(T: np.ndarray, offset: int, box: Box, eb: int, writeable: bool = False
+           ) -> np.ndarray:
+    """T's bytes at the box's live positions, as a view of ``box.live + (eb,)``."""
+    flat = T.reshape(-1).view(np.uint8)
+    return np.lib.stride_tricks.as_strided(flat[offset * eb:], box.live + (eb,),
+                                           tuple(s * eb for s in box.tstr) + (1,),
+                                           writeable=writeable)
+
+
+def live(v: np.ndarray, box: Box) -> np.ndarray:
+    """The live part of a view over the whole box."""
+    return v[tuple(slice(0, n) for n in box.live)]
+
+
+def size(box: Box) -> int:
+    return math.prod(box.live)
+
+
+__all__ = ["Box", "NotFactorable", "Unit", "chunks", "copy_command", "element_box",
+           "injective", "live", "outer_dims", "size", "t_view", "units", "view"]
