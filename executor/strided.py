@@ -101,32 +101,66 @@ def copy_command(rs: Space, ws: Space, entries, rbase: int, wbase: int, eb: int)
     cnt = view(ws, wbase, shape, wstr, eb, counts=True) if dst is not None else None
     if cnt is None:
         return False
-    k = outer_dims(shape)
-    for s, d, c in zip(chunks(src, k), chunks(dst, k), chunks(cnt, k)):
-        np.copyto(d, s)
-        np.minimum(c, 254, out=c)  # saturating, as the index path counts
-        c += 1
+    src, dst = merged(src, dst)
+    np.copyto(dst, src)  # (a copy between views allocates nothing)
+    (cnt,) = merged(cnt)
+    cnt += 1  # (a counter wrapped by 256 writes shows in verify's total)
     return True
 
 
-def outer_dims(shape: tuple[int, ...]) -> int:
-    """How many outer dimensions of ``shape`` to iterate so that each piece holds at most
-    :data:`CHUNK` elements."""
-    k, inner = 0, math.prod(shape)
-    while k < len(shape) - 1 and inner > CHUNK:
-        inner //= shape[k]
-        k += 1
-    return k
+def pieces(*arrays: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
+    """Views of one shape, merged (:func:`merged`) and cut into pieces of at most
+    :data:`CHUNK` elements, piece by piece together (for work that makes temporaries:
+    comparisons, reductions, copies out of T)."""
+    ms = merged(*arrays)
+    cut = _cut(ms[0].shape)
+    return zip(*(chunks(a, cut) for a in ms))
 
 
-def chunks(a: np.ndarray, k: int) -> Iterator[np.ndarray]:
-    """``a`` in pieces along its ``k`` outer dimensions (see :func:`outer_dims`); views of
-    one shape chunked with one ``k`` line up piece by piece."""
-    if k == 0:
+def merged(*arrays: np.ndarray) -> list[np.ndarray]:
+    """The same elements of views of one shape, with adjacent dimensions merged wherever
+    every view steps through them contiguously (``stride[outer] == size[inner] x
+    stride[inner]``) and dimensions of one position dropped: the copies and comparisons
+    then run over long contiguous rows instead of element by element."""
+    keep = [k for k, n in enumerate(arrays[0].shape) if n != 1] or [arrays[0].ndim - 1]
+    shape = [arrays[0].shape[keep[-1]]]
+    strides = [[a.strides[keep[-1]]] for a in arrays]
+    for k in reversed(keep[:-1]):
+        n = arrays[0].shape[k]
+        if all(a.strides[k] == shape[0] * st[0] for a, st in zip(arrays, strides)):
+            shape[0] *= n  # one dimension of both sizes, stepping by the inner stride
+        else:
+            shape.insert(0, n)
+            for a, st in zip(arrays, strides):
+                st.insert(0, a.strides[k])
+    return [np.lib.stride_tricks.as_strided(a, tuple(shape), tuple(st),
+                                            writeable=a.flags.writeable)
+            for a, st in zip(arrays, strides)]
+
+
+def _cut(shape: tuple[int, ...]) -> tuple[int, int]:
+    """Where to cut views of ``shape`` into pieces of at most :data:`CHUNK` elements: the
+    outer dimensions before ``k`` are iterated, dimension ``k`` is cut in blocks of ``b``."""
+    inner = math.prod(shape)
+    for k, n in enumerate(shape):
+        inner //= n
+        if inner * n <= CHUNK:
+            return k, n
+        if inner <= CHUNK:
+            return k, max(1, CHUNK // inner)
+    return len(shape) - 1, 1
+
+
+def chunks(a: np.ndarray, cut: tuple[int, int]) -> Iterator[np.ndarray]:
+    """``a`` in pieces: every index of its dimensions before ``k``, and blocks of ``b``
+    positions of dimension ``k`` (see :func:`_cut`); views of one shape line up."""
+    k, b = cut
+    if a.ndim == 0:
         yield a
         return
     for idx in np.ndindex(*a.shape[:k]):
-        yield a[idx]
+        for lo in range(0, a.shape[k], b):
+            yield a[idx + (slice(lo, lo + b),)]
 
 
 @dataclass
@@ -234,4 +268,4 @@ def size(box: Box) -> int:
 
 
 __all__ = ["Box", "NotFactorable", "Unit", "chunks", "copy_command", "element_box",
-           "injective", "live", "outer_dims", "size", "t_view", "units", "view"]
+           "injective", "live", "merged", "pieces", "size", "t_view", "units", "view"]

@@ -127,3 +127,41 @@ def test_a_wrong_byte_is_still_found_and_named(monkeypatch):
     space.data[live[len(live) // 2]] ^= 0xFF
     with pytest.raises(TcplanError, match="verify-mismatch|holds"):
         run.verify(mem, dst, p.axes, T, moved)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=5), st.integers(0, 2**32 - 1))
+def test_merged_views_hold_the_same_elements_in_the_same_order(shape, seed):
+    """Random views (some dimensions contiguous, some not, some reversed) of one shape:
+    merged, they list the same elements in the same order, with no more dimensions."""
+    rng = np.random.default_rng(seed)
+    base = np.arange(4096, dtype=np.uint8)
+    views = []
+    for _ in range(2):
+        strides, step = [], 1
+        for n in reversed(shape):
+            strides.insert(0, int(step * rng.choice([1, 1, -1])))
+            step *= n * int(rng.choice([1, 1, 2]))
+        start = sum(-(n - 1) * s for n, s in zip(shape, strides) if s < 0)
+        views.append(np.lib.stride_tricks.as_strided(base[start:], tuple(shape),
+                                                     tuple(strides)))
+    got = strided.merged(*views)
+    for g, v in zip(got, views):
+        assert g.ndim <= v.ndim
+        assert np.array_equal(g.reshape(-1), v.reshape(-1))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 9), min_size=1, max_size=4), st.integers(1, 40))
+def test_pieces_cover_every_element_once_in_order(shape, chunk):
+    """Cut into pieces of at most ``chunk`` elements, a view is every element once, in
+    order, piece by piece."""
+    a = np.arange(int(np.prod(shape))).reshape(shape)[..., ::-1]  # not contiguous
+    old = strided.CHUNK
+    strided.CHUNK = chunk
+    try:
+        got = [p for (p,) in strided.pieces(a)]
+    finally:
+        strided.CHUNK = old
+    assert all(p.size <= chunk for p in got) or chunk < a.shape[-1]
+    assert np.array_equal(np.concatenate([p.reshape(-1) for p in got]), a.reshape(-1))
