@@ -268,7 +268,8 @@ def _verify_fast(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray
         if v is None:
             return None
         if moved is not None:
-            counts = strided.view(space, u.address, box.shape, box.mem, eb, counts=True)
+            counts = strided.view(space, u.address, box.shape, box.mem, eb,
+                                  counts=True)[..., 0]  # (an element's first byte)
             for (c,) in strided.pieces(counts):
                 landed += int(c.sum(dtype=np.int64))
             if u.status == LIVE and any(c.max(initial=0) > 1 for (c,) in

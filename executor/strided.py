@@ -74,8 +74,9 @@ def _physical_strides(space: Space, addr: int, shape, strides, eb: int
 def view(space: Space, addr: int, shape: tuple[int, ...], strides: tuple[int, ...],
          eb: int, counts: bool = False) -> np.ndarray | None:
     """The bytes of a space as a view of ``shape + (eb,)`` (``strides`` in bytes), or,
-    with ``counts``, its per-element write counters as a view of ``shape``; None when no
-    view can say it (see :func:`_physical_strides`; Bottom padding in the space)."""
+    with ``counts``, their write counters (every byte of an element counts its writes; the
+    first is read); None when no view can say it (see :func:`_physical_strides`; Bottom
+    padding in the space)."""
     if space.bottom is not None and space.bottom.size:
         return None
     got = _physical_strides(space, addr, shape, strides, eb)
@@ -83,9 +84,8 @@ def view(space: Space, addr: int, shape: tuple[int, ...], strides: tuple[int, ..
         return None
     base, phys = got
     arr = space.writes if counts else space.data
-    full = tuple(shape) if counts else tuple(shape) + (eb,)
-    st = phys if counts else phys + (1,)
-    return np.lib.stride_tricks.as_strided(arr[base:], full, st, writeable=True)
+    return np.lib.stride_tricks.as_strided(arr[base:], tuple(shape) + (eb,), phys + (1,),
+                                           writeable=True)
 
 
 def copy_command(rs: Space, ws: Space, entries, rbase: int, wbase: int, eb: int) -> bool:
@@ -101,9 +101,8 @@ def copy_command(rs: Space, ws: Space, entries, rbase: int, wbase: int, eb: int)
     cnt = view(ws, wbase, shape, wstr, eb, counts=True) if dst is not None else None
     if cnt is None:
         return False
-    src, dst = merged(src, dst)
+    src, dst, cnt = merged(src, dst, cnt)
     np.copyto(dst, src)  # (a copy between views allocates nothing)
-    (cnt,) = merged(cnt)
     cnt += 1  # (a counter wrapped by 256 writes shows in verify's total)
     return True
 

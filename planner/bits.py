@@ -192,15 +192,20 @@ class SourceMaster:
         self.bits = OrderBits(m, digits, elem_bytes, base, inside, "")
         self.option = [m.new_bool_var(f"option_{k}") for k in range(len(floors))]
         m.add_exactly_one(self.option)
-        table = [bus_floor(reads, writes, k) for k in range(len(CHANNEL_INPUTS) + 1)]
+        # the bus floor by (channel outputs reached, log2 of the packet bytes at most): a
+        # packet under 256 bytes is still a request
+        per = REQUEST_BITS + 1
+        scale = [(1 << REQUEST_BITS) / (1 << v) for v in range(per)]
+        table = [bus_floor(reads * scale[v], writes * scale[v], k)
+                 for k in range(len(CHANNEL_INPUTS) + 1) for v in range(per)]
         self.table = table
+        packet = self._packet_bits(m, digits, elem_bytes, chain)
         self.bus = m.new_int_var(min(table), max(table), "bus_floor")
-        m.add_element(self.bits.outputs, table, self.bus)
+        m.add_element(self.bits.outputs * per + packet, table, self.bus)
         most = max([t for f, moved in floors for t in (f, request_floor(moved, 0))] + table)
         self.floor = m.new_int_var(0, most, "floor")
         m.add(self.floor >= self.bus)
         m.add(self.floor >= sum(f * o for (f, _), o in zip(floors, self.option)))
-        packet = self._packet_bits(m, digits, elem_bytes, chain)
         for (_, moved), o in zip(floors, self.option):  # requests of packets under 256 B
             need = m.new_int_var(0, most, "")
             m.add_element(packet, [request_floor(moved, v) for v in range(REQUEST_BITS + 1)],

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,8 @@ class Search:
     minimal: bool = True  # the conflict is shown minimal (False: the time limit stopped it)
     rounds: int = 0  # pairs (source order, option) the outer model of a free source proposed
     models: int = 0  # option models built and searched
+    times: dict = field(default_factory=lambda: {"cp-sat": 0.0, "lowering": 0.0,
+                                                 "estimate": 0.0})  # seconds spent in each
 
     @property
     def best(self) -> Candidate:
@@ -428,8 +431,12 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             dims = dict(dst.dims)
             dims["element"] = parse("m![" + ", ".join(element) + "]", axes, "element")
             dst = Tensor(dst.name, dst.tier, dst.dtype, dims, dst.address)
-        return dma.lower(src, dst, _stream(opt.stream, axes, time_t, pack_t), chips,
-                         opt.engine_at, pcie, relax=rx)
+        t0 = _time.perf_counter()
+        try:
+            return dma.lower(src, dst, _stream(opt.stream, axes, time_t, pack_t), chips,
+                             opt.engine_at, pcie, relax=rx)
+        finally:
+            result.times["lowering"] += _time.perf_counter() - t0
 
     # what no order changes, per option; with several, an option that breaks such a rule is
     # built with it relaxed and excluded by that rule's requirement
@@ -500,7 +507,8 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         opt, got, static, extra = checked[c]
         try:
             b = _build(m, c, opt, got[0], got[1], opt.source or source, packet_max_bytes,
-                       align_bytes, pcie, eb, loose | extra, lower_with, requirement)
+                       align_bytes, pcie, eb, loose | extra, lower_with, requirement,
+                       result.times)
         except TcplanError as e:
             if single or e.kind != "input":
                 raise
@@ -536,7 +544,9 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         m = pk.m
         while True:
             sv = solver(deadline - _time.perf_counter())
+            t0 = _time.perf_counter()
             st = sv.solve(m)
+            result.times["cp-sat"] += _time.perf_counter() - t0
             if st == cp_model.INFEASIBLE:
                 if core and not result.candidates and not result.enumerated:
                     result.conflict, result.minimal = _shrink(
@@ -570,8 +580,11 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                 for r in {v.rule for v in e.violations}:
                     result.rejected[r] = result.rejected.get(r, 0) + 1
                 continue
+            t0 = _time.perf_counter()
+            cycles = estimate(plan).cycles
+            result.times["estimate"] += _time.perf_counter() - t0
             cand = Candidate(tuple(order), kk, plan.stream_dims["time"].text(),
-                             plan.stream_dims["packet"].text(), estimate(plan).cycles, plan,
+                             plan.stream_dims["packet"].text(), cycles, plan,
                              plan.destination.dims["element"].text() if b.L.write_free
                              else None, b.c)
             result.candidates.append(cand)
@@ -599,6 +612,10 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             if _time.perf_counter() > deadline:
                 outcomes.append("cut")
                 break
+            if result.candidates and _option_floor(checked[c][0], checked[c][1]) >= \
+                    result.best.cycles:
+                outcomes.append("dominated")  # not worth building: it cannot beat the best
+                continue
             pk = assemble(c)
             if pk is None:
                 continue
@@ -659,18 +676,19 @@ def _static(opt: Option, source: Tensor, packet_max_bytes: int | None, loose: fr
     pieces, lp = candidate_pieces(source, opt.destination, opt.stream, packet_max_bytes)
     terms = [p.term() for p in pieces]
     try:
-        lower_with(opt, terms, [], loose)
+        plan = lower_with(opt, terms, [], loose)
     except TcplanError as e:
         e.pieces = pieces  # type: ignore[attr-defined]  # for the diagnostics
         raise
     if [p.term for p in lp] != terms:  # pragma: no cover - pieces are the refinement
         raise fail("plan-no-layout", (), pieces=", ".join(terms),
                    rules="the lowering cuts the pieces differently")
-    return pieces, lp
+    return pieces, lp, plan
 
 
 def _floors(opt: Option, chains: list[tuple[int, ...]], L: _Loops, terms: list[str],
-            free: list[bool], eb: int, loose: frozenset[str], lower_with) -> list[int]:
+            free: list[bool], eb: int, loose: frozenset[str], lower_with,
+            times: dict | None = None) -> list[int]:
     """What each DMA packet costs at least, whatever the order (the model's objective); with
     a free Element the representative's Element ends in the packet's run, as every plan with
     that packet does, so it writes the same packets."""
@@ -686,7 +704,10 @@ def _floors(opt: Option, chains: list[tuple[int, ...]], L: _Loops, terms: list[s
             plan = lower_with(opt, rest, pack, loose,
                               [terms[i] for i in range(n) if i not in ch and free[i]]
                               + [terms[i] for i in ch if free[i]] if L.write_free else None)
+            t0 = time.perf_counter()
             floors.append(cost_floor(plan))
+            if times is not None:
+                times["estimate"] += time.perf_counter() - t0
         except TcplanError:
             floors.append(0)
     return floors
@@ -694,7 +715,8 @@ def _floors(opt: Option, chains: list[tuple[int, ...]], L: _Loops, terms: list[s
 
 def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor,
            packet_max_bytes: int | None, align_bytes: int | None, pcie: bool, eb: int,
-           loose: frozenset[str], lower_with, requirement) -> _Built:
+           loose: frozenset[str], lower_with, requirement, times: dict | None = None
+           ) -> _Built:
     """Option ``c``'s variables and constraints in model ``m``: the loop order (and a free
     Element order) as circuits, the Packet, the DMA packet, and every order rule as a
     requirement (``requirement`` names it for the option)."""
@@ -719,7 +741,7 @@ def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor
     # what each DMA packet costs at least, whatever the order (the model's objective); with
     # a free Element the representative's Element ends in the packet's run, as every plan
     # with that packet does, so it writes the same packets
-    floors = _floors(opt, chains, L, terms, free, eb, loose, lower_with)
+    floors = _floors(opt, chains, L, terms, free, eb, loose, lower_with, times)
 
     D = n  # the outside of the loop nest: D -> outermost, innermost -> D
     x = {(i, j): m.new_bool_var(f"{pre}next_{i}_{j}") for i in range(n + 1)
@@ -942,6 +964,31 @@ def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor
     b.span = span
     b.c = c
     return b
+
+
+def _option_floor(opt: Option, got: tuple) -> int:
+    """What every plan of an option takes at least, from its pieces, their loops and any
+    one of its plans (the same engines, bytes and DM addresses): its engine floor, and with
+    packets no longer than its longest run contiguous on both sides (any length with a free
+    Element), its requests: at one a cycle per engine, and spread over all 32 HBM channels
+    (planner/bits.py)."""
+    from model.cost import engine_floor, hbm_bytes
+
+    from .bits import REQUEST_BITS, bus_floor, request_floor
+    pieces, lp, plan = got
+    eb = plan.elem_bytes
+    floor, moved = engine_floor(plan)
+    most = hw.DMA_REQUEST_BYTES
+    if opt.free_element is None:
+        L = _Loops([p.term() for p in pieces], [x.positions for x in lp],
+                   [x.strides[0] for x in lp], [x.strides[1] for x in lp])
+        most = min(most, max(math.prod(L.n[i] for i in ch) * eb for ch in L.chains()))
+    bits = min(max(most - 1, 0).bit_length(), REQUEST_BITS)  # 2 ** bits >= the packet
+    reads, writes = hbm_bytes(plan)
+    per = 1 << bits
+    bus = max((bus_floor(reads.get(c, 0) / per, writes.get(c, 0) / per, 5)
+               for c in set(reads) | set(writes)), default=0)
+    return max(floor, request_floor(moved, bits), bus)
 
 
 def _cycles_of(objective: float, scale: int) -> int:
@@ -1216,9 +1263,12 @@ def _splits(src: Tensor, dst: Tensor, stream: Tensor, free: list[str], problem
 def engine_splits(source: Tensor, destination: Tensor, stream: Tensor, free: list[str]
                   ) -> list[dict[str, str]]:
     """Candidate engine splits: the stream's Cluster (up to 2 positions) and Slice (up to 4
-    DMN-pair engines per cluster) each take the top digits of one piece, or nothing."""
+    DMN-pair engines per cluster) each take the top digits of one piece, or nothing; never
+    the same digits twice.  The list is the same, split by split, for every Element order
+    of the source (the outer model of a free source indexes options by it)."""
     spatial = {d: stream.dims[d] for d in ("chip",)}
-    pieces = pieces_of(source, destination, spatial)
+    pieces = sorted(pieces_of(source, destination, spatial), key=lambda p: (p.axis, -p.lo))
+    axes = _axes_of(source, destination, stream)
 
     def tops(most: int) -> list[str]:
         out = []
@@ -1237,10 +1287,19 @@ def engine_splits(source: Tensor, destination: Tensor, stream: Tensor, free: lis
     out = []
     for c in clusters:
         for sl in slices:
-            if c != "1" and c == sl:
+            if c != "1" and sl != "1" and _share_digits(c, sl, axes):
                 continue
             out.append({"cluster": c, "slice": sl})
     return out
+
+
+def _share_digits(a: str, b: str, axes: dict[str, int]) -> bool:
+    """Do two terms carry some digit of one axis both?"""
+    def ranges(text: str) -> list[tuple[str, int, int]]:
+        return [(f.axis, f.lo, f.lo * f.count) for f in parse(f"m![{text}]", axes).factors
+                if f.axis is not None]
+    return any(x == y and lo < hi2 and lo2 < hi for x, lo, hi in ranges(a)
+               for y, lo2, hi2 in ranges(b))
 
 
 def _engines_of(split: dict[str, str], axes: dict[str, int]) -> int:

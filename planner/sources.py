@@ -118,7 +118,10 @@ def search_sources(fs: FreeSource, choices, plan_pair: Callable[..., Any],
     while not cut:
         left = deadline - time.perf_counter()
         best = result.best.cycles if result.candidates else None
+        t0 = time.perf_counter()
         p = master.propose(best, left) if left > 0 else "cut"
+        result.times["outer cp-sat"] = result.times.get("outer cp-sat", 0.0) + (
+            time.perf_counter() - t0)
         if p is None:
             break
         if p == "cut":
@@ -158,6 +161,9 @@ def search_sources(fs: FreeSource, choices, plan_pair: Callable[..., Any],
         err = fail("plan-time-limit", (), limit=f"{time_limit:g}", lowered=result.enumerated)
     elif not failures and broken:
         err = broken[0]
+    elif not tried:  # the outer model had no pair at all (pragma: the loader prevents it)
+        err = fail("plan-no-layout", (), pieces="of the source",
+                   rules="no (source order, option) pair is allowed")
     elif len(tried) <= JOINT_CORE_MOST and deadline > time.perf_counter():
         # every pair failed: one minimal conflict across them all (their options' models
         # joined, as for placements: planner.layout._joint_core)
@@ -228,6 +234,8 @@ def _merge(result, found, err: TcplanError | None) -> None:
     if found is not None:
         result.enumerated += found.enumerated
         result.models += found.models
+        for k, v in found.times.items():
+            result.times[k] = result.times.get(k, 0.0) + v
         for r, k in found.rejected.items():
             result.rejected[r] = result.rejected.get(r, 0) + k
         for r, v in found.examples.items():

@@ -415,6 +415,11 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
             if not free:
                 raise doc.error(("hops",), "a multi-hop search plans free streams",
                                 "add stream: {time: free, packet: free}")
+            if h > 1 and (free_source is not None or free_element is not None
+                          or free_slice is not None):
+                raise doc.error(("hops",), "a multi-hop search plans the intermediate's "
+                                "layout; the source's and the destination's are given",
+                                "give them, or drop hops")
             params["hops"] = h
         if "stream" in data:
             tensors["stream"] = ctx.tensor(("stream",), spec_s, "stream", tier="stream")
@@ -632,12 +637,12 @@ def _address_bounds(ctx: "_Ctx", side: str, spec: dict) -> tuple[int, int, int]:
     if isinstance(align, bool) or not isinstance(align, int) or not 1 <= align <= MAX_SIZE:
         raise doc.error((side, "bounds", "align_bytes"), f"{align!r} is not a byte count",
                         "align_bytes: 4096")
-    lo, hi = b.get("range", [0, hw.HBM_BYTES_PER_CHIP])
     if "range" in b and not (isinstance(b["range"], list) and len(b["range"]) == 2 and all(
             isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_SIZE
             for x in b["range"]) and b["range"][0] < b["range"][1]):
         raise doc.error((side, "bounds", "range"), "expected [lowest, past the highest] "
                         "byte address", "range: [0, 1073741824]")
+    lo, hi = b.get("range", [0, hw.HBM_BYTES_PER_CHIP])
     if hi > hw.HBM_BYTES_PER_CHIP:
         raise doc.error((side, "bounds", "range"), f"{hi:,} is past the chip's HBM "
                         f"({hw.HBM_BYTES_PER_CHIP:,} B)", f"range: [{lo}, "
@@ -796,6 +801,9 @@ def _free_source(ctx: "_Ctx", spec: dict, dest_spec: Any) -> dict[str, Any]:
     if set(prefix) - set(terms):
         raise doc.error(keys + ("prefix",), f"the prefix's terms are not among the "
                         f"source's digits ({', '.join(terms)})", "use those terms")
+    if len(set(prefix)) < len(prefix):
+        raise doc.error(keys + ("prefix",), "the prefix names a digit twice",
+                        "name each digit once")
     if len(terms) - len(prefix) > limits.SOURCE_MAX_DIGITS:
         rest = [t for t in terms if t not in prefix]
         raise doc.error(keys, f"{len(rest)} digits to order ({', '.join(rest)}): more than "
@@ -809,8 +817,16 @@ def _free_source(ctx: "_Ctx", spec: dict, dest_spec: Any) -> dict[str, Any]:
     ranges = [(f.axis, f.lo, min(f.lo * f.count, ctx.axes[f.axis])) for f in factors]
     digits = [Digit(t, f.size, bool(moved(*r))) for t, f, r in zip(order, factors, ranges)]
     if allowed is not None:
+        if len(allowed) > limits.SOURCE_MAX_ORDERS:
+            raise doc.error(keys + ("allowed",), f"{len(allowed):,} allowed orders: more than "
+                            f"{limits.SOURCE_MAX_ORDERS}", "list fewer, or use a prefix")
         allowed = [_digit_order(ctx, keys + ("allowed", k), text, order)
                    for k, text in enumerate(allowed)]
+        if prefix and not any(o[:len(prefix)] == tuple(range(len(prefix))) for o in allowed):
+            raise doc.error(keys + ("prefix",), "no allowed order starts with the prefix",
+                            "drop the prefix, or allow an order that starts with it")
+        if prefix:  # the prefix narrows the allowed orders
+            allowed = [o for o in allowed if o[:len(prefix)] == tuple(range(len(prefix)))]
     return FreeSource(digits, list(range(len(prefix))), allowed, base,
                       write_chain(ranges, dest) if dest is not None and not dest_free
                       else None)
@@ -826,6 +842,9 @@ def _digit_order(ctx: "_Ctx", keys: tuple, text: str, digits: list[str]) -> tupl
         ranges[k] = (f.axis, f.lo, f.lo * f.radix)
     out: list[int] = []
     for f in m.factors:
+        if f.pads or f.count != f.size:
+            raise ctx.doc.error(keys, f"{f.label(ctx.axes)} pads a digit: an allowed order "
+                                "holds the source's digits, unpadded", "drop the padding")
         inside = sorted((k for k, (a, lo, hi) in ranges.items() if a == f.axis
                          and f.lo <= lo and hi <= f.lo * f.radix), key=lambda k: -ranges[k][1])
         if f.axis is None or not inside:

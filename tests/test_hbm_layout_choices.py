@@ -260,3 +260,25 @@ def test_a_free_source_under_the_seeds_given_stream_is_the_cheapest_order():
     given = load_problem(root / "problems/seed/dma_example_5.yaml")
     assert estimate(dma.lower(given.tensors["source"], t["destination"], t["stream"],
                               p.chips)).cycles == 1_866
+
+
+@pytest.mark.parametrize("source,why", [
+    ("{tier: hbm, element: {free: true, prefix: 'm![B]', allowed: ['m![A, B, C, D]']}}",
+     "no allowed order starts with the prefix"),
+    ("{tier: hbm, element: {free: true, prefix: 'm![B, B]'}}", "names a digit twice"),
+    ("{tier: hbm, element: {free: true, allowed: ['m![A, B, C, D / 256, D % 256 # 512]']}}",
+     "pads a digit"),
+    ("{tier: hbm, element: free, address: free, bounds: {range: [0]}}",
+     "expected [lowest, past the highest]"),
+    ("{tier: hbm, element: free, address: free, bounds: {range: 5}}",
+     "expected [lowest, past the highest]"),
+])
+def test_contradictory_free_sources_are_located(tmp_path, source, why):
+    code, out, err = solve(tmp_path, EX5.format(source=source))
+    assert code == 2 and "p.yaml:4:" in out + err and why in out + err, out + err
+
+
+def test_two_hops_with_a_free_source_are_refused(tmp_path):
+    text = EX5.format(source="{tier: hbm, element: free}") + "hops: 2\n"
+    code, out, err = solve(tmp_path, text)
+    assert code == 2 and "hops" in out + err and "give them" in out + err, out + err

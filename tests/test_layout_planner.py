@@ -649,7 +649,9 @@ def test_a_conflict_over_many_options_is_minimal_and_the_time_limit_holds():
     with pytest.raises(TcplanError) as err:
         plan_free(p)
     found = err.value.search
-    assert len(found.options) == 63 and found.minimal
+    # 3 paddings x 19 engine splits (63 before the splits giving Cluster and Slice the same
+    # digits, which cannot lower, were left out of the candidates)
+    assert len(found.options) == 57 and found.minimal
     got = [r.key for r in found.conflict]
     assert len({r.option for r in found.conflict}) > 10  # it spans the options
     _check_minimal(p, got, {r.key for r in found.requirements}, got[::14])  # a sample
