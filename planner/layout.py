@@ -378,7 +378,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
            seed: int = 0, relax: frozenset[str] = frozenset(), pcie: bool = False,
            engine_at: dict[str, int] | None = None, free_element: dict | None = None,
            align_bytes: int | None = None, options: list[Option] | None = None,
-           beat: int | None = None, core: bool = True) -> Search:
+           beat: int | None = None, core: bool = True, prune: bool = True) -> Search:
     """The fastest legal (order, packet) of the free stream by :func:`model.cost.estimate`.
 
     CP-SAT holds the loop order as a circuit over the pieces, the Packet as a suffix of it,
@@ -411,7 +411,9 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     ``beat`` (one option only): a plan found elsewhere; when the model's bound reaches it
     before any plan here, the search returns no candidate, status "dominated" (an infeasible
     model then raises without shrinking its core).  ``core=False``: an infeasible model
-    raises without shrinking its core (the outer model of a free source plans many)."""
+    raises without shrinking its core (the outer model of a free source plans many).
+    ``prune=False``: build every option's model, even one whose option floor cannot beat
+    the best plan (the benchmark's baseline)."""
     import time as _time
     deadline = _time.perf_counter() + time_limit
     from ortools.sat.python import cp_model
@@ -612,8 +614,8 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             if _time.perf_counter() > deadline:
                 outcomes.append("cut")
                 break
-            if result.candidates and _option_floor(checked[c][0], checked[c][1]) >= \
-                    result.best.cycles:
+            if prune and result.candidates and \
+                    _option_floor(checked[c][0], checked[c][1]) >= result.best.cycles:
                 outcomes.append("dominated")  # not worth building: it cannot beat the best
                 continue
             pk = assemble(c)
@@ -1180,8 +1182,9 @@ def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
     engine split is an :class:`Option` of one CP-SAT model: the model chooses among them with
     the order, and its core spans all of them.  A free HBM source's Element order is chosen
     by the outer model of its address bits (:func:`planner.sources.search_sources`); with
-    ``method="options"`` instead, every order is an option of its own (the baseline the
-    benchmark compares against)."""
+    ``method="options"`` instead, every order is an option of its own and every option's
+    model is built (the baseline the benchmark compares against: the search before the
+    outer model and the option floors, decisions items 77 and 80)."""
     t = problem.tensors
     if bound == "problem":
         bound = problem.params.get("bounds", {}).get("packet_max_bytes")
@@ -1192,7 +1195,7 @@ def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
             core: bool = True) -> Search:
         return search(t["source"], t["destination"], t["stream"], problem.chips, bound, limit,
                       workers, seed=seed, relax=relax, pcie=choices.pcie, align_bytes=align,
-                      options=options, beat=beat, core=core)
+                      options=options, beat=beat, core=core, prune=method != "options")
     fs = problem.params.get("free_source")
     if fs is not None and method == "bits":
         pair = ((lambda opts, beat, secs, core=False: run(opts, beat, secs, core=core))
