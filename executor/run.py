@@ -429,6 +429,30 @@ def read_tensor(mem_or_space, t: Tensor, axes: dict[str, int], dtype) -> np.ndar
     return out[tuple(slice(None) if a in kept else 0 for a in axes)]
 
 
+#: dtypes numpy knows only through ml_dtypes: a .npy file names them (``descr``) by name
+ML_DTYPES = {"bf16", "f8e4m3", "f8e5m2"}
+
+
+def as_dtype(given: np.ndarray, dtype: str, name: str) -> np.ndarray:
+    """A user's array as tcplan's ``dtype``: as it is when it has that dtype; viewed as it
+    when it is its bit patterns of the same width: numpy's void (``V2``, what ``np.save``
+    writes for an ml_dtypes array) or, for bf16 and fp8, unsigned integers (``uint16``,
+    ``uint8``).  Anything else is a bad request naming the dtype to save."""
+    dt = NP_DTYPES[dtype]
+    if given.dtype == dt:
+        return given
+    bits = given.dtype.kind == "V" or (dtype in ML_DTYPES and given.dtype.kind == "u")
+    if bits and given.dtype.itemsize == dt.itemsize and not given.dtype.fields:
+        return given.view(dt)
+    extra = (f" (or its bit patterns as uint{8 * dt.itemsize})" if dtype in ML_DTYPES
+             else "")
+    raise TcplanError(Violation("bad-request", (), {
+        "detail": f"--input {name}: expected dtype {dt}{extra}, got {given.dtype}",
+        "fix": (f"save it with numpy.save after import ml_dtypes, as "
+                f"ml_dtypes.{dt.name}" if dtype in ML_DTYPES
+                else f"save it as {dt} (numpy .astype)")}))
+
+
 def embed(given: np.ndarray | None, t: Tensor, axes: dict[str, int], name: str,
           seed: int) -> np.ndarray:
     """A user's tensor (over the axes ``t`` carries) as T over all axes; seeded if None."""
@@ -437,11 +461,12 @@ def embed(given: np.ndarray | None, t: Tensor, axes: dict[str, int], name: str,
     kept = carried_axes(t, axes)
     want = tuple(axes[a] for a in kept)
     dt = NP_DTYPES[t.dtype]
-    if given.shape != want or given.dtype != dt:
+    if given.shape != want:
         raise TcplanError(Violation("bad-request", (), {
             "detail": f"--input {name}: expected an array of shape {want} ({', '.join(kept)}) "
                       f"and dtype {dt}, got {given.shape} {given.dtype}",
             "fix": "save the tensor with numpy.save in that shape and dtype"}))
+    given = as_dtype(given, t.dtype, name)
     T = np.zeros(tensor_shape(axes, f"--input {name} over every axis"), dt)
     T[tuple(slice(None) if a in kept else 0 for a in axes)] = given
     return T

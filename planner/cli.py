@@ -374,21 +374,17 @@ def _run_chains(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
     """Vector chains, planned expressions and lane folds on the user's tensors: x over the
     problem's axes (a pair's grouping axis is an ordinary axis), VRF operands over theirs."""
     from executor import chains, run
-    from executor.run import NP_DTYPES
     shapes = {"x": tuple(problem.axes.values())}
     for n, t in problem.tensors.items():
         if n.startswith("vrf:"):
             shapes[n[4:]] = tuple(problem.axes[a] for a in run.carried_axes(t, problem.axes))
     for name, arr in inputs.items():
-        dt = NP_DTYPES[problem.dtype if name == "x" else
-                       problem.tensors["vrf:" + name].dtype]
+        dtype = problem.dtype if name == "x" else problem.tensors["vrf:" + name].dtype
         if arr.shape != shapes[name]:
             raise fail("bad-request", detail=f"--input {name}: expected shape "
                        f"{shapes[name]} (the axes in the problem's order), got {arr.shape}",
                        fix="save the tensor with numpy.save in that shape")
-        if arr.dtype != dt:
-            raise fail("bad-request", detail=f"--input {name}: expected {dt}, got {arr.dtype}",
-                       fix=f"save it as {dt} (numpy .astype)")
+        inputs[name] = run.as_dtype(arr, dtype, name)
     if problem.kind == "lane_fold":
         X, out, _ = chains.run_lane_fold(problem, plan, seed, inputs.get("x"))
         return {"x": X, "result": out}

@@ -18,6 +18,7 @@ import stat
 import tempfile
 from typing import IO, Iterator
 
+import ml_dtypes  # noqa: F401 - registers bfloat16 and float8 with numpy
 import numpy as np
 
 from model import limits
@@ -141,15 +142,17 @@ def load_npy(path: str, what: str, max_elements: int = limits.SIM_MAX_ELEMENTS
             size = os.fstat(fh.fileno()).st_size
             try:
                 version = fmt.read_magic(fh)
-                if version == (1, 0):
-                    shape, fortran, dtype = fmt.read_array_header_1_0(
-                        fh, max_header_size=limits.NPY_HEADER_MAX_BYTES)
-                elif version == (2, 0):
-                    shape, fortran, dtype = fmt.read_array_header_2_0(
-                        fh, max_header_size=limits.NPY_HEADER_MAX_BYTES)
-                else:
+                if version not in ((1, 0), (2, 0)):
                     raise ValueError(f"format version {version[0]}.{version[1]} is not "
                                      "read (1.0 and 2.0 are)")
+                start = fh.tell()
+                try:
+                    shape, fortran, dtype = (fmt.read_array_header_1_0 if version == (1, 0)
+                                             else fmt.read_array_header_2_0)(
+                        fh, max_header_size=limits.NPY_HEADER_MAX_BYTES)
+                except ValueError:
+                    fh.seek(start)
+                    shape, fortran, dtype = _float8_header(fh, version)
             except Exception as e:  # noqa: BLE001 - numpy parses the header text with
                 # ast and tokenize: whatever a damaged header raises, it is not an array
                 raise fail("bad-request", detail=f"{what}: not a .npy array ({_short(e)})",
@@ -178,6 +181,24 @@ def load_npy(path: str, what: str, max_elements: int = limits.SIM_MAX_ELEMENTS
     return data.reshape(shape, order="F" if fortran else "C")
 
 
+def _float8_header(fh, version: tuple[int, int]) -> tuple:
+    """The header numpy.save writes for an ml_dtypes float8_e5m2 array, ``'<f1'``, which
+    numpy cannot read back: its bytes, as one-byte bit patterns (the problem's dtype
+    then views them).  Any other header numpy refused stays refused."""
+    import ast
+    import struct
+    n = struct.unpack("<H" if version == (1, 0) else "<I",
+                      fh.read(2 if version == (1, 0) else 4))[0]
+    if n > limits.NPY_HEADER_MAX_BYTES:
+        raise ValueError("header too large")
+    d = ast.literal_eval(fh.read(n).decode("latin1"))
+    if not isinstance(d, dict) or d.get("descr") not in ("<f1", "|f1", ">f1", "=f1") \
+            or set(d) != {"descr", "fortran_order", "shape"}:
+        raise ValueError(f"descr {d.get('descr') if isinstance(d, dict) else d!r} is not "
+                         "a dtype numpy reads")
+    return d["shape"], bool(d["fortran_order"]), np.dtype(np.uint8)
+
+
 def _check_header(what: str, shape, dtype: np.dtype) -> None:
     if dtype.hasobject:
         raise fail("bad-request", detail=f"{what}: dtype {dtype} holds Python objects (they "
@@ -199,6 +220,23 @@ def _short(e: BaseException) -> str:
 # ---------------------------------------------------------------------------------------
 # Atomic writes
 # ---------------------------------------------------------------------------------------
+#: numpy dtypes that only ml_dtypes defines (a .npy header names them)
+ML_DTYPE_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+def _save(fh, arr: np.ndarray) -> None:
+    """``numpy.save``, except that an ml_dtypes array (bfloat16, float8) is named by its
+    dtype's name in the header instead of numpy's void ``V2``: ``np.load`` then gives it
+    back as that dtype wherever ml_dtypes is imported (docs/decisions.md item 81)."""
+    if arr.dtype.name in ML_DTYPE_NAMES:
+        arr = np.ascontiguousarray(arr)
+        header = {"descr": arr.dtype.name, "fortran_order": False, "shape": arr.shape}
+        np.lib.format.write_array_header_1_0(fh, header)
+        fh.write(arr.tobytes())
+        return
+    np.save(fh, arr, allow_pickle=False)
+
+
 def write_arrays(out: str, arrays: dict[str, np.ndarray]) -> list[pathlib.Path]:
     """Write ``out/NAME.npy`` for every array, all or nothing: each goes to a temporary file
     in ``out`` first (written and flushed to disk), and only when every one is written are
@@ -234,7 +272,7 @@ def write_arrays(out: str, arrays: dict[str, np.ndarray]) -> list[pathlib.Path]:
                 os.fchmod(fh.fileno(), mode)
                 # through a plain writer, so a failing write raises the OS's own error
                 # (numpy's direct file path reports only a short count)
-                np.save(_Writer(fh), arr, allow_pickle=False)
+                _save(_Writer(fh), arr)
                 fh.flush()
                 os.fsync(fh.fileno())
         replaced = 0
