@@ -39,8 +39,19 @@ class _Parser(argparse.ArgumentParser):
         raise _ArgError(message)
 
 
+def version() -> str:
+    """The installed distribution's version (pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+    try:
+        return dist_version("tcplan")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree, uninstalled
+        return "unknown (not installed)"
+
+
 def _build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="tcplan", description="Layout planner and simulator for the RNGD TCP.")
+    p = _Parser(prog="tcplan", description="Layout planner and simulator for the RNGD TCP.",
+                epilog="tcplan --version prints the version.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     s = sub.add_parser(
@@ -656,12 +667,18 @@ def _cmd_batch(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                    fix="give a directory of problem files")
     rows: list[dict[str, Any]] = []
     ctx = multiprocessing.get_context("spawn")
+    tty = hasattr(stderr, "isatty") and stderr.isatty()
     with ctx.Pool(args.jobs) as pool:
         for k, row in enumerate(pool.imap(_batch_one, paths), 1):
             rows.append(row)
-            print(f"\r[{k}/{len(paths)}] {row['problem'][:40]:<40}", end="", file=stderr,
-                  flush=True)
-    print(file=stderr)
+            # a terminal gets one line rewritten in place; a log file a plain line each
+            if tty:
+                print(f"\r[{k}/{len(paths)}] {row['problem'][:40]:<40}", end="",
+                      file=stderr, flush=True)
+            else:
+                print(f"[{k}/{len(paths)}] {row['problem']}", file=stderr, flush=True)
+    if tty:
+        print(file=stderr)
     ok = all(r["ok"] for r in rows)
     if args.json:
         print(json.dumps({"ok": ok, "problems": rows}), file=stdout)
@@ -1044,6 +1061,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
     stderr = stderr or sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
     want_json = "--json" in argv
+    if argv[:1] in (["--version"], ["-V"]):
+        print(f"tcplan {version()}", file=stdout)
+        return EXIT_OK
     try:
         try:
             args = _build_parser().parse_args(argv)

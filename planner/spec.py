@@ -72,6 +72,15 @@ class Problem:
     expect: dict[str, Any] = field(default_factory=dict)
 
 
+def _did_you_mean(word: object, choices) -> str:
+    """`` (did you mean 'tier'?)`` for a near miss among ``choices``, else ``""``."""
+    import difflib
+    if not isinstance(word, str):
+        return ""
+    near = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
 class _Refused(Exception):
     def __init__(self, what: str, mark: Any, fix: str):
         super().__init__(what)
@@ -162,8 +171,14 @@ class _Doc:
         except yaml.MarkedYAMLError as e:
             mark = e.problem_mark or e.context_mark
             where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
-            raise fail("bad-problem", where=where, detail=f"YAML: {e.problem or e.context}",
-                       fix="fix the YAML syntax") from None
+            line = text.splitlines()[mark.line] if mark and mark.line < len(
+                text.splitlines()) else ""
+            unquoted = "m![" in line and "'m![" not in line and '"m![' not in line
+            raise fail("bad-problem", where=where, detail=f"YAML: {e.problem or e.context}"
+                       + (" (a mapping string must be quoted: YAML reads its [ and , as "
+                          "its own)" if unquoted else ""),
+                       fix="quote it: element: 'm![A, B]'" if unquoted
+                       else "fix the YAML syntax") from None
         except yaml.YAMLError as e:
             raise fail("bad-problem", where=path, detail=f"YAML: {e}",
                        fix="fix the YAML syntax") from None
@@ -252,7 +267,8 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
     allowed = COMMON_KEYS | extra
     for k in data:
         if not isinstance(k, str) or k not in allowed:
-            raise doc.error((k,), f"unknown key for a {kind} problem",
+            raise doc.error((k,), f"unknown key for a {kind} problem"
+                            + _did_you_mean(k, allowed),
                             "allowed keys: " + ", ".join(sorted(allowed)), at_key=True)
     for k in sorted(required | {"axes"}):
         if k not in data:
@@ -333,6 +349,7 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
             free_element, spec_d = _free_element(ctx, tensors["source"], spec_d)
         tensors["destination"] = ctx.tensor(("destination",), spec_d, "destination")
         spec_s = data.get("stream")
+        _check_free_words(doc, spec_s)
         free = [d for d in ("time", "packet") if isinstance(spec_s, dict)
                 and spec_s.get(d) == "free"]
         engines_free = [d for d in ("cluster", "slice") if isinstance(spec_s, dict)
@@ -582,17 +599,23 @@ class _Ctx:
                                      "drop the tier key", at_key=True)
         if t not in TIER_DIMS or (t == "stream" and tier != "stream" and not allow_stream):
             tiers = "host, hbm, dm, trf, vrf" + (", stream" if allow_stream else "")
+            near = "".join(_did_you_mean(k, ["tier"]) and f" ({k!r} is not 'tier')"
+                           for k in spec if k != "tier")[:80]
             raise self.doc.error(keys + ("tier",) if "tier" in spec else keys,
-                                 f"{t!r} is not a tier" if "tier" in spec else "missing tier",
+                                 (f"{t!r} is not a tier" + _did_you_mean(t, TIER_DIMS))
+                                 if "tier" in spec else "missing tier" + near,
                                  f"tier: one of {tiers}")
         dims_allowed = TIER_DIMS[t]
         for k in spec:
             if not isinstance(k, str) or k not in TENSOR_KEYS or (k in TIER_DIMS["stream"] + TIER_DIMS["trf"]
                                         and k not in dims_allowed):
+                keys_allowed = ["tier", *dims_allowed] + (
+                    [] if t == "stream" else ["address", "dtype"])
                 what = (f"a {t} tensor has no {k} dimension" if k in TENSOR_KEYS
-                        else "unknown key")
+                        else "unknown key" + _did_you_mean(k, keys_allowed))
                 raise self.doc.error(keys + (k,), what,
-                                     f"{t} dimensions: {', '.join(dims_allowed)}", at_key=True)
+                                     f"{t.upper()} tensors take {', '.join(keys_allowed)}",
+                                     at_key=True)
             if t == "stream" and k in ("address", "dtype"):
                 raise self.doc.error(keys + (k,), "a stream has no " + k, "drop it",
                                      at_key=True)
@@ -616,6 +639,24 @@ class _Ctx:
             raise self.doc.error(keys + ("dtype",), f"{dtype!r} is not a dtype",
                                  "use one of " + ", ".join(hw.DTYPE_BYTES))
         return Tensor(name, t, dtype, dims, address)
+
+
+def _check_free_words(doc, spec: Any) -> None:
+    """A stream's keys and its ``free`` words, before anything pairs them: a key that is no
+    stream dimension, or a value one letter from ``free``, is said at its place."""
+    if not isinstance(spec, dict):
+        return
+    dims = TIER_DIMS["stream"]
+    for k, v in spec.items():
+        if k in ("tier", "address", "dtype"):
+            continue  # (the tensor's own check says what a stream has not)
+        if not isinstance(k, str) or k not in dims:
+            raise doc.error(("stream", k), "unknown key" + _did_you_mean(k, dims),
+                            f"a stream takes {', '.join(dims)}", at_key=True)
+        if isinstance(v, str) and v != "free" and not v.strip().startswith("m![") and \
+                _did_you_mean(v, ["free"]):
+            raise doc.error(("stream", k), f"{v!r} is not a mapping (did you mean 'free'?)",
+                            f"{k}: free, or {k}: 'm![...]'")
 
 
 def _address_bounds(ctx: "_Ctx", side: str, spec: dict) -> tuple[int, int, int]:

@@ -277,3 +277,12 @@ def test_broken_pipe_is_quiet(tmp_path):
         cwd=ROOT)
     assert json.loads(proc.stdout)["entries"] == [[4, 1]]
     assert "Traceback" not in proc.stderr
+
+
+def test_version_is_the_distributions():
+    from importlib.metadata import version
+
+    from planner.cli import main
+    out = io.StringIO()
+    assert main(["--version"], stdout=out) == 0
+    assert out.getvalue().strip() == f"tcplan {version('tcplan')}"

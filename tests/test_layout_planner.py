@@ -228,6 +228,9 @@ def test_batch_meets_every_expectation(tmp_path):
     bad = [x for x in r["problems"] if not x["ok"]]
     assert code == 0 and r["ok"], bad
     assert len(r["problems"]) == len(list(tmp_path.glob("*.yaml")))
+    # stderr is no terminal here: plain progress lines, no carriage returns
+    n = len(r["problems"])
+    assert "\r" not in err and f"[{n}/{n}] " in err, err[-200:]
     # an unmet expectation fails the batch
     (tmp_path / "wrong.yaml").write_text(
         (ROOT / "problems/expressions/expr_tanh_sqrt.yaml").read_text().replace(
