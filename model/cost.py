@@ -56,12 +56,16 @@ class CycleReport:
     penalties: list[str] = field(default_factory=list)
     engines: list[dict[str, Any]] = field(default_factory=list)
     hbm: dict[str, Any] = field(default_factory=dict)  # the hottest HBM channel's requests
+    channels: list[dict[str, Any]] = field(default_factory=list)  # every HBM channel used
+    dmns: list[dict[str, Any]] = field(default_factory=list)  # every DMN used
 
     def to_json(self) -> dict[str, Any]:
         return {"cycles": self.cycles, "startup": self.startup, "read": round(self.read, 1),
                 "write": round(self.write, 1), "bottleneck": self.bottleneck,
                 "penalties": self.penalties, "engines": self.engines,
-                **({"hbm": self.hbm} if self.hbm else {})}
+                **({"hbm": self.hbm} if self.hbm else {}),
+                **({"hbm_channels": self.channels} if self.channels else {}),
+                **({"dmns": self.dmns} if self.dmns else {})}
 
 
 def _packet_addresses(entries, base: int, k: int, eb: int, packet: int) -> np.ndarray:
@@ -162,10 +166,12 @@ def row_opens(channel: np.ndarray, bank: np.ndarray, row: np.ndarray, stamp: np.
                     per_bank.reshape(HBM_CHANNELS, HBM_BANKS).max(axis=1).astype(float))
 
 
-def _hbm_time(reqs: list[tuple[int, np.ndarray, np.ndarray]], penalties: list[str]
+def _hbm_time(reqs: list[tuple[int, np.ndarray, np.ndarray]], penalties: list[str],
+              channels: list[dict[str, Any]] | None = None
               ) -> tuple[float, dict[int, float], dict[str, Any]]:
     """Busiest channel's time over all requests (chip, byte addresses, issue stamps), and
-    what its hottest channel did (requests, first opens, re-opens)."""
+    what its hottest channel did (requests, first opens, re-opens); every channel used is
+    added to ``channels``, with the same numbers."""
     worst, per_chip, hot_report = 0.0, {}, {}
     by_chip: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
     for chip, addr, stamp in reqs:
@@ -179,6 +185,12 @@ def _hbm_time(reqs: list[tuple[int, np.ndarray, np.ndarray]], penalties: list[st
         ro = row_opens(channel, bank, row, stamp)
         busy = ro.times()
         used = int((ro.requests > 0).sum())
+        if channels is not None:
+            channels += [{"chip": chip, "channel": c, "requests": int(ro.requests[c]),
+                          "first_opens": int(ro.first[c]), "reopens": int(ro.reopens[c]),
+                          "most_opens_of_a_bank": int(ro.bank_opens[c]),
+                          "busy_cycles": round(float(busy[c]), 1)}
+                         for c in np.flatnonzero(ro.requests).tolist()]
         t = float(busy.max())
         per_chip[chip] = t
         hot = int(busy.argmax())
@@ -219,6 +231,7 @@ def dma_cycles(plan) -> CycleReport:
     penalties: list[str] = []
     hbm_reqs: list[tuple[int, np.ndarray, np.ndarray]] = []
     engines, startup_total = [], 0
+    dmn_bytes: dict[tuple[int, int], int] = {}  # (chip, cluster x 8 + DMN) -> bytes
     worst_engine, worst_read, worst_write = 0.0, 0.0, 0.0
     for e in plan.engines:
         t_engine = 0.0
@@ -238,6 +251,10 @@ def dma_cycles(plan) -> CycleReport:
                 if tier == "dm":
                     dmn = paddr >> DMN_SHIFT  # cluster * 8 + dmn (decisions.md item 10)
                     per = np.bincount(dmn - dmn.min(), minlength=1) * pbytes  # bytes moved
+                    chip_dm = e.read_chip if k == 1 else e.write_chip
+                    for off in np.flatnonzero(per).tolist():
+                        key = (chip_dm, int(dmn.min()) + off)
+                        dmn_bytes[key] = dmn_bytes.get(key, 0) + int(per[off])
                     t_dm = float(per.max()) / DMN_BYTES_PER_CYCLE
                     if t_dm > t and len(np.unique(dmn)) == 1:
                         penalties.append(f"engine {e.engine}: {'reads' if k == 1 else 'writes'}"
@@ -259,10 +276,14 @@ def dma_cycles(plan) -> CycleReport:
             t_engine += STARTUP + data
             startup_total += STARTUP
         engines.append({"engine": list(e.engine), "commands": len(e.commands),
-                        "cycles": round(t_engine)})
+                        "cycles": round(t_engine), "read_cycles": round(r_sum, 1),
+                        "write_cycles": round(w_sum, 1), "bytes": sum(
+                            limits.product(x[0] for x in _digits(c.entries, c.packet))
+                            * c.packet * eb for c in e.commands)})
         if t_engine > worst_engine:
             worst_engine, worst_read, worst_write = t_engine, r_sum, w_sum
-    hbm, _, hot = _hbm_time(hbm_reqs, penalties)
+    channels: list[dict[str, Any]] = []
+    hbm, _, hot = _hbm_time(hbm_reqs, penalties, channels)
     hbm_total = STARTUP + hbm  # the channels serve every engine of the chip
     if hbm_total > worst_engine:
         cycles, bottleneck = hbm_total, "HBM channels"
@@ -277,8 +298,13 @@ def dma_cycles(plan) -> CycleReport:
         bottleneck = ("engine requests and DM" if not serial_any else
                       "serialized read and write")
     n_cmd_max = max((len(e.commands) for e in plan.engines), default=0)
+    dmns = [{"chip": chip, "cluster": d // hw.DMNS_PER_CLUSTER,
+             "dmn": d % hw.DMNS_PER_CLUSTER, "bytes": b,
+             "cycles": round(b / DMN_BYTES_PER_CYCLE, 1)}
+            for (chip, d), b in sorted(dmn_bytes.items())]
     return CycleReport(math.ceil(cycles), STARTUP * n_cmd_max, worst_read, worst_write,
-                       bottleneck, list(dict.fromkeys(_summarize(penalties))), engines, hot)
+                       bottleneck, list(dict.fromkeys(_summarize(penalties))), engines, hot,
+                       channels, dmns)
 
 
 def _summarize(penalties: list[str]) -> list[str]:

@@ -94,22 +94,35 @@ def _build_parser() -> argparse.ArgumentParser:
     v.add_argument("problem", metavar="PROBLEM.yaml")
     v.add_argument("--json", action="store_true", help="print one JSON object")
     v.add_argument("--seed", type=_seed, default=0, help="seed of the random source data")
+    sub.add_parser(
+        "schema", help="print the JSON Schema of problem files",
+        description="Print the JSON Schema (draft 2020-12) of tcplan's problem files, "
+                    "generated from the definitions the loader checks (point an editor's YAML "
+                    "support at it: docs/problem-format.md).")
     r = sub.add_parser(
-        "run", help="run a DMA problem on your data and write the output tensors",
-        description="Run a DMA or PCIe problem on the given source tensor (a .npy array whose "
-                    "dimensions are the axes the source carries, in the order of the problem's "
-                    "axes block) and write every tensor to DIR/NAME.npy.")
+        "run", help="run a problem's data moves on your data and write every tensor",
+        description="Run a problem's data moves (DMA, PCIe, redistribution, gather, scatter, "
+                    "vector chain, planned expression, lane fold) on the given input tensors "
+                    "(.npy arrays whose dimensions are the axes each carries, in the order of "
+                    "the problem's axes block; bf16 and fp8 as ml_dtypes, numpy's void or raw "
+                    "bits) and write every tensor to DIR/NAME.npy.")
     r.add_argument("problem", metavar="PROBLEM.yaml")
     r.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                    help="an input tensor (NAME: source)")
     r.add_argument("--out", default=".", metavar="DIR", help="where to write NAME.npy")
     r.add_argument("--seed", type=_seed, default=0, help="seed for inputs not given")
+    r.add_argument("--json", action="store_true",
+                   help="print one JSON object: the files written, their dtypes and shapes")
     so = sub.add_parser(
         "solve", help="plan a problem's free choices, lower, verify and estimate cycles",
-        description="Plan an expression problem: the fewest Tensor Unit invocations and a valid "
-                    "Intra-Slice Chain for each (CP-SAT over op -> invocation, stage, ALU); "
-                    "then run the chains on seeded inputs and check them against the formula. "
-                    "Exit 1 with the reason when no plan exists.")
+        description="Plan a problem's free choices, then lower, execute and verify the plan "
+                    "and estimate its cycles. A DMA or PCIe problem: the stream's loop order, "
+                    "packet and engine split, the destination's Element, Slice or padding, an "
+                    "HBM tensor's layout and address, and hops through an intermediate HBM "
+                    "layout, as the problem frees them (CP-SAT; the plan is the cycle "
+                    "estimate's minimum). An expression problem: the fewest Tensor Unit "
+                    "invocations and a valid Intra-Slice Chain for each. Exit 1 naming the "
+                    "conflicting rules when no plan exists.")
     so.add_argument("problem", metavar="PROBLEM.yaml")
     so.add_argument("--json", action="store_true", help="print one JSON object")
     so.add_argument("--time-limit", type=_positive, default=10.0, metavar="S",
@@ -346,7 +359,8 @@ def _cmd_sequence(args: argparse.Namespace, stdout: TextIO) -> int:
     return EXIT_OK
 
 
-COMMANDS = ("sequence", "trace", "lower", "verify", "run", "solve", "explain", "batch")
+COMMANDS = ("sequence", "trace", "lower", "verify", "run", "solve", "explain", "batch",
+            "schema")
 
 
 def _run_data(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
@@ -434,6 +448,12 @@ def _cmd_run(args: argparse.Namespace, stdout: TextIO) -> int:
     check_sizes(problem)
     tensors = _run_data(problem, plan, inputs, args.seed)
     written = write_arrays(args.out, tensors)
+    if getattr(args, "json", False):
+        print(json.dumps({"problem": problem.name, "written": [
+            {"tensor": name, "path": str(path), "dtype": str(arr.dtype),
+             "shape": list(arr.shape)}
+            for (name, arr), path in zip(tensors.items(), written)]}), file=stdout)
+        return EXIT_OK
     for path, arr in zip(written, tensors.values()):
         print(f"{path}: {arr.dtype} {arr.shape}", file=stdout)
     return EXIT_OK
@@ -1071,6 +1091,10 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
             cmd = next((a for a in argv if not a.startswith("-")), None)
             raise fail("bad-request", detail=str(e),
                        fix=f"see tcplan {cmd + ' ' if cmd in COMMANDS else ''}--help") from None
+        if args.command == "schema":
+            from .schema import problem_schema
+            print(json.dumps(problem_schema(), indent=2), file=stdout)
+            return EXIT_OK
         if args.command == "trace":
             return _cmd_trace(args, stdout)
         if args.command == "lower":

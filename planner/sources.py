@@ -105,9 +105,10 @@ def search_sources(fs: FreeSource, choices, plan_pair: Callable[..., Any],
     stream order (for what no order changes: its engine floor, its HBM bytes);
     ``plan_pair(options, beat, seconds, core=False)`` plans them exactly (a
     :class:`planner.layout.Search`; status "dominated" when nothing in it beats ``beat``;
-    with ``core`` an infeasible search carries its minimal conflict).  The outer model proposes the pair of
-    least bound; each pair planned is excluded; the search ends, proven optimal, when the
-    bound reaches the best plan or no pair is left, or at the time limit ("feasible")."""
+    with ``core`` an infeasible search carries its minimal conflict).  The outer model
+    proposes the pair of least bound; each pair planned is excluded; the search ends,
+    proven optimal, when the bound reaches the best plan or no pair is left, or at the time
+    limit ("feasible")."""
     from .layout import ORDER_RULES, Search
     deadline = time.perf_counter() + time_limit
     master, floors, broken = outer_model(fs, choices, seed)
@@ -208,9 +209,9 @@ def outer_model(fs: FreeSource, choices, seed: int = 0
 
 def _prices(options: list, lower_option
             ) -> tuple[list[tuple[int, int] | None], float, float, list[TcplanError]]:
-    """Per option, its engine floor and request bytes (None when it breaks a rule no order changes: capacity,
-    placement, the engine count); the most HBM read requests of one chip and that chip's
-    write requests; the errors of the options that break such rules."""
+    """Per option, its engine floor and request bytes (None when it breaks a rule no order
+    changes: capacity, placement, the engine count); the most HBM read requests of one chip
+    and that chip's write requests; the errors of the options that break such rules."""
     floors: list[int | None] = []
     loads: list[tuple[float, float]] = []
     broken: list[TcplanError] = []

@@ -77,3 +77,16 @@ def test_a_wrong_dtype_names_the_one_to_save(tmp_path):
     code, said = run(tmp_path, "bf16", "y", str(tmp_path / "i16.npy"))
     assert code == 2 and "uint16" in said, said  # signed ints are numbers, not bits
     assert ml_dtypes.bfloat16 is not None
+
+
+def test_run_json_lists_every_file_with_its_dtype_and_shape(tmp_path):
+    import json
+    f = tmp_path / "p.yaml"
+    f.write_text(PROBLEM.format(dtype="bf16"))
+    so = io.StringIO()
+    assert main(["run", str(f), "--out", str(tmp_path / "o"), "--json"], stdout=so) == 0
+    r = json.loads(so.getvalue())
+    assert [w["tensor"] for w in r["written"]] == ["source", "destination"]
+    for w in r["written"]:
+        assert w["dtype"] == "bfloat16" and w["shape"] == [64, 32]
+        assert np.load(w["path"]).dtype == NP_DTYPES["bf16"]
