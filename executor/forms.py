@@ -21,18 +21,7 @@ def _report(checked: int, method: str) -> dict[str, Any]:
             "breakdown": {}}
 
 
-def verify_other(problem, plan, seed: int) -> dict[str, Any]:
-    kind = problem.kind
-    if kind == "layout":
-        return _layout(problem, seed)
-    if kind == "sequence":
-        return _sequence(problem, plan, seed)
-    if kind == "redistribute":
-        return _redistribute(problem, plan, seed)
-    return _indexed(problem, plan, seed)
-
-
-def _layout(problem, seed: int) -> dict[str, Any]:
+def verify_layout(problem, plan, seed: int) -> dict[str, Any]:
     """Place every stored tensor and read it back through the holding rule."""
     checked = 0
     for t in problem.tensors.values():
@@ -45,7 +34,7 @@ def _layout(problem, seed: int) -> dict[str, Any]:
     return _report(checked, "placed every tensor and read it back (holding rule)")
 
 
-def _sequence(problem, cfg, seed: int) -> dict[str, Any]:
+def verify_sequence(problem, cfg, seed: int) -> dict[str, Any]:
     """Run the sequencer config over the buffer: a write must leave the buffer holding T; a
     read must deliver, at every live stream position, the buffer's value of that index."""
     t = problem.tensors
@@ -126,7 +115,7 @@ def _mismatch(detail: str) -> TcplanError:
     return TcplanError(Violation("verify-mismatch", (), {"detail": detail}))
 
 
-def _redistribute(problem, plan, seed: int) -> dict[str, Any]:
+def verify_redistribution(problem, plan, seed: int) -> dict[str, Any]:
     """Execute the fused plan's commands over memory; compare every result element with the
     source element the plan's value semantics names."""
     src, res = plan.source, plan.result
@@ -159,7 +148,7 @@ def _redistribute(problem, plan, seed: int) -> dict[str, Any]:
                    "executed the fused commands over memory; value semantics")
 
 
-def _indexed(problem, plan, seed: int, T: np.ndarray | None = None,
+def verify_indexed(problem, plan, seed: int, T: np.ndarray | None = None,
              keys: np.ndarray | None = None, want_mem: bool = False) -> Any:
     """Gather/scatter over simulated memories: rows move between the HBM table and the DM
     tensor at random valid index values (or the given ``keys``: the table row of each index
@@ -272,7 +261,7 @@ def index_keys(plan, index: np.ndarray) -> np.ndarray:
 
 def run_indexed(problem, plan, T: np.ndarray, keys: np.ndarray | None, seed: int):
     """Execute a gather/scatter on T (and index keys); return (tensor written, values)."""
-    return _indexed(problem, plan, seed, T=T, keys=keys, want_mem=True)
+    return verify_indexed(problem, plan, seed, T=T, keys=keys, want_mem=True)
 
 
 def run_redistribution(problem, plan, T: np.ndarray):

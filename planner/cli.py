@@ -19,13 +19,18 @@ from model import hardware as hw
 from model import limits
 from model.mapping import parse, parse_axes, validate_axes
 from model.rules import MODES, PROFILES, TcplanError, fail
-from model import dma, tiers
-from model.sequencer import SequencerConfig, derive
-from planner.lowering import default_mode, lower_problem
+from model import tiers
+from model.sequencer import derive
+from planner.lowering import lower_problem
 from planner.inputs import Overlong, bounded_lines, open_lines, os_reason
 from planner.spec import load_problem
 
-EXIT_OK, EXIT_RULE, EXIT_INPUT = 0, 1, 2
+from .render import format_table
+
+from .kinds import kind_of  # noqa: E402
+from .kinds.basic import default_mode  # noqa: E402
+from .render import EXIT_INPUT, EXIT_OK, EXIT_RULE  # noqa: E402
+from .render import format_error as _format_error  # noqa: E402
 
 
 class _ArgError(Exception):
@@ -190,57 +195,6 @@ def _exit_for(err: TcplanError) -> int:
     return EXIT_INPUT if err.kind == "input" else EXIT_RULE
 
 
-def format_table(cfg: SequencerConfig, buf: str, time: str, packet: str) -> str:
-    lines = [f"buffer {buf}   time {time}   packet {packet}",
-             f"dtype {cfg.dtype}, mode {cfg.mode}, engine {cfg.engine}", ""]
-    final_of = {}
-    for k, g in enumerate(cfg.groups):
-        for r in g:
-            final_of[r] = k
-    head = ("#", "side", "stream term", "piece", "buffer term", "size", "stride", "final")
-    rows = [head]
-    for k, e in enumerate(cfg.raw):
-        rows.append((str(k), e.side, e.term, e.piece or "", e.buffer_term or "(broadcast)",
-                     str(e.size), str(e.stride), str(final_of[k])))
-    widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
-    right = {0, 5, 6, 7}
-    for r in rows:
-        lines.append("  ".join(x.rjust(w) if c in right else x.ljust(w)
-                               for c, (x, w) in enumerate(zip(r, widths))).rstrip())
-    if not cfg.raw:
-        lines.append("(no entries: every term has size 1)")
-    lines.append("")
-    merged = [g for g in cfg.groups if len(g) > 1]
-    if merged:
-        lines.append(f"{len(cfg.raw)} raw entries exceed {hw.MAX_SEQUENCER_ENTRIES}; merged "
-                     "physically contiguous pairs:")
-        for g in merged:
-            k = cfg.groups.index(g)
-            parts = " + ".join(f"{cfg.raw[r].size} : {cfg.raw[r].stride}" for r in g)
-            n, s = cfg.entries[k]
-            lines.append(f"  raw {', '.join(map(str, g))}: {parts} -> {n} : {s}")
-    else:
-        lines.append(f"entries shown unmerged ({len(cfg.raw)} <= {hw.MAX_SEQUENCER_ENTRIES})")
-    lines.append(f"config               {cfg.text()}")
-    lines.append(f"packet size          {_elements(cfg.packet_size)} ({cfg.packet_bytes} B)")
-    lines.append(f"contiguous run       {_elements(cfg.contiguous_run)}")
-    lines.append(f"max access size      {_elements(cfg.max_access_size)}")
-    lines.append(f"accesses per packet  {cfg.accesses_per_packet}")
-    return "\n".join(lines)
-
-
-def _elements(n: int) -> str:
-    return f"{n} element{'' if n == 1 else 's'}"
-
-
-def _format_error(err: TcplanError) -> str:
-    out = []
-    for v in err.violations:
-        out.append(f"error [{v.rule}]: {v.message}")
-        out.append(f"  fix: {v.fix}")
-    return "\n".join(out)
-
-
 _REQUEST_KEYS = {"axes", "buf", "time", "packet", "dtype", "mode", "engine", "id"}
 
 
@@ -363,90 +317,26 @@ COMMANDS = ("sequence", "trace", "lower", "verify", "run", "solve", "explain", "
             "schema")
 
 
-def _run_data(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
-    """Execute a problem on inputs (seeded where missing); the mathematical output tensors."""
-    import numpy as np
-
-    from executor import forms, run
-    axes = problem.axes
-    if problem.kind in ("dma", "pcie"):
-        return run.run_with_data(problem, plan, inputs, seed)
-    if problem.kind in ("vector", "expression", "lane_fold"):
-        return _run_chains(problem, plan, inputs, seed)
-    if problem.kind == "redistribute":
-        T = run.embed(inputs.get("source"), plan.source, axes, "source", seed)
-        mem = forms.run_redistribution(problem, plan, T)
-        return {"source": run.read_tensor(mem, plan.source, axes, T.dtype),
-                "result": run.read_tensor(mem, plan.result, axes, T.dtype)}
-    data_t = plan.table if problem.kind == "gather" else plan.rows_side
-    name = "table" if problem.kind == "gather" else "source"
-    T = run.embed(inputs.get(name), data_t, axes, name, seed)
-    keys = None
-    if "index" in inputs:
-        idx = inputs["index"]
-        want = tuple(axes[a] for a in run.carried_axes(plan.index, axes))
-        if idx.shape != want or not np.issubdtype(idx.dtype, np.integer):
-            raise fail("bad-request", detail=f"--input index: expected an integer array of "
-                       f"shape {want}, got {idx.shape} {idx.dtype}",
-                       fix="save the index tensor with numpy.save")
-        keys = forms.index_keys(plan, idx)
-    written, holder, index = forms.run_indexed(problem, plan, T, keys, seed)
-    return {name: run.read_tensor_from(T, data_t, axes), "index": index,
-            "destination": run.read_tensor(holder, written, axes, T.dtype)}
-
-
-def _run_chains(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
-    """Vector chains, planned expressions and lane folds on the user's tensors: x over the
-    problem's axes (a pair's grouping axis is an ordinary axis), VRF operands over theirs."""
-    from executor import chains, run
-    shapes = {"x": tuple(problem.axes.values())}
-    for n, t in problem.tensors.items():
-        if n.startswith("vrf:"):
-            shapes[n[4:]] = tuple(problem.axes[a] for a in run.carried_axes(t, problem.axes))
-    for name, arr in inputs.items():
-        dtype = problem.dtype if name == "x" else problem.tensors["vrf:" + name].dtype
-        if arr.shape != shapes[name]:
-            raise fail("bad-request", detail=f"--input {name}: expected shape "
-                       f"{shapes[name]} (the axes in the problem's order), got {arr.shape}",
-                       fix="save the tensor with numpy.save in that shape")
-        inputs[name] = run.as_dtype(arr, dtype, name)
-    if problem.kind == "lane_fold":
-        X, out, _ = chains.run_lane_fold(problem, plan, seed, inputs.get("x"))
-        return {"x": X, "result": out}
-    if problem.kind == "vector":
-        r = chains.run_vector(problem, plan, seed, inputs)
-    else:
-        if set(inputs) - {"x"}:
-            raise fail("bad-request", detail="a planned expression reads its VRF operands "
-                       "from seeded data", fix="give only x")
-        r = chains.run_plan(problem, plan, seed, inputs.get("x"))
-    return {"x": r["x"], **r["vrf"], "result": r["out"]}
-
-
 def _cmd_run(args: argparse.Namespace, stdout: TextIO) -> int:
     from .inputs import load_npy, write_arrays
     problem = load_problem(args.problem)
-    names = {"dma": ("source",), "pcie": ("source",), "redistribute": ("source",),
-             "gather": ("table", "index"), "scatter": ("source", "index"),
-             "lane_fold": ("x",)}
-    vrf_names = tuple(n[4:] for n in problem.tensors if n.startswith("vrf:"))
-    names["vector"] = names["expression"] = ("x",) + vrf_names
-    if problem.kind not in names:
-        raise fail("bad-request", detail=f"tcplan run executes data moves; a {problem.kind} "
-                   "problem has none", fix="use tcplan verify or trace")
+    kind = kind_of(problem)
+    names = kind.inputs(problem)
+    if not names:
+        kind.run(problem, None, {}, args.seed)  # says what the kind has not
     inputs = {}
     for item in args.input:
         name, eq, path = item.partition("=")
-        if not eq or name not in names[problem.kind]:
+        if not eq or name not in names:
             raise fail("bad-request", detail=f"--input {item!r}: a {problem.kind} problem "
-                       f"takes {', '.join(n + '=FILE.npy' for n in names[problem.kind])}",
+                       f"takes {', '.join(n + '=FILE.npy' for n in names)}",
                        fix="name one of the problem's input tensors")
         arr = load_npy(path, f"--input {name}", max(1, limits.product(problem.axes.values())))
         inputs[name] = arr
     plan = lower_problem(problem)
     from executor.run import check_sizes
     check_sizes(problem)
-    tensors = _run_data(problem, plan, inputs, args.seed)
+    tensors = kind.run(problem, plan, inputs, args.seed)
     written = write_arrays(args.out, tensors)
     if getattr(args, "json", False):
         print(json.dumps({"problem": problem.name, "written": [
@@ -478,97 +368,22 @@ def _cmd_verify(args: argparse.Namespace, stdout: TextIO) -> int:
     else:
         b = report["breakdown"]
         status = "verified" if report["verified"] else "executed, NOT checked"
-        what = "destination" if problem.kind not in ("vector", "lane_fold", "expression") \
-            else "output"
+        kind = kind_of(problem)
+        what = kind.output_word
         lines = [f"{problem.name}: {status} ({report['checked']:,} {what} elements "
                  f"checked, seed {args.seed}; {report['method']})",
                  "cycles: " + (f"{report['cycles']:,}" if report["cycles"] is not None
                                else "not modelled for this kind yet")]
-        if b and problem.kind == "expression":
-            lines.append(f"  {report['invocations']} invocation(s) as planned by tcplan solve")
-        elif b and problem.kind == "vector":
-            lines.append(f"  {b['flits']:,} flit(s) per slice + {b['latency']} cycle(s) of "
-                         f"ALU latency ({', '.join(b['alus']) or 'no ALU'}); bottleneck: "
-                         f"{b['bottleneck']}")
-        elif b and problem.kind == "lane_fold":
-            lines.append(f"  {b['flits']:,} flit(s); {b['elements_per_cycle']} of "
-                         f"{b['bus_width']} bus lanes carry data per cycle")
-        elif b:
-            lines.append(f"  start-up {b['startup']:,}, read {b['read']:,.0f}, write "
-                         f"{b['write']:,.0f}; bottleneck: {b['bottleneck']}")
-            if b.get("hbm"):
-                lines.append(_hbm_line(b["hbm"]))
-            lines += [f"  penalty: {p}" for p in b["penalties"]]
+        if b:
+            lines += kind.verify_lines(report)
         print("\n".join(lines), file=stdout)
     return EXIT_OK
 
 
-def _hbm_line(h: dict[str, Any]) -> str:
-    """The hottest HBM channel of a cycle breakdown (docs/decisions.md item 73)."""
-    return (f"  HBM: hottest channel {h['channel']} of chip {h['chip']}: {h['requests']:,} "
-            f"requests, {h['first_opens']:,} first row opens (overlapped), {h['reopens']:,} "
-            f"re-opens (40 cycles each); {h['cycles']:,.0f} cycles")
-
-
 def _cmd_solve(args: argparse.Namespace, stdout: TextIO) -> int:
-    import time
-
-    from executor.chains import verify_plan
-
-    from .chains import plan_expression
+    from .kinds import kind_of
     problem = load_problem(args.problem)
-    if problem.kind in ("dma", "pcie"):
-        return _solve_dma(problem, args, stdout)
-    if problem.kind != "expression":
-        raise fail("bad-request", detail=f"tcplan solve plans expression and DMA problems; "
-                   f"{args.problem} is a {problem.kind} problem",
-                   fix="use tcplan verify for a problem with nothing to choose")
-    t0 = time.perf_counter()
-    try:
-        plan = plan_expression(problem, args.time_limit, args.workers, args.seed)
-    except TcplanError as err:
-        if err.kind == "input":
-            raise
-        status = "unknown" if err.code in ("plan-time-limit", "size-limit") else "infeasible"
-        if args.json:
-            print(json.dumps({"problem": problem.name, "status": status,
-                              "cycles": None, "plan": None, "verified": None,
-                              "explanation": err.to_json()}), file=stdout)
-        else:
-            print(f"{problem.name}: {status}\n" + _format_error(err), file=stdout)
-        return EXIT_RULE
-    solve_s = time.perf_counter() - t0
-    try:
-        report = verify_plan(problem, plan, args.seed)
-    except TcplanError as err:  # a plan that does not compute the formula: a tcplan bug
-        out = {"problem": problem.name, "status": plan.solution.status, "cycles": plan.cycles,
-               "invocations": len(plan.chains), "plan": plan.chains_json(), "verified": False,
-               "error": err.to_json()}
-        print(json.dumps(out) if args.json else
-              f"{problem.name}: planned but NOT verified\n" + _format_error(err), file=stdout)
-        return EXIT_RULE
-    out = {"problem": problem.name, "status": plan.solution.status, "cycles": plan.cycles,
-           "invocations": len(plan.chains), "plan": plan.chains_json(),
-           "verified": report["verified"], "checked": report["checked"],
-           "method": report["method"], "solve_time": round(solve_s, 3)}
-    if plan.solution.status != "optimal":
-        out["note"] = "the time limit cut the search: the plan is not proven optimal"
-    if args.json:
-        print(json.dumps(out), file=stdout)
-        return EXIT_OK
-    f = problem.params["expression"]
-    lines = [f"{problem.name}: {f.text} ({problem.dtype}) -> {len(plan.chains)} Tensor Unit "
-             f"invocation(s), {plan.cycles:,} cycles ({out['status']}; solved in "
-             f"{solve_s:.2f} s)"]
-    if "note" in out:
-        lines.append("  note: " + out["note"])
-    for c in out["plan"]:
-        lines.append(f"  invocation {c['invocation']} ({c['cycles']:,} cycles; ALUs: "
-                     f"{', '.join(c['alus']) or 'none'}):")
-        lines += [f"    .{s}" for s in c["steps"]]
-    lines.append(f"verified: {report['checked']:,} output elements; {report['method']}")
-    print("\n".join(lines), file=stdout)
-    return EXIT_OK
+    return kind_of(problem).solve(problem, args, stdout)
 
 
 def _cmd_explain(args: argparse.Namespace, stdout: TextIO) -> int:
@@ -628,7 +443,7 @@ def _batch_row(path: str, t0: float) -> dict[str, Any]:
     except TcplanError as err:
         return {"problem": path, "status": "bad input", "ok": False,
                 "why": err.message, "time": 0.0}
-    cmd = "solve" if problem.kind in ("expression", "dma", "pcie") else "verify"
+    cmd = "solve" if kind_of(problem).solvable else "verify"
     out, err = io.StringIO(), io.StringIO()
     code = main([cmd, path, "--json"], stdout=out, stderr=err)
     dt = time.perf_counter() - t0
@@ -716,277 +531,15 @@ def _cmd_batch(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return EXIT_OK if ok else EXIT_RULE
 
 
-def _no_plan(problem: Any, err: TcplanError, args: argparse.Namespace,
-             stdout: TextIO) -> int:
-    """`solve` found no plan: infeasible, or unknown when the time limit cut the search."""
-    status = "unknown" if err.code == "plan-time-limit" else "infeasible"
-    out = {"problem": problem.name, "status": status, "cycles": None, "plan": None,
-           "verified": None, "explanation": err.to_json()}
-    print(json.dumps(out) if args.json else f"{problem.name}: {status}\n"
-          + _format_error(err), file=stdout)
-    return EXIT_RULE
-
-
-def _solve_dma(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
-    """A DMA with a free stream: search the order and packet, lower, verify, time.  With
-    nothing free the problem is verified as given."""
-    import time
-
-    from executor.run import run_dma
-    from model.cost import dma_cycles, estimate, lower_bound
-
-    from .layout import plan_free, planned
-    t = problem.tensors
-    t0 = time.perf_counter()
-    free = planned(problem)
-    if problem.params.get("hops", 1) > 1:
-        return _solve_hops(problem, args, stdout)
-    try:
-        if free:
-            found, split = plan_free(problem, args.time_limit, args.seed,
-                                     workers=args.workers)
-            best = found.best
-            plan, status = best.plan, found.status
-            chosen = {"time": best.time, "packet": best.packet_text,
-                      "cluster": f"m![{split['cluster']}]", "slice": f"m![{split['slice']}]"}
-            if best.element is not None:
-                chosen["destination_element"] = best.element
-            if problem.params.get("free_slice"):
-                for dim in problem.params["free_slice"]["dims"]:
-                    chosen["destination_" + dim] = plan.destination.dims[dim].text()
-            if problem.params.get("free_source"):
-                chosen["source_element"] = plan.source.dims["element"].text()
-            chosen_hbm = set(problem.params.get("free_address", ())) | (
-                {"source"} if problem.params.get("free_source") else set())
-            for side in sorted(chosen_hbm, reverse=True):  # the source first
-                chosen[side + "_address"] = getattr(plan, side).address
-            n_cand, rejected = len(found.candidates), found.rejected
-        else:
-            plan, status = lower_problem(problem), "given"
-            chosen = {"time": t["stream"].dims["time"].text(),
-                      "packet": t["stream"].dims["packet"].text()}
-            n_cand, rejected = 1, {}
-    except TcplanError as err:
-        if err.kind == "input":
-            raise
-        return _no_plan(problem, err, args, stdout)
-    solve_s = time.perf_counter() - t0
-    est = estimate(plan).cycles
-    detailed = dma_cycles(plan)
-    bound = lower_bound(plan)
-    try:
-        checked = run_dma(problem, plan, args.seed)["checked"]
-        verified, error = True, None
-    except TcplanError as err:
-        verified, error, checked = False, err.to_json(), 0
-    out = {"problem": problem.name, "status": status, "cycles": detailed.cycles,
-           "estimate": est, "lower_bound": bound,
-           "bound_ratio": round(detailed.cycles / bound, 3) if bound else None,
-           "plan": {"stream": chosen, **plan.to_json()}, "verified": verified,
-           "checked": checked, "candidates": n_cand, "rejected": rejected,
-           "solve_time": round(solve_s, 3), "breakdown": detailed.to_json()}
-    if error:
-        out["error"] = error
-    if status == "feasible":
-        out["note"] = "the time limit cut the search: the plan is not proven optimal"
-    if args.json:
-        print(json.dumps(out), file=stdout)
-    else:
-        lines = [f"{problem.name}: "
-                 + (f"source Element {chosen['source_element']} (HBM), "
-                    if "source_element" in chosen else "")
-                 + (f"source address {chosen['source_address']:,}, "
-                    if "source_address" in chosen else "") + "stream "
-                 + (f"Cluster {chosen['cluster']}, Slice {chosen['slice']}, " if "slice" in
-                    chosen else "") + f"Time {chosen['time']}, Packet {chosen['packet']} "
-                 + ("into destination " + ", ".join(
-                     f"{d.title()} {chosen['destination_' + d]:,}" if d == "address" else
-                     f"{d.title()} {chosen['destination_' + d]}"
-                     for d in ("chip", "cluster", "slice", "element", "address")
-                     if "destination_" + d in chosen) + " "
-                    if any(k.startswith("destination_") for k in chosen) else "")
-                 + f"({status}; {n_cand} legal layout(s)"
-                 + (", rejected: " + ", ".join(f"{r} x{k}" for r, k in rejected.items())
-                    if rejected else "") + f"; {solve_s:.2f} s)",
-                 format_dma(problem.name, plan),
-                 f"cycles: {detailed.cycles:,} (estimate {est:,}; lower bound {bound:,}, "
-                 f"ratio {out['bound_ratio']})"] + (
-                     [_hbm_line(detailed.hbm)] if detailed.hbm else []) + [
-                 f"verified: {checked:,} destination elements" if verified else
-                 f"NOT verified [{error['code']}]: " + error["message"]] + (
-                     [f"note: {out['note']}"] if "note" in out else [])
-        print("\n".join(lines), file=stdout)
-    return EXIT_OK if verified else EXIT_RULE
-
-
-def _solve_hops(problem: Any, args: argparse.Namespace, stdout: TextIO) -> int:
-    """Direct or through one intermediate HBM layout: the shortest path of planned hops;
-    each hop is executed and verified (so the chain holds the source tensor end to end)."""
-    import time
-
-    from executor.run import run_dma
-    from model.cost import dma_cycles
-
-    from .hops import plan_hops
-    t0 = time.perf_counter()
-    try:
-        hp = plan_hops(problem, args.time_limit, args.seed)
-    except TcplanError as err:
-        if err.kind == "input":
-            raise
-        return _no_plan(problem, err, args, stdout)
-    solve_s = time.perf_counter() - t0
-    rows, verified, total = [], True, 0
-    for h in hp.hops:
-        full = dma_cycles(h.plan).cycles
-        total += full
-        try:
-            checked = run_dma(problem, h.plan, args.seed)["checked"]
-        except TcplanError:
-            verified, checked = False, 0
-        rows.append({"source": h.source.describe(), "destination": h.destination.describe(),
-                     "stream": h.stream, "cycles": full, "estimate": h.cycles,
-                     "checked": checked})
-    out = {"problem": problem.name, "status": "optimal", "cycles": total,
-           "plan": {"hops": rows}, "verified": verified, "why": hp.direct_error,
-           "intermediates_tried": hp.tried, "solve_time": round(solve_s, 3)}
-    if args.json:
-        print(json.dumps(out), file=stdout)
-    else:
-        lines = [f"{problem.name}: {len(rows)} hop(s), {total:,} cycles"
-                 + (f" ({hp.direct_error})" if hp.direct_error else "")
-                 + f"; {hp.tried} intermediate layout(s) tried in {solve_s:.2f} s"]
-        for k, r in enumerate(rows, 1):
-            lines.append(f"  hop {k}: {r['source']} -> {r['destination']}")
-            lines.append(f"         stream {r['stream']}; {r['cycles']:,} cycles; "
-                         + (f"verified ({r['checked']:,} elements)" if r["checked"] else
-                            "NOT verified"))
-        print("\n".join(lines), file=stdout)
-    return EXIT_OK if verified else EXIT_RULE
-
-
 def _cmd_lower(args: argparse.Namespace, stdout: TextIO) -> int:
     problem = load_problem(args.problem)
     plan = lower_problem(problem)
     if args.json:
         print(json.dumps({"problem": problem.name, "kind": problem.kind, **plan.to_json()}),
               file=stdout)
-    elif problem.kind in ("layout", "vector", "lane_fold", "expression"):
-        print(plan.text(), file=stdout)
-    elif problem.kind == "redistribute":
-        print(format_redistribution(problem.name, plan), file=stdout)
-    elif problem.kind in ("gather", "scatter"):
-        print(format_indexed(problem.name, plan), file=stdout)
-    elif problem.kind == "sequence":
-        t = problem.tensors
-        print(format_table(plan, t["buffer"].dims["element"].text(),
-                           t["stream"].dims["time"].text(), t["stream"].dims["packet"].text()),
-              file=stdout)
     else:
-        print(format_dma(problem.name, plan), file=stdout)
+        print(kind_of(problem).render(problem, plan), file=stdout)
     return EXIT_OK
-
-
-def format_indexed(name: str, plan: Any) -> str:
-    what = "byte offsets (row r at r * row_bytes)" if plan.variant == "scaled" else \
-        "raw row positions"
-    eb = plan.table.elem_bytes
-    ent = ", ".join(f"{n} : {_sym(s * eb, 'dm')}" for n, s in plan.dm_entries)
-    return "\n".join([
-        f"{name}: {plan.variant} {plan.kind} over {plan.gather_axis} of "
-        f"{plan.table.describe()}",
-        f"  {plan.rows} rows of {plan.row_terms} = {plan.row_elements} elements "
-        f"({plan.row_bytes} B); index {plan.index.describe()} holds {what}",
-        f"  DM side {plan.rows_side.describe()}: [{ent}] : {plan.row_bytes} B per packet",
-    ])
-
-
-def format_redistribution(name: str, plan: Any) -> str:
-    lines = [f"{name}: {plan.source.describe()}"]
-    for s in plan.steps:
-        if s.sources is not None:
-            lines.append(f"  {s.op}({s.sources})")
-        elif s.axis is not None:
-            lines.append(f"  {s.op}::<{s.axis.text()}, {s.output.text()}>({s.indices})")
-        else:
-            lines.append(f"  {s.op}()")
-    lines.append(f"-> {plan.result.describe()}")
-    eb = plan.source.elem_bytes
-    for d in plan.descriptors():
-        ent = ", ".join(f"{n} : ({r * eb:,}, {w * eb:,})" for n, r, w in d["entries"])
-        lines.append(f"  target chip {d['target'][0]} cluster {d['target'][1]}: read chip "
-                     f"{d['read'][0]} @ {d['read'][1]:,}, write chip {d['write'][0]} @ "
-                     f"{d['write'][1]:,}, [{ent}] : {d['packet'] * eb} B")
-    if plan.source.tier == "hbm":
-        lines.append("syncs: none derived (an HBM chip shuffle copies whole chips)")
-    else:
-        lines.append("syncs: " + (", ".join(plan.syncs) if plan.syncs else
-                                  "none (local slicing only)"))
-    return "\n".join(lines)
-
-
-def plan_stream_text(plan: Any, dim: str) -> str:
-    return plan.stream_dims[dim].text() if hasattr(plan, "stream_dims") else "?"
-
-
-def _sym(nbytes: int, tier: str) -> str:
-    """A DM stride in the seed's symbols (slice_stride, DMN_stride), else bytes."""
-    if tier == "dm" and nbytes and nbytes % hw.DM_SLICE_STRIDE == 0:
-        for name, unit in (("cluster_stride", hw.DM_CLUSTER_STRIDE),
-                           ("DMN_stride", hw.DM_DMN_STRIDE),
-                           ("slice_stride", hw.DM_SLICE_STRIDE)):
-            if nbytes % unit == 0:
-                k = nbytes // unit
-                return name if k == 1 else f"{k}*{name}"
-    return f"{nbytes:,}"
-
-
-def format_dma(name: str, plan: Any) -> str:
-    eb = plan.elem_bytes
-    src, dst = plan.source.tier, plan.destination.tier
-    n_cmd = sum(len(e.commands) for e in plan.engines)
-    kind = "homogeneous" if plan.homogeneous else "heterogeneous"
-    engine = "PCIe DMA" if plan.pcie else f"{kind} aggregate"
-    lines = [f"{name}: {src.upper()} -> {dst.upper()}, {plan.source.dtype}, packet "
-             f"{plan.packet} elements ({plan.packet_bytes} B); {engine}: "
-             f"{len(plan.engines)} engine(s), {n_cmd} command(s)"]
-    if plan.default_stream:
-        lines.append("stream (default: destination order, innermost term as Packet): "
-                     + ", ".join(f"{d} {plan_stream_text(plan, d)}" for d in ("time", "packet")))
-    lines.append("")
-    width = max((len(t) for t in plan.terms), default=0)
-    for label, k, tier in (("read", 1, src), ("write", 2, dst)):
-        lines.append(f"{label} = [")
-        for t, e in zip(plan.terms, plan.unified):
-            lines.append(f"  {t.ljust(width)} -> {e[0]} : {_sym(e[k] * eb, tier)},")
-        lines.append(f"] : {plan.packet_bytes} B")
-    lines.append("unified = [")
-    for t, (n, r, w) in zip(plan.terms, plan.unified):
-        lines.append(f"  {t.ljust(width)} -> {n} : ({_sym(r * eb, src)}, {_sym(w * eb, dst)}),")
-    lines.append(f"] : {plan.packet_bytes} B   (strides in bytes)")
-    lines.append("")
-    for e in plan.engines:
-        head = (f"PCIe engine of chip {e.chip}" if plan.pcie else
-                f"engine chip {e.chip}, cluster {e.cluster}, DMN pair {e.pair}")
-        if e.read_chip != e.chip or e.write_chip != e.chip:
-            head += f" (reads chip {e.read_chip}, writes chip {e.write_chip})"
-        if len(e.commands) == 1 and not e.commands[0].covers:
-            lines.append(f"{head}: read {src.upper()} @ {e.read_base:,}, write {dst.upper()} "
-                         f"@ {e.write_base:,}")
-            continue
-        lines.append(f"{head}: {len(e.commands)} commands")
-        for i, c in enumerate(e.commands):
-            cov = ", ".join(f"{k.split(':', 1)[1]} in [{a}, {b})" for k, (a, b) in
-                            c.covers.items())
-            ent = ", ".join(f"{n} : ({r * eb:,}, {w * eb:,})" for n, r, w in c.entries)
-            lines.append(f"  exec #{i}: [{ent}] read @ {c.read_base:,}, write @ "
-                         f"{c.write_base:,}; covers {cov}")
-    from model.hbm_bits import moved_by, report_lines
-    for side, t, other in (("source", plan.source, plan.destination),
-                           ("destination", plan.destination, plan.source)):
-        if t.tier == "hbm":
-            lines += report_lines(side, t, moved_by(other))
-    return "\n".join(lines)
 
 
 def _parse_index(text: str, axes: dict[str, int]) -> dict[str, int]:
@@ -1017,15 +570,12 @@ def _cmd_trace(args: argparse.Namespace, stdout: TextIO) -> int:
     index = _parse_index(args.index, problem.axes)
     full = {a: index.get(a, 0) for a in problem.axes}
     rows = {name: tiers.trace(t, full) for name, t in problem.tensors.items()}
-    if problem.kind in ("dma", "pcie") and rows.get("stream", {}).get("held"):
+    kind = kind_of(problem)
+    if kind.engine_stream and rows.get("stream", {}).get("held"):
         rows["stream"]["engine"] = True  # its Slice position is a DMN pair (an engine)
     warnings = []
     for name, t in problem.tensors.items():
-        if problem.kind in ("dma", "pcie") and name == "stream":
-            # a DMA stream's Chip/Cluster/Slice select engines, not placements
-            warnings += dma._stream_engine_violations(t, problem.chips)
-        else:
-            warnings += tiers.placement_violations(t, problem.chips)
+        warnings += kind.trace_warnings(problem, name, t)
     if args.json:
         out = {"problem": problem.name, "index": full, "tensors": rows,
                "warnings": [v.to_json() for v in warnings]}

@@ -62,13 +62,14 @@ def minimal_conflict(problem, rejected: set[str]) -> list[str]:
 
 
 def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
-    """(exit code, report): 1 with the conflict for an infeasible problem, 0 otherwise."""
-    if problem.kind == "expression":
-        return _explain_expression(problem)
-    if problem.kind not in ("dma", "pcie"):
-        from model.rules import fail
-        raise fail("bad-request", detail=f"tcplan explain covers DMA and expression problems, "
-                   f"not {problem.kind}", fix="use tcplan verify")
+    """(exit code, report): 1 with the conflict for an infeasible problem, 0 otherwise (the
+    problem's kind says how: planner/kinds/)."""
+    from .kinds import kind_of
+    return kind_of(problem).explain(problem, seed)
+
+
+def explain_dma(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
+    """A DMA or PCIe problem: its minimal conflict, or what binds its plan."""
     from model.cost import dma_cycles, lower_bound
 
     from .layout import plan_free, planned
@@ -213,7 +214,7 @@ def _item(rule: str, v: dict | None) -> dict[str, Any]:
             "terms": (v or {}).get("terms", [])}
 
 
-def _explain_expression(problem) -> tuple[int, dict[str, Any]]:
+def explain_expression(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
     from .chains import plan_expression
     try:
         plan = plan_expression(problem)

@@ -1,0 +1,181 @@
+"""Vector Engine chains, planned expressions and Lane Folder folds (seeds 003-005): problems
+whose data flows through the Tensor Unit's Intra-Slice Chain or the Lane Folder."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, TextIO
+
+from model import tiers
+from model.rules import TcplanError, fail
+
+from ..render import EXIT_OK, EXIT_RULE, format_error
+from . import Kind, register
+
+
+class _Chains(Kind):
+    output_word = "output"
+
+    def inputs(self, problem) -> tuple[str, ...]:
+        return ("x",) + tuple(n[4:] for n in problem.tensors if n.startswith("vrf:"))
+
+    def run(self, problem, plan, inputs: dict, seed: int) -> dict:
+        return _run_chains(problem, plan, inputs, seed)
+
+
+class Vector(_Chains):
+    names = ("vector",)
+
+    def lower(self, problem) -> Any:
+        from model.vector import analyze
+
+        from ..chains_spec import chain_of
+        tiers.require_placement(problem.tensors.values(), problem.chips)
+        return analyze(chain_of(problem))
+
+    def verify(self, problem, plan, seed: int) -> dict[str, Any]:
+        from executor.chains import verify_vector
+        return verify_vector(problem, plan, seed)
+
+    def verify_lines(self, report: dict[str, Any]) -> list[str]:
+        b = report["breakdown"]
+        return [f"  {b['flits']:,} flit(s) per slice + {b['latency']} cycle(s) of ALU "
+                f"latency ({', '.join(b['alus']) or 'no ALU'}); bottleneck: "
+                f"{b['bottleneck']}"] if b else []
+
+
+class LaneFold(_Chains):
+    names = ("lane_fold",)
+
+    def inputs(self, problem) -> tuple[str, ...]:
+        return ("x",)
+
+    def lower(self, problem) -> Any:
+        from model.lane import fold
+        tiers.require_placement(problem.tensors.values(), problem.chips)
+        m = problem.params["input"]
+        out = problem.params.get("output", {})
+        return fold(problem.axes, m["lane"], m["time"], m["packet"], problem.params["mode"],
+                    out.get("time"), out.get("packet"))
+
+    def verify(self, problem, plan, seed: int) -> dict[str, Any]:
+        from executor.chains import verify_lane_fold
+        return verify_lane_fold(problem, plan, seed)
+
+    def verify_lines(self, report: dict[str, Any]) -> list[str]:
+        b = report["breakdown"]
+        return [f"  {b['flits']:,} flit(s); {b['elements_per_cycle']} of {b['bus_width']} "
+                "bus lanes carry data per cycle"] if b else []
+
+
+class Expression(_Chains):
+    names = ("expression",)
+    solvable = True
+
+    def lower(self, problem) -> Any:
+        from ..chains import plan_expression
+        return plan_expression(problem)
+
+    def verify(self, problem, plan, seed: int) -> dict[str, Any]:
+        from executor.chains import verify_plan
+        rep = verify_plan(problem, plan, seed)
+        return {**rep, "cycles": plan.cycles, "invocations": len(plan.chains),
+                "breakdown": {"invocations": [a.breakdown() for a in plan.analyses]}}
+
+    def verify_lines(self, report: dict[str, Any]) -> list[str]:
+        return ([f"  {report['invocations']} invocation(s) as planned by tcplan solve"]
+                if report.get("breakdown") else [])
+
+    def solve(self, problem, args, stdout: TextIO) -> int:
+        return solve_expression(problem, args, stdout)
+
+    def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
+        from ..explain import explain_expression
+        return explain_expression(problem, seed)
+
+
+for k in (Vector(), LaneFold(), Expression()):
+    register(k)
+
+
+def solve_expression(problem, args, stdout: TextIO) -> int:
+    """Plan an expression: the fewest Tensor Unit invocations, each a valid chain; run the
+    chains on seeded inputs against the formula; print the plan."""
+    from executor.chains import verify_plan
+
+    from ..chains import plan_expression
+    t0 = time.perf_counter()
+    try:
+        plan = plan_expression(problem, args.time_limit, args.workers, args.seed)
+    except TcplanError as err:
+        if err.kind == "input":
+            raise
+        status = "unknown" if err.code in ("plan-time-limit", "size-limit") else "infeasible"
+        if args.json:
+            print(json.dumps({"problem": problem.name, "status": status,
+                              "cycles": None, "plan": None, "verified": None,
+                              "explanation": err.to_json()}), file=stdout)
+        else:
+            print(f"{problem.name}: {status}\n" + format_error(err), file=stdout)
+        return EXIT_RULE
+    solve_s = time.perf_counter() - t0
+    try:
+        report = verify_plan(problem, plan, args.seed)
+    except TcplanError as err:  # a plan that does not compute the formula: a tcplan bug
+        out = {"problem": problem.name, "status": plan.solution.status, "cycles": plan.cycles,
+               "invocations": len(plan.chains), "plan": plan.chains_json(), "verified": False,
+               "error": err.to_json()}
+        print(json.dumps(out) if args.json else
+              f"{problem.name}: planned but NOT verified\n" + format_error(err), file=stdout)
+        return EXIT_RULE
+    out = {"problem": problem.name, "status": plan.solution.status, "cycles": plan.cycles,
+           "invocations": len(plan.chains), "plan": plan.chains_json(),
+           "verified": report["verified"], "checked": report["checked"],
+           "method": report["method"], "solve_time": round(solve_s, 3)}
+    if plan.solution.status != "optimal":
+        out["note"] = "the time limit cut the search: the plan is not proven optimal"
+    if args.json:
+        print(json.dumps(out), file=stdout)
+        return EXIT_OK
+    f = problem.params["expression"]
+    lines = [f"{problem.name}: {f.text} ({problem.dtype}) -> {len(plan.chains)} Tensor Unit "
+             f"invocation(s), {plan.cycles:,} cycles ({out['status']}; solved in "
+             f"{solve_s:.2f} s)"]
+    if "note" in out:
+        lines.append("  note: " + out["note"])
+    for c in out["plan"]:
+        lines.append(f"  invocation {c['invocation']} ({c['cycles']:,} cycles; ALUs: "
+                     f"{', '.join(c['alus']) or 'none'}):")
+        lines += [f"    .{s}" for s in c["steps"]]
+    lines.append(f"verified: {report['checked']:,} output elements; {report['method']}")
+    print("\n".join(lines), file=stdout)
+    return EXIT_OK
+
+
+def _run_chains(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
+    """Vector chains, planned expressions and lane folds on the user's tensors: x over the
+    problem's axes (a pair's grouping axis is an ordinary axis), VRF operands over theirs."""
+    from executor import chains, run
+    shapes = {"x": tuple(problem.axes.values())}
+    for n, t in problem.tensors.items():
+        if n.startswith("vrf:"):
+            shapes[n[4:]] = tuple(problem.axes[a] for a in run.carried_axes(t, problem.axes))
+    for name, arr in inputs.items():
+        dtype = problem.dtype if name == "x" else problem.tensors["vrf:" + name].dtype
+        if arr.shape != shapes[name]:
+            raise fail("bad-request", detail=f"--input {name}: expected shape "
+                       f"{shapes[name]} (the axes in the problem's order), got {arr.shape}",
+                       fix="save the tensor with numpy.save in that shape")
+        inputs[name] = run.as_dtype(arr, dtype, name)
+    if problem.kind == "lane_fold":
+        X, out, _ = chains.run_lane_fold(problem, plan, seed, inputs.get("x"))
+        return {"x": X, "result": out}
+    if problem.kind == "vector":
+        r = chains.run_vector(problem, plan, seed, inputs)
+    else:
+        if set(inputs) - {"x"}:
+            raise fail("bad-request", detail="a planned expression reads its VRF operands "
+                       "from seeded data", fix="give only x")
+        r = chains.run_plan(problem, plan, seed, inputs.get("x"))
+    return {"x": r["x"], **r["vrf"], "result": r["out"]}
