@@ -10,9 +10,8 @@ from model import dma
 from model.rules import TcplanError
 
 from ..render import EXIT_OK, EXIT_RULE, _hbm_line, format_dma, format_error
-from . import Kind, register
+from . import REGISTRY, Kind, register
 
-_format_error = format_error
 
 
 class Dma(Kind):
@@ -77,7 +76,7 @@ def _no_plan(problem: Any, err: TcplanError, args, stdout: TextIO) -> int:
     out = {"problem": problem.name, "status": status, "cycles": None, "plan": None,
            "verified": None, "explanation": err.to_json()}
     print(json.dumps(out) if args.json else f"{problem.name}: {status}\n"
-          + _format_error(err), file=stdout)
+          + format_error(err), file=stdout)
     return EXIT_RULE
 
 
@@ -116,7 +115,7 @@ def solve_dma(problem: Any, args, stdout: TextIO) -> int:
                 chosen[side + "_address"] = getattr(plan, side).address
             n_cand, rejected = len(found.candidates), found.rejected
         else:
-            plan, status = Dma().lower(problem), "given"
+            plan, status = REGISTRY["dma"].lower(problem), "given"
             chosen = {"time": t["stream"].dims["time"].text(),
                       "packet": t["stream"].dims["packet"].text()}
             n_cand, rejected = 1, {}
