@@ -351,7 +351,7 @@ def test_an_endless_batch_line_ends_the_batch():
 def test_a_problem_that_crashes_is_a_failed_row(monkeypatch, tmp_path):
     import planner.cli as cli
 
-    def boom(path, t0):
+    def boom(path, t0, check="full"):
         raise ZeroDivisionError("a planted bug")
     monkeypatch.setattr(cli, "_batch_row", boom)
     row = cli._batch_one(EX1)
