@@ -11,8 +11,15 @@ def verify_problem(problem, seed: int = 0) -> dict[str, Any]:
     """Raises TcplanError (a rule, or a verification mismatch) or returns the report: the
     problem lowered, checked against the simulator's limits, and verified, each as its
     kind does it (planner/kinds/: the planner owns lowering a problem)."""
+    import time
+
     from planner.kinds import kind_of
     kind = kind_of(problem)
+    t0 = time.perf_counter()
     plan = kind.lower(problem)
     check_sizes(problem)
-    return kind.verify(problem, plan, seed)
+    t1 = time.perf_counter()
+    report = kind.verify(problem, plan, seed)
+    # (executing and checking are one pass here)
+    report["times"] = {"lower": round(t1 - t0, 3), "verify": round(time.perf_counter() - t1, 3)}
+    return report

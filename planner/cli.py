@@ -491,7 +491,7 @@ def _batch_row(path: str, t0: float, check: str = "full") -> dict[str, Any]:
             why.append(f"cycles: expected {exp['cycles']:,} (10%), got {r['cycles']:,}")
     return {"problem": problem.name, "status": status, "cycles": r.get("cycles"),
             "lower_bound": r.get("lower_bound"), "solve_time": r.get("solve_time"),
-            "check": r.get("check", "full"),
+            "check": r.get("check", "full"), "times": r.get("times"),
             "time": round(dt, 3), "ok": not why, "why": "; ".join(why)}
 
 
@@ -530,13 +530,16 @@ def _cmd_batch(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         print(json.dumps({"ok": ok, "problems": rows}), file=stdout)
     else:
         lines = [f"{'problem':<34} {'status':<11} {'cycles':>10} {'bound':>10} "
-                 f"{'solve s':>8}  expectations"]
+                 f"{'plan s':>7} {'lower':>6} {'exec':>6} {'verify':>6}  expectations"]
         for r in rows:
             c = f"{r['cycles']:,}" if isinstance(r.get("cycles"), int) else "-"
             b = f"{r['lower_bound']:,}" if isinstance(r.get("lower_bound"), int) else "-"
-            st = f"{r['solve_time']:.2f}" if isinstance(r.get("solve_time"), float) else "-"
+            tm = r.get("times") or {}
+            stages = " ".join(f"{tm[k]:>{w}.2f}" if isinstance(tm.get(k), (int, float))
+                              else f"{'-':>{w}}" for k, w in (("plan", 7), ("lower", 6),
+                                                               ("execute", 6), ("verify", 6)))
             lines.append(f"{r['problem'][:34]:<34} {r['status'][:11]:<11} {c:>10} {b:>10} "
-                         f"{st:>8}  {'met' if r['ok'] else 'NOT met: ' + r['why']}")
+                         f"{stages}  {'met' if r['ok'] else 'NOT met: ' + r['why']}")
         lines.append(f"{sum(r['ok'] for r in rows)}/{len(rows)} met their expectations")
         print("\n".join(lines), file=stdout)
     return EXIT_OK if ok else EXIT_RULE

@@ -71,3 +71,21 @@ def test_batch_passes_the_mode_to_solve(tmp_path):
     r = json.loads(out.getvalue())
     assert code == 0 and r["ok"], r  # `verified: true` is not asked of an unrun problem
     assert {x["check"] for x in r["problems"]} == {"none"}
+
+
+def test_batch_reports_each_stages_time(tmp_path):
+    """plan, lower, execute and verify seconds, per row, in the table and in JSON."""
+    shutil.copy(EX5, tmp_path)
+    shutil.copy(ROOT / "problems/seed/chip_shuffle.yaml", tmp_path)  # a redistribution
+    out = io.StringIO()
+    assert main(["batch", str(tmp_path), "--json", "--jobs", "1"], stdout=out,
+                stderr=io.StringIO()) == 0
+    rows = {r["problem"]: r for r in json.loads(out.getvalue())["problems"]}
+    planned = rows["dma_example_5_free_source"]["times"]
+    assert set(planned) == {"plan", "lower", "execute", "verify"}
+    assert planned["plan"] > 0 and planned["verify"] > 0
+    verified = rows["chip_shuffle"]["times"]
+    assert set(verified) == {"lower", "verify"}
+    table = io.StringIO()
+    main(["batch", str(tmp_path), "--jobs", "1"], stdout=table, stderr=io.StringIO())
+    assert "plan s" in table.getvalue() and "verify" in table.getvalue()

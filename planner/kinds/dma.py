@@ -114,8 +114,10 @@ def solve_dma(problem: Any, args, stdout: TextIO) -> int:
             for side in sorted(chosen_hbm, reverse=True):  # the source first
                 chosen[side + "_address"] = getattr(plan, side).address
             n_cand, rejected = len(found.candidates), found.rejected
+            lowering = found.times.get("lowering", 0.0)  # (inside the search)
         else:
             plan, status = REGISTRY["dma"].lower(problem), "given"
+            lowering = time.perf_counter() - t0
             chosen = {"time": t["stream"].dims["time"].text(),
                       "packet": t["stream"].dims["packet"].text()}
             n_cand, rejected = 1, {}
@@ -128,8 +130,11 @@ def solve_dma(problem: Any, args, stdout: TextIO) -> int:
     detailed = dma_cycles(plan)
     bound = lower_bound(plan)
     check = getattr(args, "verify", "full")
+    times = {"plan": round(solve_s, 3), "lower": round(lowering, 3)}
     try:
-        checked = run_dma(problem, plan, args.seed, check)["checked"]
+        ran = run_dma(problem, plan, args.seed, check)
+        checked = ran["checked"]
+        times.update(execute=round(ran["execute_s"], 3), verify=round(ran["verify_s"], 3))
         verified, error = (None if check == "none" else True), None
     except TcplanError as err:
         verified, error, checked = False, err.to_json(), 0
@@ -138,7 +143,8 @@ def solve_dma(problem: Any, args, stdout: TextIO) -> int:
            "bound_ratio": round(detailed.cycles / bound, 3) if bound else None,
            "plan": {"stream": chosen, **plan.to_json()}, "verified": verified,
            "checked": checked, "check": check, "candidates": n_cand, "rejected": rejected,
-           "solve_time": round(solve_s, 3), "breakdown": detailed.to_json()}
+           "solve_time": round(solve_s, 3), "times": times,
+           "breakdown": detailed.to_json()}
     if error:
         out["error"] = error
     if status == "feasible":
