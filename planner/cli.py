@@ -11,6 +11,7 @@ import functools
 import gc
 import io
 import json
+import logging
 import os
 import re
 import sys
@@ -160,7 +161,27 @@ def _build_parser() -> argparse.ArgumentParser:
     ba.add_argument("--json", action="store_true", help="print one JSON object")
     ba.add_argument("--verify", choices=("full", "sample", "none"), default="full",
                     help="how `solve` checks each planned problem (see tcplan solve --help)")
+    for parser in (p, *sub.choices.values()):  # before or after the command
+        parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                            help="no progress, only results and errors")
+        parser.add_argument("-v", "--verbose", action="store_true",
+                            default=argparse.SUPPRESS,
+                            help="also say where the time goes (search rounds, stages)")
     return p
+
+
+LOG = logging.getLogger("tcplan")
+
+
+def _logging(args: argparse.Namespace, stderr: TextIO) -> None:
+    """Progress and detail go through the ``tcplan`` logger to ``stderr``: progress at
+    INFO (``-q`` hides it), detail at DEBUG (``-v`` shows it)."""
+    level = (logging.WARNING if getattr(args, "quiet", False) else
+             logging.DEBUG if getattr(args, "verbose", False) else logging.INFO)
+    LOG.handlers[:] = [logging.StreamHandler(stderr)]
+    LOG.handlers[0].setFormatter(logging.Formatter("%(message)s"))
+    LOG.setLevel(level)
+    LOG.propagate = False
 
 
 def _positive(text: str) -> float:
@@ -513,18 +534,23 @@ def _cmd_batch(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     rows: list[dict[str, Any]] = []
     ctx = multiprocessing.get_context("spawn")
     tty = hasattr(stderr, "isatty") and stderr.isatty()
+    bar = None
+    if tty and LOG.isEnabledFor(logging.INFO):  # a terminal: one bar, redrawn in place
+        from tqdm import tqdm
+        bar = tqdm(total=len(paths), file=stderr, unit="problem", desc="batch")
     with ctx.Pool(args.jobs) as pool:
         work = functools.partial(_batch_one, check=args.verify)
         for k, row in enumerate(pool.imap(work, paths), 1):
             rows.append(row)
-            # a terminal gets one line rewritten in place; a log file a plain line each
-            if tty:
-                print(f"\r[{k}/{len(paths)}] {row['problem'][:40]:<40}", end="",
-                      file=stderr, flush=True)
-            else:
-                print(f"[{k}/{len(paths)}] {row['problem']}", file=stderr, flush=True)
-    if tty:
-        print(file=stderr)
+            if bar is not None:
+                bar.set_postfix_str(row["problem"][:40])
+                bar.update()
+            else:  # a log: a plain line per problem
+                LOG.info("[%d/%d] %s", k, len(paths), row["problem"])
+            LOG.debug("  %s: %s in %.2f s (stages: %s)", row["problem"], row["status"],
+                      row.get("time") or 0.0, row.get("times"))
+    if bar is not None:
+        bar.close()
     ok = all(r["ok"] for r in rows)
     if args.json:
         print(json.dumps({"ok": ok, "problems": rows}), file=stdout)
@@ -655,6 +681,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
             cmd = next((a for a in argv if not a.startswith("-")), None)
             raise fail("bad-request", detail=str(e),
                        fix=f"see tcplan {cmd + ' ' if cmd in COMMANDS else ''}--help") from None
+        _logging(args, stderr)
         if args.command == "schema":
             from .schema import problem_schema
             print(json.dumps(problem_schema(), indent=2), file=stdout)

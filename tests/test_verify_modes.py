@@ -89,3 +89,32 @@ def test_batch_reports_each_stages_time(tmp_path):
     table = io.StringIO()
     main(["batch", str(tmp_path), "--jobs", "1"], stdout=table, stderr=io.StringIO())
     assert "plan s" in table.getvalue() and "verify" in table.getvalue()
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_a_bar_on_a_terminal_lines_in_a_log_and_nothing_when_quiet(tmp_path):
+    shutil.copy(EX5, tmp_path)
+    shutil.copy(ROOT / "problems/seed/dma_example_1.yaml", tmp_path)
+    term = _Terminal()
+    assert main(["batch", str(tmp_path), "--jobs", "1"], stdout=io.StringIO(),
+                stderr=term) == 0
+    assert "\r" in term.getvalue() and "2/2" in term.getvalue()  # tqdm, redrawn in place
+    log = io.StringIO()
+    main(["batch", str(tmp_path), "--jobs", "1"], stdout=io.StringIO(), stderr=log)
+    assert "\r" not in log.getvalue() and "[2/2] " in log.getvalue()
+    quiet = io.StringIO()
+    main(["-q", "batch", str(tmp_path), "--jobs", "1"], stdout=io.StringIO(), stderr=quiet)
+    assert quiet.getvalue() == ""
+    loud = io.StringIO()
+    main(["batch", str(tmp_path), "--jobs", "1", "-v"], stdout=io.StringIO(), stderr=loud)
+    assert "stages:" in loud.getvalue()
+
+
+def test_verbose_solve_says_where_the_search_time_goes():
+    err = io.StringIO()
+    main(["solve", EX5, "-v"], stdout=io.StringIO(), stderr=err)
+    assert "option model(s)" in err.getvalue() and "cp-sat" in err.getvalue()

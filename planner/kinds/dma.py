@@ -4,6 +4,7 @@ stream; planned when its stream, a placement or an HBM layout is free."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, TextIO
 
 from model import dma
@@ -115,6 +116,10 @@ def solve_dma(problem: Any, args, stdout: TextIO) -> int:
                 chosen[side + "_address"] = getattr(plan, side).address
             n_cand, rejected = len(found.candidates), found.rejected
             lowering = found.times.get("lowering", 0.0)  # (inside the search)
+            logging.getLogger("tcplan").debug(
+                "search: %d option model(s), %d plan(s) lowered and estimated, %d outer "
+                "round(s); seconds: %s", found.models, found.enumerated, found.rounds,
+                {k: round(v, 3) for k, v in found.times.items()})
         else:
             plan, status = REGISTRY["dma"].lower(problem), "given"
             lowering = time.perf_counter() - t0
