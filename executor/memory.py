@@ -108,7 +108,9 @@ class Space:
         self._check_bottom(idx.ravel())
         return self.data[idx]
 
-    def write(self, addr: np.ndarray, values: np.ndarray) -> None:
+    def write(self, addr: np.ndarray, values: np.ndarray, count: bool = True) -> None:
+        """Bytes into ``addr`` (each ``values.shape[1]`` consecutive ones); ``count``: raise
+        their write counters (a move does; placing a tensor does not)."""
         nbytes = values.shape[1]
         phys = self.physical(addr)
         if nbytes > 1 and phys.size:
@@ -116,8 +118,9 @@ class Space:
         idx = phys[:, None] + np.arange(nbytes, dtype=np.int64)
         self._check_bottom(idx.ravel())
         self.data[idx] = values
-        w = self.writes[idx]  # every byte of an element counts (verify reads the first)
-        self.writes[idx] = np.minimum(w, 254) + 1
+        if count:
+            w = self.writes[idx]  # every byte of an element counts (verify reads the first)
+            self.writes[idx] = np.minimum(w, 254) + 1
 
 
 class Memories:

@@ -170,8 +170,11 @@ def _place_fast(mem: Memories, t: Tensor, axes: dict[str, int], T: np.ndarray | 
         if u.status == TOP:
             continue
         lv = strided.live(v, box)
-        if T is None:
+        if T is None:  # a destination: unwritten, its write counters at zero (and mapped)
             _fill(lv, UNWRITTEN)
+            counts = strided.view(mem.space(t.tier, u.chip), u.address, box.shape, box.mem,
+                                  eb, counts=True)
+            _fill(counts, 0)
             continue
         for d, s_ in strided.pieces(lv, strided.t_view(T, u.offset, box, eb)):
             np.copyto(d, s_)
@@ -186,7 +189,8 @@ def _fill(v: np.ndarray, byte: int) -> None:
 def place(mem: Memories, t: Tensor, axes: dict[str, int], T: np.ndarray | None) -> None:
     """Fill a tensor's positions: T at live ones (or the unwritten pattern when ``T`` is
     None), 0xA5 in Top padding, zeros in Zero padding; Bottom padding becomes forbidden.
-    Through strided views where they apply, else position by position in chunks."""
+    Placing counts no writes.  Through strided views where they apply, else position by
+    position in chunks."""
     if _place_fast(mem, t, axes, T):
         return
     eb = t.elem_bytes
@@ -198,11 +202,12 @@ def place(mem: Memories, t: Tensor, axes: dict[str, int], T: np.ndarray | None) 
         if live.any():
             vals = (flat[lin[live]] if flat is not None else
                     np.full((int(live.sum()), eb), UNWRITTEN, np.uint8))
-            space.write(addr[live], vals)
+            space.write(addr[live], vals, count=False)
         for kind, byte in ((TOP, TOP_BYTE), (ZERO, 0)):
             m = status == kind
             if m.any():
-                space.write(addr[m], np.full((int(m.sum()), eb), byte, np.uint8))
+                space.write(addr[m], np.full((int(m.sum()), eb), byte, np.uint8),
+                            count=False)
         b = status == BOTTOM
         if b.any():
             phys = space.physical(addr[b])
@@ -368,9 +373,7 @@ def run_dma(problem, plan, seed: int = 0, check: str = "full") -> dict:
     mem = Memories(extents([src, dst]))
     T = tensor_bits(problem.axes, src.dtype, seed)
     place(mem, src, problem.axes, T)
-    place(mem, dst, problem.axes, None)
-    for s in mem.spaces.values():
-        s.reset_writes()
+    place(mem, dst, problem.axes, None)  # (placing counts no writes)
     moved = execute(mem, plan)
     t1 = time.perf_counter()
     if check == "sample":

@@ -84,4 +84,4 @@ def kind_of(problem) -> Kind:
     return REGISTRY[problem.kind]
 
 
-from . import basic, chains, dma, moves  # noqa: E402,F401 # pyflakes: ignore - each registers its kinds
+from . import basic, chains, dma, moves  # noqa: E402,F401 - each registers its kinds
