@@ -1,0 +1,33 @@
+"""The fast subset: `python -m pytest -q -m "not slow"` leaves out the brute-force
+enumerations, the fuzz campaign and the whole-library batches below (each the reference
+check of something a fast test also touches); the full suite runs them all."""
+
+from __future__ import annotations
+
+import pytest
+
+#: modules whose every test is a brute-force enumeration or a fuzz campaign
+SLOW_MODULES = {"test_layout_optimality", "test_kernel_layouts", "test_dma_bruteforce",
+                "test_fuzz"}
+#: single tests (name prefixes) of seconds each
+SLOW_TESTS = (
+    "test_with_a_free_split_the_outer_model_agrees_with_every_order_as_an_option",
+    "test_the_outer_bound_never_exceeds_a_plan_of_its_order",
+    "test_the_bound_was_compared_on_many_orders",  # (it reads what the one above gathered)
+    "test_free_source_with_a_free_engine_split_against_brute_force",
+    "test_planning_library_is_close_to_its_bounds",
+    "test_a_conflict_over_many_options_is_minimal_and_the_time_limit_holds",
+    "test_batch_meets_every_expectation",
+    "test_progress_is_a_bar_on_a_terminal_lines_in_a_log_and_nothing_when_quiet",
+    "test_packet_cutting_a_merged_run_counts_an_entry",
+    "test_a_row_major_stream_never_costs_more_than_one_that_interleaves_rows",
+    "test_vectorized_sixteen_million_positions",
+    "test_views_and_index_arrays_agree_byte_for_byte",
+)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES or \
+                item.name.startswith(SLOW_TESTS):
+            item.add_marker(pytest.mark.slow)
