@@ -22,7 +22,6 @@ verifies the chosen plan.
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from dataclasses import dataclass, field

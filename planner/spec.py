@@ -7,7 +7,6 @@ location prepended.  YAML is read with PyYAML's safe loader only.
 
 from __future__ import annotations
 
-import math
 import pathlib
 from dataclasses import dataclass, field
 from typing import Any
