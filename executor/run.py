@@ -369,12 +369,9 @@ def run_dma(problem, plan, seed: int = 0, check: str = "full") -> dict:
                 "verify_s": 0.0}
     import time
     t0 = time.perf_counter()
-    src, dst = plan.source, plan.destination
-    mem = Memories(extents([src, dst]))
-    T = tensor_bits(problem.axes, src.dtype, seed)
-    place(mem, src, problem.axes, T)
-    place(mem, dst, problem.axes, None)  # (placing counts no writes)
-    moved = execute(mem, plan)
+    dst = plan.destination
+    T = tensor_bits(problem.axes, plan.source.dtype, seed)
+    mem, moved = simulate(plan, problem.axes, T)
     t1 = time.perf_counter()
     if check == "sample":
         result = verify_sample(mem, dst, problem.axes, T, SAMPLE_POSITIONS, seed)
@@ -386,6 +383,17 @@ def run_dma(problem, plan, seed: int = 0, check: str = "full") -> dict:
     result["verify_s"] = time.perf_counter() - t1
     result["allocated_bytes"] = mem.allocated_bytes
     return result
+
+
+def simulate(plan, axes: dict[str, int], T: np.ndarray) -> tuple[Memories, int]:
+    """A plan's memories after its run: the source placed holding ``T``, the destination
+    placed unwritten (placing counts no writes), every command executed; and the elements
+    moved."""
+    src, dst = plan.source, plan.destination
+    mem = Memories(extents([src, dst]))
+    place(mem, src, axes, T)
+    place(mem, dst, axes, None)
+    return mem, execute(mem, plan)
 
 
 def verify_sample(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray, n: int,

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 import executor.run as run
 import executor.strided as strided
-from executor.memory import Memories, Space
+from executor.memory import Space
 from model.limits import product
 from model.rules import TcplanError
 from planner.lowering import lower_problem
@@ -80,14 +80,9 @@ def _run(p, plan, fast: bool, monkeypatch):
             m.setattr(run, "_verify_fast", lambda *a: None)
             m.setattr(run, "_read_fast", lambda *a: False)
             m.setattr(strided, "copy_command", lambda *a: False)
-        src, dst = plan.source, plan.destination
-        mem = Memories(run.extents([src, dst]))
-        T = run.tensor_values(p.axes, src.dtype, 0)
-        run.place(mem, src, p.axes, T)
-        run.place(mem, dst, p.axes, None)
-        for s in mem.spaces.values():
-            s.reset_writes()
-        moved = run.execute(mem, plan)
+        dst = plan.destination
+        T = run.tensor_values(p.axes, plan.source.dtype, 0)
+        mem, moved = run.simulate(plan, p.axes, T)
         checked = run.verify(mem, dst, p.axes, T, moved)["checked"]
         back = run.read_tensor(mem, dst, p.axes, T.dtype)
     return mem, moved, checked, back
@@ -128,14 +123,9 @@ def test_a_wrong_byte_is_still_found_and_named(monkeypatch):
     index path names the index and the address."""
     p = load_problem(ROOT / "problems/seed/dma_example_2.yaml")
     plan = lower_problem(p)
-    src, dst = plan.source, plan.destination
-    mem = Memories(run.extents([src, dst]))
-    T = run.tensor_values(p.axes, src.dtype, 0)
-    run.place(mem, src, p.axes, T)
-    run.place(mem, dst, p.axes, None)
-    for s in mem.spaces.values():
-        s.reset_writes()
-    moved = run.execute(mem, plan)
+    dst = plan.destination
+    T = run.tensor_values(p.axes, plan.source.dtype, 0)
+    mem, moved = run.simulate(plan, p.axes, T)
     monkeypatch.setattr(strided, "CHUNK", 4096)
     space = mem.space(dst.tier, 0)
     live = np.flatnonzero(space.writes)

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import executor.run as run
-from executor.memory import Memories
 from model.rules import TcplanError
 from planner.cli import main
 from planner.lowering import lower_problem
@@ -50,12 +49,9 @@ def test_a_sampled_check_finds_a_wrong_destination():
     """Every byte the move wrote flipped: any sampled live position shows it, named."""
     p = load_problem(ROOT / "problems/seed/dma_example_5.yaml")
     plan = lower_problem(p)
-    src, dst = plan.source, plan.destination
-    mem = Memories(run.extents([src, dst]))
-    T = run.tensor_bits(p.axes, src.dtype, 0)
-    run.place(mem, src, p.axes, T)
-    run.place(mem, dst, p.axes, None)
-    run.execute(mem, plan)
+    T = run.tensor_bits(p.axes, plan.source.dtype, 0)
+    mem, _ = run.simulate(plan, p.axes, T)
+    dst = plan.destination
     dm = mem.space("dm", 0)
     dm.data[np.flatnonzero(dm.writes)] ^= 0xFF
     with pytest.raises(TcplanError, match="a sampled position"):
