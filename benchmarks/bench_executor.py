@@ -29,13 +29,12 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from executor import strided  # noqa: E402
-from executor.memory import Memories  # noqa: E402
-from executor.run import execute, extents, place, run_dma, tensor_bits, verify  # noqa: E402
-from planner.lowering import lower_problem  # noqa: E402
-from planner.spec import load_problem  # noqa: E402
+from tcplan.executor import strided  # noqa: E402
+from tcplan.executor.memory import Memories  # noqa: E402
+from tcplan.executor.run import execute, extents, place, run_dma, tensor_bits, verify  # noqa: E402
+from tcplan.planner.lowering import lower_problem  # noqa: E402
+from tcplan.planner.spec import load_problem  # noqa: E402
 
 
 def reference(mem: Memories, plan, limit: int) -> int:

@@ -27,15 +27,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from model.cost import lower_bound  # noqa: E402
-from model.rules import TcplanError  # noqa: E402
-from planner.chains import plan_expression  # noqa: E402
-from planner.hops import plan_hops  # noqa: E402
-from planner.layout import plan_free, search  # noqa: E402
-from planner.spec import load_problem  # noqa: E402
+from tcplan.model.cost import lower_bound  # noqa: E402
+from tcplan.model.rules import TcplanError  # noqa: E402
+from tcplan.planner.chains import plan_expression  # noqa: E402
+from tcplan.planner.hops import plan_hops  # noqa: E402
+from tcplan.planner.layout import plan_free, search  # noqa: E402
+from tcplan.planner.spec import load_problem  # noqa: E402
 
 
 def main() -> None:
@@ -94,7 +93,7 @@ def main() -> None:
           f"problems: ratio {t_s / t_b:.2f}")
     from test_layout_optimality import SIZES, enumerate_all, problem_text
 
-    from planner.spec import load_problem_text
+    from tcplan.planner.spec import load_problem_text
     print("\nfactors  search s  enumeration s  ratio")
     for seed, k in enumerate(SIZES):
         if k < 5:
@@ -107,8 +106,8 @@ def main() -> None:
 def _example_4() -> None:
     """The seed's Example 4: its given stream and the planned one under the full model
     (docs/decisions.md item 73: first row opens overlap, re-opens serialize)."""
-    from model.cost import dma_cycles
-    from planner.lowering import lower_problem
+    from tcplan.model.cost import dma_cycles
+    from tcplan.planner.lowering import lower_problem
     given = dma_cycles(lower_problem(load_problem(ROOT / "problems/seed/dma_example_4.yaml")))
     best = plan_free(load_problem(ROOT / "problems/planning/dma_example_4_free.yaml"))[0].best
     t0 = time.perf_counter()

@@ -21,13 +21,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from model import mapping as mapping_mod  # noqa: E402
-from model.mapping import parse  # noqa: E402
-from planner.cli import answer_lines  # noqa: E402
+from tcplan.model import mapping as mapping_mod  # noqa: E402
+from tcplan.model.mapping import parse  # noqa: E402
+from tcplan.planner.cli import answer_lines  # noqa: E402
 
 TEMPLATES = [  # (axes, buf, time, packet, extra) with {a},{b},... size placeholders
     ({"N": "a", "C": "b", "H": "c", "W": "d"}, "m![N, C, H, W]", "m![W, H, C, N]", "m![1]", {}),

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from model import expr as ex
-from model.mapping import LIVE
-from model.numeric import NP
-from model.rules import fail
+from tcplan.model import expr as ex
+from tcplan.model.mapping import LIVE
+from tcplan.model.numeric import NP
+from tcplan.model.rules import fail
 
 from .run import carried_axes, tensor_shape, tensor_values
 from .vector import bits_of, output_tensor, run_chain

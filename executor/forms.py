@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from model.mapping import LIVE
-from model.rules import TcplanError, Violation
-from model.tiers import dm_address
+from tcplan.model.mapping import LIVE
+from tcplan.model.rules import TcplanError, Violation
+from tcplan.model.tiers import dm_address
 
 from .memory import Memories
 from .run import extents, place, positions, tensor_values, verify
@@ -154,7 +154,7 @@ def verify_indexed(problem, plan, seed: int, T: np.ndarray | None = None,
     tensor at random valid index values (or the given ``keys``: the table row of each index
     entry), then the written tensor is read back through the holding rule (gather:
     out[g, d] = table[index[g], d]; scatter: table[index[k], d] = data[k, d])."""
-    from model.mapping import parse
+    from tcplan.model.mapping import parse
     rng = np.random.default_rng(seed)
     axes = problem.axes
     strides = _strides(axes)

@@ -13,9 +13,9 @@ import mmap
 
 import numpy as np
 
-from model import hardware as hw
-from model import limits
-from model.rules import TcplanError, Violation
+from tcplan.model import hardware as hw
+from tcplan.model import limits
+from tcplan.model.rules import TcplanError, Violation
 
 DM_BACKED_SHIFT = hw.DM_BYTES_PER_SLICE.bit_length() - 1  # 512 KiB backed per slice
 DM_WINDOW_SHIFT = hw.DM_SLICE_STRIDE.bit_length() - 1  # 4 MiB virtual window per slice

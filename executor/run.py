@@ -16,10 +16,10 @@ from typing import Iterator
 import ml_dtypes
 import numpy as np
 
-from model import limits
-from model.mapping import BOTTOM, LIVE, TOP, ZERO
-from model.rules import TcplanError, Violation
-from model.tiers import TIER_DIMS, Tensor, dm_address
+from tcplan.model import limits
+from tcplan.model.mapping import BOTTOM, LIVE, TOP, ZERO
+from tcplan.model.rules import TcplanError, Violation
+from tcplan.model.tiers import TIER_DIMS, Tensor, dm_address
 
 from . import strided
 from .memory import Memories

@@ -22,9 +22,9 @@ from typing import Iterator
 
 import numpy as np
 
-from model.mapping import LIVE, TOP, NotFactorable
-from model.rules import TcplanError
-from model.tiers import TIER_DIMS, Tensor, dm_address
+from tcplan.model.mapping import LIVE, TOP, NotFactorable
+from tcplan.model.rules import TcplanError
+from tcplan.model.tiers import TIER_DIMS, Tensor, dm_address
 
 from .memory import DM_BACKED_SHIFT, DM_WINDOW_SHIFT, Space
 

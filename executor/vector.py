@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from model import limits
-from model.mapping import LIVE, ZERO
-from model.numeric import (BINARY_OPS, NP, UNARY, as_, bits_of, compare, fma32, fp_to_fxp,
+from tcplan.model import limits
+from tcplan.model.mapping import LIVE, ZERO
+from tcplan.model.numeric import (BINARY_OPS, NP, UNARY, as_, bits_of, compare, fma32, fp_to_fxp,
                            fxp_to_fp, reduce_time)
-from model.vector import (BINARY_MODES, FAMILY, TERNARY_MODES, Analysis, Arrangement, Guard,
+from tcplan.model.vector import (BINARY_MODES, FAMILY, TERNARY_MODES, Analysis, Arrangement, Guard,
                           Operand, Slot, Step)
 
 from .run import TOP_BYTE, carried_axes

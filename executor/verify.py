@@ -13,7 +13,7 @@ def verify_problem(problem, seed: int = 0) -> dict[str, Any]:
     kind does it (planner/kinds/: the planner owns lowering a problem)."""
     import time
 
-    from planner.kinds import kind_of
+    from tcplan.planner.kinds import kind_of
     kind = kind_of(problem)
     t0 = time.perf_counter()
     plan = kind.lower(problem)

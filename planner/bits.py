@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from model import hardware as hw
+from tcplan.model import hardware as hw
 
 #: the address bits each channel output reads: the stack bit, then each channel-hash bit
 CHANNEL_INPUTS: tuple[tuple[int, ...], ...] = ((hw.HBM_STACK_BIT,),) + tuple(

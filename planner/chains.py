@@ -24,12 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from model import expr as ex
-from model import vector as ve
-from model.mapping import Mapping, parse
-from model.numeric import wrap_i32
-from model.rules import TcplanError, fail
-from model.tiers import require_placement
+from tcplan.model import expr as ex
+from tcplan.model import vector as ve
+from tcplan.model.mapping import Mapping, parse
+from tcplan.model.numeric import wrap_i32
+from tcplan.model.rules import TcplanError, fail
+from tcplan.model.tiers import require_placement
 
 # abstract op -> candidate implementations: (step kind, op name, mode when the operand is on
 # the right, mode when it is on the left, operand transform)
@@ -657,7 +657,7 @@ def _split_time(time: Mapping, axis: str, axes: dict[str, int]) -> Mapping:
 
 def build(spine: Spine, sol: Solution, stream, axes: dict[str, int], vrf: dict,
           pair_axis: str | None) -> list[ve.Chain]:
-    from model.tiers import Tensor
+    from tcplan.model.tiers import Tensor
     ops = spine.ops
     n_inv = (max(sol.invocation) + 1) if ops else 1
     arr = ve.Arrangement.of(stream.dims["time"], stream.dims["packet"])

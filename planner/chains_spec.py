@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from model import vector as ve
-from model.numeric import F32_MAX, I32_MIN, U32_MAX, fits_32_bits
-from model.lane import MODES as LANE_MODES
-from model.mapping import Mapping
+from tcplan.model import vector as ve
+from tcplan.model.numeric import F32_MAX, I32_MIN, U32_MAX, fits_32_bits
+from tcplan.model.lane import MODES as LANE_MODES
+from tcplan.model.mapping import Mapping
 
 STEP_HELP = ("steps: tag, unzip, logic, fxp, fxp_to_fp, narrow_split, narrow_trim, fp_unary, "
              "fp_binary, fp_ternary, reduce, fp_div, widen_concat, widen_pad, fp_to_fxp, clip, "
@@ -89,8 +89,8 @@ def parse_vector(ctx, data: dict, kind: str, tensors: dict, params: dict) -> Non
 
 
 def _formula(ctx, keys: tuple, text: str, tensors: dict):
-    from model.expr import parse_formula
-    from model.rules import TcplanError
+    from tcplan.model.expr import parse_formula
+    from tcplan.model.rules import TcplanError
     names = {n[4:] for n in tensors if n.startswith("vrf:")}
     try:
         return parse_formula(text, ctx.dtype, names, ctx.axes)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
-import io
 import json
 import logging
 import os
@@ -17,18 +16,18 @@ import re
 import sys
 from typing import Any, Iterable, Iterator, Sequence, TextIO
 
-from model import hardware as hw
-from model import limits
-from model.mapping import parse, parse_axes, validate_axes
-from model.rules import MODES, PROFILES, TcplanError, fail
-from model import tiers
-from model.sequencer import derive
-from planner.lowering import lower_problem
-from planner.inputs import Overlong, bounded_lines, open_lines, os_reason
-from planner.spec import load_problem
+from tcplan.model import hardware as hw
+from tcplan.model import limits
+from tcplan.model.mapping import parse, parse_axes, validate_axes
+from tcplan.model.rules import MODES, PROFILES, TcplanError, fail
+from tcplan.model import tiers
+from tcplan.model.sequencer import derive
+from tcplan.planner.inputs import Overlong, bounded_lines, open_lines, os_reason
+from tcplan.planner.spec import load_problem
 
 from .render import format_table
 
+from . import api  # noqa: E402
 from .kinds import kind_of  # noqa: E402
 from .kinds.basic import default_mode  # noqa: E402
 from .render import EXIT_INPUT, EXIT_OK, EXIT_RULE  # noqa: E402
@@ -345,106 +344,49 @@ COMMANDS = ("sequence", "trace", "lower", "verify", "run", "solve", "explain", "
 
 
 def _cmd_run(args: argparse.Namespace, stdout: TextIO) -> int:
-    from .inputs import load_npy, write_arrays
+    from .inputs import load_npy
     problem = load_problem(args.problem)
-    kind = kind_of(problem)
-    names = kind.inputs(problem)
+    names = kind_of(problem).inputs(problem)
     if not names:
-        kind.run(problem, None, {}, args.seed)  # says what the kind has not
+        api.run(problem, seed=args.seed)  # says what the kind has not
     inputs = {}
     for item in args.input:
         name, eq, path = item.partition("=")
         if not eq or name not in names:
             raise fail("bad-request", detail=f"--input {item!r}: a {problem.kind} problem "
-                       f"takes {', '.join(n + '=FILE.npy' for n in names)}",
+                       f"takes {', '.join(n + '=FILE.npy' for n in names) or 'no input'}",
                        fix="name one of the problem's input tensors")
-        arr = load_npy(path, f"--input {name}", max(1, limits.product(problem.axes.values())))
-        inputs[name] = arr
-    plan = lower_problem(problem)
-    from executor.run import check_sizes
-    check_sizes(problem)
-    tensors = kind.run(problem, plan, inputs, args.seed)
-    written = write_arrays(args.out, tensors)
+        inputs[name] = load_npy(path, f"--input {name}",
+                                max(1, limits.product(problem.axes.values())))
+    ran = api.run(problem, inputs, seed=args.seed)
+    written = ran.save(args.out)
     if getattr(args, "json", False):
         print(json.dumps({"problem": problem.name, "written": [
-            {"tensor": name, "path": str(path), "dtype": str(arr.dtype),
-             "shape": list(arr.shape)}
-            for (name, arr), path in zip(tensors.items(), written)]}), file=stdout)
+            {**t, "path": str(path)} for t, path in zip(ran.to_json()["tensors"], written)]}),
+            file=stdout)
         return EXIT_OK
-    for path, arr in zip(written, tensors.values()):
+    for path, arr in zip(written, ran.arrays.values()):
         print(f"{path}: {arr.dtype} {arr.shape}", file=stdout)
     return EXIT_OK
 
 
 def _cmd_verify(args: argparse.Namespace, stdout: TextIO) -> int:
-    from executor.verify import verify_problem
-    problem = load_problem(args.problem)
-    try:
-        report = verify_problem(problem, args.seed)
-    except TcplanError as err:
-        if err.kind == "input":
-            raise
-        out = {"problem": problem.name, "verified": False, "error": err.to_json()}
-        if args.json:
-            print(json.dumps(out), file=stdout)
-        else:
-            print(f"{problem.name}: NOT verified\n" + _format_error(err), file=stdout)
-        return EXIT_RULE
-    if args.json:
-        print(json.dumps({"problem": problem.name, **report}), file=stdout)
-    else:
-        b = report["breakdown"]
-        status = "verified" if report["verified"] else "executed, NOT checked"
-        kind = kind_of(problem)
-        what = kind.output_word
-        lines = [f"{problem.name}: {status} ({report['checked']:,} {what} elements "
-                 f"checked, seed {args.seed}; {report['method']})",
-                 "cycles: " + (f"{report['cycles']:,}" if report["cycles"] is not None
-                               else "not modelled for this kind yet")]
-        if b:
-            lines += kind.verify_lines(report)
-        print("\n".join(lines), file=stdout)
-    return EXIT_OK
+    checked = api.verify(load_problem(args.problem), seed=args.seed)
+    print(json.dumps(checked.to_json()) if args.json else checked.text(), file=stdout)
+    return checked.exit_code
 
 
 def _cmd_solve(args: argparse.Namespace, stdout: TextIO) -> int:
-    from .kinds import kind_of
-    problem = load_problem(args.problem)
-    return kind_of(problem).solve(problem, args, stdout)
+    solved = api.solve(load_problem(args.problem), time_limit=args.time_limit,
+                       workers=args.workers, seed=args.seed, verify=args.verify)
+    print(json.dumps(solved.to_json()) if args.json else solved.text(), file=stdout)
+    return solved.exit_code
 
 
 def _cmd_explain(args: argparse.Namespace, stdout: TextIO) -> int:
-    from .explain import explain
-    problem = load_problem(args.problem)
-    code, rep = explain(problem)
-    if args.json:
-        print(json.dumps(rep), file=stdout)
-        return code
-    if not rep["feasible"]:
-        lines = [f"{problem.name}: no plan. " + (
-            "These requirements conflict (no plan meets them all; "
-            + ("without any one of them, the others can be met" if rep.get("minimal", True)
-               else "the time limit stopped the search before it showed them minimal")
-            + ")" + (f", over {rep['options']} options (source layouts, placements, "
-                     "engine splits)" if rep.get("options", 1) > 1 else "") + ":")]
-        for it in rep["conflict"]:
-            head = f"[{it['rule']}]" if it.get("rule") else "[bound]"
-            lines.append(f"  {head} {it['message']}")
-            lines.append(f"      fix: {it['fix']}")
-    else:
-        lines = [f"{problem.name}: plannable, {rep['cycles']:,} cycles"
-                 + (f" (lower bound {rep['lower_bound']:,})" if "lower_bound" in rep else "")]
-        if "bottleneck" in rep:
-            lines.append(f"  bottleneck: {rep['bottleneck']}")
-        for pen in rep.get("penalties", []):
-            lines.append(f"  penalty: {pen}")
-        for b in rep.get("binding", []):
-            lines.append("  binding: " + (f"[{b['rule']}] " if b.get("rule") else "")
-                         + b["title"] + (f" ({b['candidates_rejected']} candidate(s) "
-                                         "rejected)" if "candidates_rejected" in b else "")
-                         + (f": {b['detail']}" if "detail" in b else ""))
-    print("\n".join(lines), file=stdout)
-    return code
+    why = api.explain(load_problem(args.problem))
+    print(json.dumps(why.to_json()) if args.json else why.text(), file=stdout)
+    return why.exit_code
 
 
 def _batch_one(path: str, check: str = "full") -> dict[str, Any]:
@@ -470,16 +412,13 @@ def _batch_row(path: str, t0: float, check: str = "full") -> dict[str, Any]:
     except TcplanError as err:
         return {"problem": path, "status": "bad input", "ok": False,
                 "why": err.message, "time": 0.0}
-    cmd = ["solve", path, "--json", "--verify", check] if kind_of(problem).solvable else \
-        ["verify", path, "--json"]
-    out, err = io.StringIO(), io.StringIO()
-    code = main(cmd, stdout=out, stderr=err)
-    dt = time.perf_counter() - t0
     try:
-        r = json.loads(out.getvalue().strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {"problem": problem.name, "status": "crashed", "ok": False,
-                "why": err.getvalue()[-300:], "time": dt}
+        res = (api.solve(problem, verify=check) if kind_of(problem).solvable else
+               api.verify(problem))
+        r, code = res.to_json(), res.exit_code
+    except TcplanError as err:  # what the command line would print, with its exit code
+        r, code = _error_obj(err), _exit_for(err)
+    dt = time.perf_counter() - t0
     exp = problem.expect
     status = r.get("status") or ("verified" if r.get("verified") else "failed")
     error = (r.get("explanation") or r.get("error") or {}).get("code")
@@ -494,9 +433,8 @@ def _batch_row(path: str, t0: float, check: str = "full") -> dict[str, Any]:
     if "explanation" in exp and not error:
         why.append(f"expected the conflict {sorted(exp['explanation'])}, got a plan")
     if "explanation" in exp and error:
-        from .explain import explain
         try:
-            _, rep = explain(problem)
+            rep = api.explain(problem).to_json()
             got = sorted({it.get("rule") or it["requirement"] for it in rep.get("conflict", [])})
             if got != sorted(exp["explanation"]):
                 why.append(f"expected conflict {sorted(exp['explanation'])}, got {got}")
@@ -572,13 +510,8 @@ def _cmd_batch(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def _cmd_lower(args: argparse.Namespace, stdout: TextIO) -> int:
-    problem = load_problem(args.problem)
-    plan = lower_problem(problem)
-    if args.json:
-        print(json.dumps({"problem": problem.name, "kind": problem.kind, **plan.to_json()}),
-              file=stdout)
-    else:
-        print(kind_of(problem).render(problem, plan), file=stdout)
+    lowered = api.lower(load_problem(args.problem))
+    print(json.dumps(lowered.to_json()) if args.json else lowered.text(), file=stdout)
     return EXIT_OK
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from model.rules import RULES, TcplanError
+from tcplan.model.rules import RULES, TcplanError
 
 from .layout import BOUND_PACKET as BOUND
 
@@ -70,7 +70,7 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
 
 def explain_dma(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
     """A DMA or PCIe problem: its minimal conflict, or what binds its plan."""
-    from model.cost import dma_cycles, lower_bound
+    from tcplan.model.cost import dma_cycles, lower_bound
 
     from .layout import plan_free, planned
     from .lowering import lower_problem

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from model import hardware as hw
-from model.mapping import parse
-from model.rules import TcplanError, fail
-from model.tiers import Tensor, free_address
+from tcplan.model import hardware as hw
+from tcplan.model.mapping import parse
+from tcplan.model.rules import TcplanError, fail
+from tcplan.model.tiers import Tensor, free_address
 
 from .bits import Digit
 from .layout import pieces_of, plan_free
@@ -98,7 +98,7 @@ def _first_hop_floor(problem, fs: FreeSource) -> int:
     """What the first hop (source -> intermediate) takes at least in any order of the
     intermediate: it writes every byte of it, so its engines and HBM bytes are the same in
     all; the least engine floor over its options (0 when none lowers)."""
-    from model.cost import engine_floor
+    from tcplan.model.cost import engine_floor
 
     from .layout import Choices
     first = next(fs.orders())

@@ -21,8 +21,8 @@ from typing import IO, Iterator
 import ml_dtypes  # noqa: F401 - registers bfloat16 and float8 with numpy
 import numpy as np
 
-from model import limits
-from model.rules import TcplanError, fail
+from tcplan.model import limits
+from tcplan.model.rules import TcplanError, fail
 
 
 def open_input(path: str | os.PathLike) -> IO[bytes]:

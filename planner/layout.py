@@ -27,15 +27,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from model import dma, limits
-from model import hardware as hw
-from model.arith import divisors
-from model.cost import estimate
-from model.cost import floor as cost_floor
-from model.mapping import parse
-from model.rules import TcplanError, Violation, fail
-from model.sequencer import _split_hint
-from model.tiers import Tensor
+from tcplan.model import dma, limits
+from tcplan.model import hardware as hw
+from tcplan.model.arith import divisors
+from tcplan.model.cost import estimate
+from tcplan.model.cost import floor as cost_floor
+from tcplan.model.mapping import parse
+from tcplan.model.rules import TcplanError, Violation, fail
+from tcplan.model.sequencer import _split_hint
+from tcplan.model.tiers import Tensor
 
 from .sources import search_sources
 
@@ -973,7 +973,7 @@ def _option_floor(opt: Option, got: tuple) -> int:
     packets no longer than its longest run contiguous on both sides (any length with a free
     Element), its requests: at one a cycle per engine, and spread over all 32 HBM channels
     (planner/bits.py)."""
-    from model.cost import engine_floor, hbm_bytes
+    from tcplan.model.cost import engine_floor, hbm_bytes
 
     from .bits import REQUEST_BITS, bus_floor, request_floor
     pieces, lp, plan = got

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from model import tiers
+from tcplan.model import tiers
 
 
 def lower_problem(problem: Any) -> Any:

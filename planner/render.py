@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from model import hardware as hw
-from model.rules import TcplanError
-from model.sequencer import SequencerConfig
+from tcplan.model import hardware as hw
+from tcplan.model.rules import TcplanError
+from tcplan.model.sequencer import SequencerConfig
 
 #: exit codes: success; a hardware rule (or an unmet check) stops the request; bad input
 EXIT_OK, EXIT_RULE, EXIT_INPUT = 0, 1, 2
@@ -159,7 +159,7 @@ def format_dma(name: str, plan: Any) -> str:
             ent = ", ".join(f"{n} : ({r * eb:,}, {w * eb:,})" for n, r, w in c.entries)
             lines.append(f"  exec #{i}: [{ent}] read @ {c.read_base:,}, write @ "
                          f"{c.write_base:,}; covers {cov}")
-    from model.hbm_bits import moved_by, report_lines
+    from tcplan.model.hbm_bits import moved_by, report_lines
     for side, t, other in (("source", plan.source, plan.destination),
                            ("destination", plan.destination, plan.source)):
         if t.tier == "hbm":
@@ -172,3 +172,31 @@ def _hbm_line(h: dict[str, Any]) -> str:
     return (f"  HBM: hottest channel {h['channel']} of chip {h['chip']}: {h['requests']:,} "
             f"requests, {h['first_opens']:,} first row opens (overlapped), {h['reopens']:,} "
             f"re-opens (40 cycles each); {h['cycles']:,.0f} cycles")
+
+
+def format_explanation(name: str, rep: dict[str, Any]) -> str:
+    """What `tcplan explain` says: the conflict, or what binds a feasible plan."""
+    if not rep["feasible"]:
+        lines = [f"{name}: no plan. " + (
+            "These requirements conflict (no plan meets them all; "
+            + ("without any one of them, the others can be met" if rep.get("minimal", True)
+               else "the time limit stopped the search before it showed them minimal")
+            + ")" + (f", over {rep['options']} options (source layouts, placements, "
+                     "engine splits)" if rep.get("options", 1) > 1 else "") + ":")]
+        for it in rep["conflict"]:
+            head = f"[{it['rule']}]" if it.get("rule") else "[bound]"
+            lines.append(f"  {head} {it['message']}")
+            lines.append(f"      fix: {it['fix']}")
+    else:
+        lines = [f"{name}: plannable, {rep['cycles']:,} cycles"
+                 + (f" (lower bound {rep['lower_bound']:,})" if "lower_bound" in rep else "")]
+        if "bottleneck" in rep:
+            lines.append(f"  bottleneck: {rep['bottleneck']}")
+        for pen in rep.get("penalties", []):
+            lines.append(f"  penalty: {pen}")
+        for b in rep.get("binding", []):
+            lines.append("  binding: " + (f"[{b['rule']}] " if b.get("rule") else "")
+                         + b["title"] + (f" ({b['candidates_rejected']} candidate(s) "
+                                         "rejected)" if "candidates_rejected" in b else "")
+                         + (f": {b['detail']}" if "detail" in b else ""))
+    return "\n".join(lines)

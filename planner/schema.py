@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from model import hardware as hw
-from model.tiers import TIER_DIMS
+from tcplan.model import hardware as hw
+from tcplan.model.tiers import TIER_DIMS
 
-from .spec import (COMMON_KEYS, EXPECT_KEYS, EXPECT_TYPES, KIND_KEYS, KINDS, STEP_OPS,
+from .spec import (COMMON_KEYS, EXPECT_KEYS, EXPECT_TYPES, STEP_OPS, kind_keys,
                    TENSOR_KEYS)
 
 SCHEMA_ID = "https://tcplan.invalid/problem.schema.json"
@@ -65,7 +65,7 @@ def _value(key: str) -> dict[str, Any]:
         return _tensor()
     simple: dict[str, dict[str, Any]] = {
         "format": {"const": 1}, "name": {"type": "string"}, "description": {"type": "string"},
-        "kind": {"enum": list(KINDS)}, "chips": _POSITIVE,
+        "kind": {"enum": list(kind_keys())}, "chips": _POSITIVE,
         "dtype": {"enum": sorted(hw.DTYPE_BYTES)},
         "axes": {"type": "object", "additionalProperties": _POSITIVE, "minProperties": 1},
         "expect": _expect(), "stream": _tensor(stream=True), "hops": {"enum": [1, 2]},
@@ -81,9 +81,10 @@ def _value(key: str) -> dict[str, Any]:
 
 def problem_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a problem file."""
-    every = sorted(COMMON_KEYS | {k for extra, _ in KIND_KEYS.values() for k in extra})
+    kinds = kind_keys()
+    every = sorted(COMMON_KEYS | {k for extra, _ in kinds.values() for k in extra})
     per_kind = []
-    for kind, (extra, required) in KIND_KEYS.items():
+    for kind, (extra, required) in kinds.items():
         allowed = sorted(COMMON_KEYS | extra)
         per_kind.append({
             "if": {"properties": {"kind": {"const": kind}}, "required": ["kind"]},

@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from model import hardware as hw
-from model.cost import engine_floor, hbm_bytes
-from model.mapping import parse
-from model.rules import TcplanError, fail
-from model.tiers import Tensor
+from tcplan.model import hardware as hw
+from tcplan.model.cost import engine_floor, hbm_bytes
+from tcplan.model.mapping import parse
+from tcplan.model.rules import TcplanError, fail
+from tcplan.model.tiers import Tensor
 
 from .bits import Digit, SourceMaster
 
@@ -253,7 +253,7 @@ def binding_bits(plan, cycles: int, sides: tuple[str, ...] = ("source",)
     outputs its moved digits reach (the digit on each), the bus floor they give, and the
     floor with one output fewer; an output lost to a digit the transfer does not move is
     named too.  It binds when the plan (``cycles``) runs at that floor."""
-    from model.hbm_bits import bit_report, moved_by
+    from tcplan.model.hbm_bits import bit_report, moved_by
 
     from .bits import CHANNEL_INPUTS, OUTPUT_NAMES, bus_floor
     reads, writes = hbm_bytes(plan)

@@ -4,7 +4,7 @@ and memory, and judge its outcome as a user would.
 Each case runs in its own process forked from a fork server that has imported tcplan once
 (``multiprocessing`` "forkserver" context): a hang is killed at the time bound, an
 allocation past the memory bound fails inside the child (``RLIMIT_AS``), and nothing a case
-does reaches the test process.  The child calls ``planner.cli.main`` exactly as the console
+does reaches the test process.  The child calls ``tcplan.planner.cli.main`` exactly as the console
 script does and reports its exit code, its output, any traceback, its time and its peak
 memory growth.
 
@@ -65,8 +65,8 @@ def _vm(field: str) -> int:
 
 def _child(conn, argv: list, small: bool) -> None:
     """Runs in the forked child: cap the address space, run the CLI, report."""
-    import model.limits as limits
-    from planner.cli import main
+    import tcplan.model.limits as limits
+    from tcplan.planner.cli import main
     if small:
         for k, v in SMALL_LIMITS.items():
             setattr(limits, k, v)
@@ -93,8 +93,8 @@ def _context():
     global _CTX
     if _CTX is None:
         _CTX = multiprocessing.get_context("forkserver")
-        _CTX.set_forkserver_preload(["planner.cli", "executor.verify", "planner.layout",
-                                     "model.limits", "fuzzing"])
+        _CTX.set_forkserver_preload(["tcplan.planner.cli", "tcplan.executor.verify", "tcplan.planner.layout",
+                                     "tcplan.model.limits", "fuzzing"])
     return _CTX
 
 
@@ -158,7 +158,7 @@ def _json_codes(v) -> list[str]:
 def judge(o: Outcome, time_bound: float = TIME_BOUND_S,
           memory_bound: int = MEMORY_BOUND_BYTES) -> None:
     """Assert the contract of docs/threats.md on one outcome."""
-    from model.rules import RULES
+    from tcplan.model.rules import RULES
     assert not o.traceback, "traceback:\n" + o.show()
     assert o.code in (0, 1, 2), "exit code:\n" + o.show()
     assert o.seconds <= time_bound, "too slow:\n" + o.show()

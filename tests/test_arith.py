@@ -5,7 +5,7 @@ import math
 
 from hypothesis import given, settings, strategies as st
 
-from model.arith import divisors, factorize, is_prime
+from tcplan.model.arith import divisors, factorize, is_prime
 
 
 def brute_divisors(n):

@@ -8,7 +8,7 @@ import io
 import json
 import pathlib
 
-from planner.cli import main
+from tcplan.planner.cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

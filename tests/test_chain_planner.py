@@ -10,12 +10,12 @@ import pathlib
 import numpy as np
 import pytest
 
-from executor.chains import run_plan, verify_plan
-from model import vector as ve
-from model.rules import TcplanError
-from planner.chains import Plan, Solution, build, linearize, plan_expression
-from planner.cli import main
-from planner.spec import load_problem, load_problem_text
+from tcplan.executor.chains import run_plan, verify_plan
+from tcplan.model import vector as ve
+from tcplan.model.rules import TcplanError
+from tcplan.planner.chains import Plan, Solution, build, linearize, plan_expression
+from tcplan.planner.cli import main
+from tcplan.planner.spec import load_problem, load_problem_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXPRS = sorted((ROOT / "problems/expressions").glob("*.yaml")) + [

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from planner.cli import main
+from tcplan.planner.cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NCHW = ["--axes", "N=4,C=3,H=8,W=8", "--buf", "m![N, C, H, W]", "--time", "m![W, H, C, N]",
@@ -204,11 +204,11 @@ def test_batch_stdin_and_missing_file():
 
 
 def test_console_entry_point_runs():
-    proc = subprocess.run([sys.executable, "-m", "planner.cli", "sequence", *NCHW, "--json"],
+    proc = subprocess.run([sys.executable, "-m", "tcplan", "sequence", *NCHW, "--json"],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["entries"] == [[8, 1], [8, 8], [3, 64], [4, 192]]
-    proc = subprocess.run([sys.executable, "-m", "planner.cli", "sequence", "--axes", "A=15",
+    proc = subprocess.run([sys.executable, "-m", "tcplan", "sequence", "--axes", "A=15",
                            "--buf", "m![A % 5, A / 5]", "--time", "m![1]", "--packet",
                            "m![A % 3, A / 3]"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
@@ -272,7 +272,7 @@ def test_broken_pipe_is_quiet(tmp_path):
     path = tmp_path / "many.jsonl"
     path.write_text((req + "\n") * 20000)
     proc = subprocess.run(
-        f"{sys.executable} -c 'from planner.cli import entry_point; entry_point()' "
+        f"{sys.executable} -m tcplan "
         f"sequence --batch {path} | head -1", shell=True, capture_output=True, text=True,
         cwd=ROOT)
     assert json.loads(proc.stdout)["entries"] == [[4, 1]]
@@ -282,7 +282,7 @@ def test_broken_pipe_is_quiet(tmp_path):
 def test_version_is_the_distributions():
     from importlib.metadata import version
 
-    from planner.cli import main
+    from tcplan.planner.cli import main
     out = io.StringIO()
     assert main(["--version"], stdout=out) == 0
     assert out.getvalue().strip() == f"tcplan {version('tcplan')}"

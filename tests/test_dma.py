@@ -6,10 +6,10 @@ import pathlib
 
 import pytest
 
-from model import dma
-from model.rules import TcplanError
-from planner.cli import main
-from planner.spec import load_problem, load_problem_text
+from tcplan.model import dma
+from tcplan.model.rules import TcplanError
+from tcplan.planner.cli import main
+from tcplan.planner.spec import load_problem, load_problem_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SEED = ROOT / "problems/seed"

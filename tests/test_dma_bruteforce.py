@@ -11,10 +11,10 @@ import pathlib
 import numpy as np
 import pytest
 
-from model import dma
-from model.mapping import LIVE
-from model.tiers import dm_address
-from planner.spec import load_problem, load_problem_text
+from tcplan.model import dma
+from tcplan.model.mapping import LIVE
+from tcplan.model.tiers import dm_address
+from tcplan.planner.spec import load_problem, load_problem_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SEED = ROOT / "problems/seed"

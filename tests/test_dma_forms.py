@@ -5,10 +5,10 @@ import pathlib
 import numpy as np
 import pytest
 
-from model import dma
-from model.rules import TcplanError
-from planner.cli import lower_problem
-from planner.spec import load_problem, load_problem_text
+from tcplan.model import dma
+from tcplan.model.rules import TcplanError
+from tcplan.planner.lowering import lower_problem
+from tcplan.planner.spec import load_problem, load_problem_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SEED = ROOT / "problems/seed"
@@ -159,7 +159,7 @@ stream: {time: 'm![A]', packet: 'm![B]'}
 def test_trace_of_a_dma_stream_checks_engines_not_slices():
     import io
     import json
-    from planner.cli import main
+    from tcplan.planner.cli import main
     out = io.StringIO()
     code = main(["trace", str(SEED / "dma_example_6.yaml"), "--index", "A=3,B=1,C=2,D=5",
                  "--json"], stdout=out, stderr=io.StringIO())

@@ -11,9 +11,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from executor.run import NP_DTYPES
-from model import hardware as hw
-from planner.cli import main
+from tcplan.executor.run import NP_DTYPES
+from tcplan.model import hardware as hw
+from tcplan.planner.cli import main
 
 PROBLEM = """kind: dma
 dtype: {dtype}

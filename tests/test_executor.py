@@ -8,11 +8,12 @@ import pathlib
 
 import pytest
 
-from executor.run import run_dma
-from model.cost import dma_cycles
-from model.rules import TcplanError
-from planner.cli import lower_problem, main
-from planner.spec import load_problem, load_problem_text
+from tcplan.executor.run import run_dma
+from tcplan.model.cost import dma_cycles
+from tcplan.model.rules import TcplanError
+from tcplan.planner.cli import main
+from tcplan.planner.lowering import lower_problem
+from tcplan.planner.spec import load_problem, load_problem_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SEED = ROOT / "problems/seed"
@@ -89,7 +90,7 @@ stream: {time: 'm![A]', packet: 'm![B # 8]'}
 
 
 def test_dm_access_past_the_backed_slice():
-    from executor.memory import Memories
+    from tcplan.executor.memory import Memories
     mem = Memories()
     import numpy as np
     with pytest.raises(TcplanError) as ei:

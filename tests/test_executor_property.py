@@ -5,10 +5,10 @@ import math
 
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from executor.run import run_dma
-from model.rules import TcplanError
-from planner.cli import lower_problem
-from planner.spec import load_problem_text
+from tcplan.executor.run import run_dma
+from tcplan.model.rules import TcplanError
+from tcplan.planner.lowering import lower_problem
+from tcplan.planner.spec import load_problem_text
 from test_dma_bruteforce import check
 
 

@@ -10,12 +10,12 @@ import random
 
 import pytest
 
-from model.cost import lower_bound
-from model.hbm_bits import bit_report, moved_by
-from model.rules import TcplanError
-from planner.cli import main
-from planner.layout import plan_free
-from planner.spec import Problem, load_problem, load_problem_text
+from tcplan.model.cost import lower_bound
+from tcplan.model.hbm_bits import bit_report, moved_by
+from tcplan.model.rules import TcplanError
+from tcplan.planner.cli import main
+from tcplan.planner.layout import plan_free
+from tcplan.planner.spec import Problem, load_problem, load_problem_text
 from test_layout_planner import brute_force
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -127,7 +127,7 @@ def test_kernel_problems_with_a_free_source_are_the_cheapest_layout(name):
 
 def test_example_4_with_its_source_free_plans_at_its_bus_floor():
     """120 source orders; the plan reaches 500 + 16,384 x 16/3 (docs/decisions.md item 73)."""
-    from model.cost import dma_cycles
+    from tcplan.model.cost import dma_cycles
     found, _ = plan_free(load_problem(ROOT / "problems/planning/dma_example_4_free_source.yaml"))
     plan = found.best.plan
     assert found.status == "optimal"

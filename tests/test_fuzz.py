@@ -227,9 +227,9 @@ def test_fuzz_problem_files(data):
 def test_fuzz_mapping_strings(text, axes):
     """A mapping string parses to a mapping whose canonical text parses back to it, or is a
     located input error; evaluating it works or names the size limit, within 2 s."""
-    from model import limits
-    from model.mapping import parse
-    from model.rules import TcplanError
+    from tcplan.model import limits
+    from tcplan.model.mapping import parse
+    from tcplan.model.rules import TcplanError
     keep = limits.EVAL_MAX_POSITIONS
     limits.EVAL_MAX_POSITIONS = SMALL_LIMITS["EVAL_MAX_POSITIONS"]  # as in the fuzz children
     try:

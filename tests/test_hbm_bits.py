@@ -10,9 +10,9 @@ import pathlib
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from model.hbm_bits import bit_report, bit_role, element_spans, moved_by
-from planner.cli import main
-from planner.spec import load_problem, load_problem_text
+from tcplan.model.hbm_bits import bit_report, bit_role, element_spans, moved_by
+from tcplan.planner.cli import main
+from tcplan.planner.spec import load_problem, load_problem_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from model import dma
-from model.cost import _decode, engine_floor, estimate
-from model.mapping import parse
-from model.tiers import Tensor
-from model.hbm_bits import element_spans, moved_by
-from model.rules import TcplanError
-from planner.bits import CHANNEL_INPUTS, channels_reached, outputs_reached, request_floor
-from planner.layout import Choices, candidate_pieces, plan_free
-from planner.sources import outer_model
-from planner.spec import Problem, load_problem_text
+from tcplan.model import dma
+from tcplan.model.cost import _decode, engine_floor, estimate
+from tcplan.model.mapping import parse
+from tcplan.model.tiers import Tensor
+from tcplan.model.hbm_bits import element_spans, moved_by
+from tcplan.model.rules import TcplanError
+from tcplan.planner.bits import CHANNEL_INPUTS, channels_reached, outputs_reached, request_floor
+from tcplan.planner.layout import Choices, candidate_pieces, plan_free
+from tcplan.planner.sources import outer_model
+from tcplan.planner.spec import Problem, load_problem_text
 from test_free_source import small_problem
 from test_layout_planner import brute_force
 
@@ -197,7 +197,7 @@ def test_an_unmoved_digit_on_the_stack_bit_halves_the_channels():
     = 1,866; on all 32 channels 500 + 128 x 16/3 = 1,183 (decisions.md items 16, 75)."""
     import pathlib
 
-    from planner.spec import load_problem
+    from tcplan.planner.spec import load_problem
     root = pathlib.Path(__file__).resolve().parents[1]
     p = load_problem(root / "problems/planning/dma_example_5_free_source.yaml")
     fs = p.params["free_source"]
@@ -250,7 +250,7 @@ def test_with_a_free_split_the_outer_model_agrees_with_every_order_as_an_option(
     """Free source and free engine split: the outer model's plan against the baseline
     (every source order x engine split its own option model, each proven by the layout
     search); and every (order, option) pair's bound against that pair's own best plan."""
-    from planner.layout import search
+    from tcplan.planner.layout import search
     p = split_problem(case) if isinstance(case, int) else load_problem_text(case, "<rev>")
     try:
         want = plan_free(p, method="options")[0].best.cycles

@@ -11,12 +11,12 @@ import json
 
 import pytest
 
-from model.mapping import parse
-from model.rules import TcplanError
-from model.tiers import Tensor, free_address
-from planner.cli import main
-from planner.layout import plan_free
-from planner.spec import Problem, load_problem_text
+from tcplan.model.mapping import parse
+from tcplan.model.rules import TcplanError
+from tcplan.model.tiers import Tensor, free_address
+from tcplan.planner.cli import main
+from tcplan.planner.layout import plan_free
+from tcplan.planner.spec import Problem, load_problem_text
 from test_layout_planner import brute_force
 
 EX5 = """kind: dma
@@ -159,8 +159,8 @@ def test_two_hops_find_their_intermediate_with_the_outer_model():
     model proposes first is the one a search over every order of the pieces finds best."""
     import pathlib
 
-    from planner.hops import _hop, _intermediates, plan_hops
-    from planner.spec import load_problem
+    from tcplan.planner.hops import _hop, _intermediates, plan_hops
+    from tcplan.planner.spec import load_problem
     root = pathlib.Path(__file__).resolve().parents[1]
     p = load_problem(root / "problems/planning/two_hop_narrow_rows.yaml")
     hp = plan_hops(p)
@@ -189,7 +189,7 @@ stream: {{cluster: free, slice: free, time: free, packet: free}}
 def test_free_source_with_a_free_engine_split_against_brute_force(s, d, rows):
     """A K cache with its layout and its engine split free: every source order x every
     engine split x (itertools) every stream order and packet, against the planner."""
-    from planner.layout import engine_splits
+    from tcplan.planner.layout import engine_splits
     p = load_problem_text(SPLIT.format(s=s, d=d, rows=rows), "<split>")
     stream = p.tensors["stream"]
     best = None
@@ -240,9 +240,9 @@ def test_a_free_source_under_the_seeds_given_stream_is_the_cheapest_order():
     seed's 1,866."""
     import pathlib
 
-    from model import dma
-    from model.cost import estimate
-    from planner.spec import load_problem
+    from tcplan.model import dma
+    from tcplan.model.cost import estimate
+    from tcplan.planner.spec import load_problem
     root = pathlib.Path(__file__).resolve().parents[1]
     text = (root / "problems/seed/dma_example_5.yaml").read_text()
     text = text.replace("element: 'm![A, B, C, D]'", "element: free").split("expect:")[0]

@@ -9,10 +9,10 @@ import pathlib
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from model.cost import (HBM_CHANNELS, channel_time, dma_cycles, estimate, floor, lower_bound,
+from tcplan.model.cost import (HBM_CHANNELS, channel_time, dma_cycles, estimate, floor, lower_bound,
                         row_opens)
-from planner.lowering import lower_problem
-from planner.spec import load_problem, load_problem_text
+from tcplan.planner.lowering import lower_problem
+from tcplan.planner.spec import load_problem, load_problem_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 S, R = 16 / 3, 40  # a request's service time; a serialized row open
@@ -152,7 +152,7 @@ def test_verify_reports_the_hottest_channel():
     import io
     import json
 
-    from planner.cli import main
+    from tcplan.planner.cli import main
     ex2 = str(ROOT / "problems/seed/dma_example_1.yaml")
     out = io.StringIO()
     assert main(["verify", ex2], stdout=out) == 0

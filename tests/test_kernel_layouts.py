@@ -22,14 +22,14 @@ import pathlib
 import pytest
 import yaml
 
-from model.cost import dma_cycles, lower_bound
-from model.hbm_bits import bit_report, moved_by
-from model.mapping import parse
-from model.rules import TcplanError
-from model.tiers import Tensor
-from planner.cli import main
-from planner.layout import plan_free
-from planner.spec import Problem, load_problem, load_problem_text
+from tcplan.model.cost import dma_cycles, lower_bound
+from tcplan.model.hbm_bits import bit_report, moved_by
+from tcplan.model.mapping import parse
+from tcplan.model.rules import TcplanError
+from tcplan.model.tiers import Tensor
+from tcplan.planner.cli import main
+from tcplan.planner.layout import plan_free
+from tcplan.planner.spec import Problem, load_problem, load_problem_text
 from test_free_source import cheapest_over_sources
 from test_layout_planner import brute_force
 

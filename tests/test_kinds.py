@@ -6,8 +6,12 @@ from __future__ import annotations
 import pathlib
 import re
 
-from planner.kinds import REGISTRY, Kind, kind_of
-from planner.spec import KINDS, load_problem
+from tcplan.planner.kinds import REGISTRY, Kind, kind_of
+from tcplan.planner.spec import load_problem
+
+#: the kinds docs/problem-format.md documents
+KINDS = ("layout", "sequence", "dma", "pcie", "redistribute", "gather", "scatter", "vector",
+         "lane_fold", "expression")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -42,7 +46,7 @@ def test_each_library_problem_has_its_kinds_protocol():
         plan = k.lower(p)
         assert isinstance(k.render(p, plan), str) and k.render(p, plan)
         seen.add(p.kind)
-    from planner.spec import load_problem_text
+    from tcplan.planner.spec import load_problem_text
     seq = load_problem_text("""kind: sequence
 axes: {A: 8, B: 4}
 buffer: {tier: dm, slice: 'm![1 # 64]', element: 'm![A, B]'}

@@ -8,13 +8,13 @@ import itertools
 import random
 from concurrent.futures import ProcessPoolExecutor
 
-from model import dma
-from model.cost import estimate
-from model.mapping import parse
-from model.rules import TcplanError
-from model.tiers import Tensor
-from planner.layout import candidate_pieces, search
-from planner.spec import load_problem_text
+from tcplan.model import dma
+from tcplan.model.cost import estimate
+from tcplan.model.mapping import parse
+from tcplan.model.rules import TcplanError
+from tcplan.model.tiers import Tensor
+from tcplan.planner.layout import candidate_pieces, search
+from tcplan.planner.spec import load_problem_text
 
 #: pieces of the generated problems: 20 problems, up to 7 free factors
 SIZES = [3] * 4 + [4] * 4 + [5] * 4 + [6] * 4 + [7] * 2 + [3, 4]
@@ -211,7 +211,7 @@ def enumerate_free_slice(case: int) -> tuple[int | None, int, int]:
 
 
 def test_free_slice_plan_is_the_cheapest_of_every_plan():
-    from planner.layout import plan_free
+    from tcplan.planner.layout import plan_free
     with ProcessPoolExecutor(2) as pool:
         truth = list(pool.map(enumerate_free_slice, range(len(SLICE_CASES))))
     for case, (want, plans, n_cands) in enumerate(truth):
@@ -227,7 +227,7 @@ def test_free_slice_plan_is_the_cheapest_of_every_plan():
 
 
 def test_free_element_plan_is_the_cheapest_of_every_plan():
-    from planner.layout import plan_free
+    from tcplan.planner.layout import plan_free
     with ProcessPoolExecutor(2) as pool:
         truth = list(pool.map(enumerate_free_element, range(6)))
     feasible = 0
@@ -276,8 +276,8 @@ def _stream_plans(p, dst, pieces=None) -> tuple[int | None, int]:
 def test_free_padding_plan_is_the_cheapest_of_every_candidate():
     import pathlib
 
-    from planner.layout import plan_free
-    from planner.spec import load_problem
+    from tcplan.planner.layout import plan_free
+    from tcplan.planner.spec import load_problem
     p = load_problem(pathlib.Path(__file__).parents[1]
                      / "problems/planning/free_padding_rows.yaml")
     cands = p.params["free_slice"]["candidates"]
@@ -294,8 +294,8 @@ def test_alignment_bound_plan_is_the_cheapest_of_every_aligned_plan():
     """bounds.align_bytes on a free Element: the planner's plan is the cheapest of the plans
     whose Element rows are multiples of the bound (brute force), and a bound no order meets
     is the whole conflict."""
-    from planner.explain import explain
-    from planner.layout import plan_free
+    from tcplan.planner.explain import explain
+    from tcplan.planner.layout import plan_free
     feasible = 0
     for case in range(3):
         dtype, b, src = SLICE_CASES[case]
@@ -333,7 +333,7 @@ ENGINE_CASES = [("i8", 64, "A, B, C"), ("bf16", 16, "A / 4, B, A % 4, C"),
 def enumerate_free_engines(case: int) -> tuple[int | None, int, int]:
     """(least estimate over every engine split x stream order x Packet split, plans, splits):
     each split's stream spelled out and lowered, independent of the search's options."""
-    from planner.layout import engine_splits
+    from tcplan.planner.layout import engine_splits
     dtype, c, src = ENGINE_CASES[case]
     p = load_problem_text(FREE_ENGINES.format(dtype=dtype, c=c, src=src), f"<engines {case}>")
     t = p.tensors
@@ -373,7 +373,7 @@ def enumerate_free_engines(case: int) -> tuple[int | None, int, int]:
 def test_free_engine_split_plan_is_the_cheapest_of_every_plan():
     """Every engine split is an option of the search: its plan is the least estimate over
     every split, order and Packet (brute force)."""
-    from planner.layout import plan_free
+    from tcplan.planner.layout import plan_free
     with ProcessPoolExecutor(2) as pool:
         truth = list(pool.map(enumerate_free_engines, range(len(ENGINE_CASES))))
     for case, (want, plans, n_splits) in enumerate(truth):

@@ -10,15 +10,15 @@ import random
 
 import pytest
 
-from model import dma
-from model.cost import dma_cycles, estimate, lower_bound
-from model.mapping import parse
-from model.rules import TcplanError
-from model.tiers import Tensor
-from planner.cli import main
-from planner.layout import candidate_pieces, search
-from planner.lowering import lower_problem
-from planner.spec import load_problem, load_problem_text
+from tcplan.model import dma
+from tcplan.model.cost import dma_cycles, estimate, lower_bound
+from tcplan.model.mapping import parse
+from tcplan.model.rules import TcplanError
+from tcplan.model.tiers import Tensor
+from tcplan.planner.cli import main
+from tcplan.planner.layout import candidate_pieces, search
+from tcplan.planner.lowering import lower_problem
+from tcplan.planner.spec import load_problem, load_problem_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DMA_FILES = [p for p in sorted((ROOT / "problems").rglob("*.yaml"))
@@ -170,7 +170,7 @@ def test_libraries_are_large_enough():
 
 @pytest.mark.parametrize("path", INFEASIBLE, ids=lambda p: p.stem)
 def test_infeasible_problem_explained_minimally(path):
-    from planner.explain import BOUND, explain
+    from tcplan.planner.explain import BOUND, explain
     p = load_problem(path)
     code, rep = explain(p)
     assert code == 1 and rep["feasible"] is False
@@ -181,14 +181,14 @@ def test_infeasible_problem_explained_minimally(path):
     else:
         assert rules == [p.expect["error"]]
     if p.kind == "dma" and p.params.get("free_slice"):
-        from planner.layout import plan_free
+        from tcplan.planner.layout import plan_free
         assert got == ["bound:max_footprint_bytes"]
         # the footprint bound alone is the conflict: without it a Slice has a plan
         free_slice = {**p.params["free_slice"], "max_footprint_bytes": None}
         p.params = {**p.params, "free_slice": free_slice}
         assert plan_free(p)[0].candidates
     elif p.kind == "dma" and p.params.get("free"):
-        from planner.layout import plan_free
+        from tcplan.planner.layout import plan_free
         with pytest.raises(TcplanError) as err:
             plan_free(p)
         every = {r.key for r in err.value.search.requirements} | set(got)
@@ -444,14 +444,14 @@ destination: {tier: hbm, address: 1048576, element: 'm![G, F, E, D, C, B, A, H, 
 def test_one_packet_requirement_for_both_sides():
     """The packet's alignment is one requirement (not one per side): dropping it alone, with
     every other requirement kept, leaves a plan."""
-    from planner.layout import plan_free
+    from tcplan.planner.layout import plan_free
     p = load_problem(ROOT / "problems/infeasible/dma_packet_bound_too_small.yaml")
     assert plan_free(p, relax=frozenset({"dma-hbm-dm-align:packet"}))[0].candidates
     assert plan_free(p, bound=None)[0].candidates
 
 
 def test_binding_lists_only_requirements_that_lower_the_floor(tmp_path):
-    from planner.explain import explain
+    from tcplan.planner.explain import explain
     p = load_problem_text("""kind: dma
 dtype: i8
 axes: {B: 64}
@@ -466,7 +466,7 @@ stream: {time: free, packet: free}
 def test_time_limit_before_any_plan(monkeypatch):
     from ortools.sat.python import cp_model
 
-    from planner.layout import plan_free
+    from tcplan.planner.layout import plan_free
     monkeypatch.setattr(cp_model.CpSolver, "solve", lambda self, m, cb=None: cp_model.UNKNOWN)
     p = load_problem(ROOT / "problems/planning/attention_v_head_major.yaml")
     with pytest.raises(TcplanError) as e:
@@ -507,7 +507,7 @@ stream: {time: free, packet: free}
 def _check_minimal(p, got: list[str], every: set[str], members: list[str]) -> None:
     """Planning again with only ``got`` enforced (every other requirement dropped by key, so
     the pieces stay as cut) finds no plan; without any one of ``members`` it finds one."""
-    from planner.layout import plan_free
+    from tcplan.planner.layout import plan_free
 
     def plannable(keep):
         try:
@@ -524,8 +524,8 @@ def test_explain_across_candidates_is_one_minimal_core():
     """Every Slice candidate and engine split is an option of one model: the conflict names
     each option's rule instances, and it is minimal across all of them (checked by planning
     again with requirements dropped, not by the solver's core)."""
-    from planner.explain import explain
-    from planner.layout import plan_free
+    from tcplan.planner.explain import explain
+    from tcplan.planner.layout import plan_free
     p = load_problem_text("""kind: dma
 dtype: i8
 axes: {A: 64, B: 3, C: 5}
@@ -548,7 +548,7 @@ stream: {time: free, packet: free, slice: free}
 
 
 def test_a_bound_binding_across_candidates_is_reported():
-    from planner.explain import explain
+    from tcplan.planner.explain import explain
     text = (ROOT / "problems/planning/free_padding_rows.yaml").read_text().replace(
         "stream: {time: free, packet: free}",
         "stream: {time: free, packet: free}\nbounds: {align_bytes: 16}")
@@ -560,7 +560,7 @@ def test_a_bound_binding_across_candidates_is_reported():
 def test_a_rule_every_option_breaks_is_reported_once():
     """A 16-slice destination breaks slice-size whatever the engine split: the answer is that
     rule, once, not one requirement per engine split."""
-    from planner.explain import explain
+    from tcplan.planner.explain import explain
     p = load_problem_text("""kind: dma
 dtype: i8
 axes: {A: 4, B: 8, C: 64}
@@ -624,7 +624,7 @@ stream: {time: free, packet: free, slice: 'm![B / 2]'}
 
 def test_a_rule_every_option_breaks_comes_alone():
     """dma-dtype breaks every Slice candidate; capacity only some: dma-dtype alone."""
-    from planner.explain import explain
+    from tcplan.planner.explain import explain
     p = load_problem_text("""kind: dma
 dtype: i8
 axes: {A: 64, C: 1048576}
@@ -647,7 +647,7 @@ bounds: {packet_max_bytes: 8}
 
 
 def test_a_conflict_over_many_options_is_minimal_and_the_time_limit_holds():
-    from planner.layout import plan_free
+    from tcplan.planner.layout import plan_free
     p = load_problem_text(SIXTY_THREE, "<63 options>")
     with pytest.raises(TcplanError) as err:
         plan_free(p)

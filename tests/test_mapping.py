@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from model.mapping import (LIVE, OOB, TOP, ZERO, BOTTOM, Cell, equivalent, parse, parse_axes)
-from model.rules import TcplanError
+from tcplan.model.mapping import (LIVE, OOB, TOP, ZERO, BOTTOM, Cell, equivalent, parse, parse_axes)
+from tcplan.model.rules import TcplanError
 
 
 def live(**index):
@@ -310,7 +310,7 @@ def test_digit_ranges_of_facts_section_1():
 @settings(max_examples=300, deadline=None)
 @given(mappings())
 def test_coalesce_factors_keeps_every_cell(text):
-    from model.mapping import Mapping, coalesce_factors
+    from tcplan.model.mapping import Mapping, coalesce_factors
     m = parse(text, AXES)
     try:
         fs = m.factors
@@ -324,7 +324,7 @@ def test_coalesce_factors_keeps_every_cell(text):
 
 
 def test_coalesce_factors_merges_whole_axis_splits():
-    from model.mapping import coalesce_factors
+    from tcplan.model.mapping import coalesce_factors
     fs = coalesce_factors(parse("m![A / 3, A % 3]", {"A": 12}).factors)
     assert [(f.axis, f.lo, f.radix, f.count, f.size) for f in fs] == [("A", 1, 12, 12, 12)]
     # an inner digit placed outermost is not position-contiguous: nothing merges

@@ -11,8 +11,9 @@ import re
 
 import pytest
 
-from planner.cli import main, lower_problem
-from planner.spec import load_problem
+from tcplan.planner.cli import main
+from tcplan.planner.lowering import lower_problem
+from tcplan.planner.spec import load_problem
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BROKEN = sorted((ROOT / "tests/broken").glob("*.yaml"))

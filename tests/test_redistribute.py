@@ -5,9 +5,9 @@ import pathlib
 import numpy as np
 import pytest
 
-from model import redistribute as rd
-from model.rules import TcplanError
-from planner.spec import load_problem, load_problem_text
+from tcplan.model import redistribute as rd
+from tcplan.model.rules import TcplanError
+from tcplan.planner.spec import load_problem, load_problem_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SEED = ROOT / "problems/seed"

@@ -206,8 +206,8 @@ def test_bad_npy_headers_are_input_errors(tmp_path, header):
 
 
 def test_npy_loader_reads_a_good_file_and_refuses_trailing_bytes(tmp_path):
-    from planner.inputs import load_npy
-    from model.rules import TcplanError
+    from tcplan.planner.inputs import load_npy
+    from tcplan.model.rules import TcplanError
     a = np.arange(24, dtype=np.int16).reshape(2, 3, 4)
     np.save(tmp_path / "a.npy", a)
     assert (load_npy(str(tmp_path / "a.npy"), "x") == a).all()
@@ -248,7 +248,7 @@ def _run_with_file_size_limit(argv, limit_bytes):
     def cap():
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    return subprocess.run([sys.executable, "-m", "planner.cli", *argv], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "tcplan", *argv], capture_output=True,
                           text=True, preexec_fn=cap, cwd=ROOT, timeout=120)
 
 
@@ -284,7 +284,7 @@ def test_console_script_exit_codes_without_tracebacks(tmp_path):
     cases = [(["verify", _write(tmp_path, "bomb.yaml", alias_bomb())], 2),
              (["verify", _with_unused_axis("problems/seed/dma_example_1.yaml", tmp_path)], 1)]
     for argv, code in cases:
-        r = subprocess.run([sys.executable, "-m", "planner.cli", *argv], capture_output=True,
+        r = subprocess.run([sys.executable, "-m", "tcplan", *argv], capture_output=True,
                            text=True, cwd=ROOT, timeout=120)
         assert r.returncode == code, r.stderr
         assert "Traceback" not in r.stderr, r.stderr
@@ -349,7 +349,7 @@ def test_an_endless_batch_line_ends_the_batch():
 
 
 def test_a_problem_that_crashes_is_a_failed_row(monkeypatch, tmp_path):
-    import planner.cli as cli
+    import tcplan.planner.cli as cli
 
     def boom(path, t0, check="full"):
         raise ZeroDivisionError("a planted bug")
@@ -405,7 +405,7 @@ def test_a_memory_the_machine_cannot_map_is_named(tmp_path):
 
 
 def test_objective_bounds_read_as_whole_cycles():
-    from planner.layout import _cycles_of
+    from tcplan.planner.layout import _cycles_of
     assert _cycles_of(1079.9999999999998, 2) == 540  # CP-SAT's float for 1,080
     assert _cycles_of(2 * 540 + 1, 2) == 540  # a tie-break below one cycle
     assert _cycles_of(540 * 10 ** 7 + 10 ** 7 - 1, 10 ** 7) == 540

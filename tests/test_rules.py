@@ -3,8 +3,8 @@
 import pathlib
 import re
 
-from model import hardware as hw
-from model.rules import PROFILES, RULES, SCOPES, Violation, rules_for
+from tcplan.model import hardware as hw
+from tcplan.model.rules import PROFILES, RULES, SCOPES, Violation, rules_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -12,10 +12,10 @@ import jsonschema
 import pytest
 import yaml
 
-from model.rules import TcplanError
-from planner.cli import main
-from planner.schema import problem_schema
-from planner.spec import KIND_KEYS, load_problem_text
+from tcplan.model.rules import TcplanError
+from tcplan.planner.cli import main
+from tcplan.planner.schema import problem_schema
+from tcplan.planner.spec import kind_keys, load_problem_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FILES = sorted((ROOT / "problems").rglob("*.yaml"))
@@ -60,8 +60,8 @@ def test_each_kind_allows_exactly_the_loaders_keys():
     s = problem_schema()
     rules = {b["if"]["properties"]["kind"]["const"]: set(b["then"]["propertyNames"]["enum"])
              for b in s["allOf"]}
-    from planner.spec import COMMON_KEYS
-    assert rules == {k: COMMON_KEYS | extra for k, (extra, _) in KIND_KEYS.items()}
+    from tcplan.planner.spec import COMMON_KEYS
+    assert rules == {k: COMMON_KEYS | extra for k, (extra, _) in kind_keys().items()}
 
 
 def test_an_expectation_of_the_wrong_type_is_refused():

@@ -2,9 +2,9 @@
 
 import pytest
 
-from model.mapping import parse
-from model.rules import TcplanError
-from model.sequencer import coalesce, contiguous_run, derive_text, SequencerConfig
+from tcplan.model.mapping import parse
+from tcplan.model.rules import TcplanError
+from tcplan.model.sequencer import coalesce, contiguous_run, derive_text, SequencerConfig
 
 
 def seq(axes, buf, time, packet, **kw):

@@ -11,9 +11,9 @@ import math
 import numpy as np
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from model.mapping import LIVE, parse
-from model.rules import TcplanError
-from model.sequencer import coalesce, derive_text
+from tcplan.model.mapping import LIVE, parse
+from tcplan.model.rules import TcplanError
+from tcplan.model.sequencer import coalesce, derive_text
 
 SETTINGS = settings(max_examples=250, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

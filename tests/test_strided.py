@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import executor.run as run
-import executor.strided as strided
-from executor.memory import Space
-from model.limits import product
-from model.rules import TcplanError
-from planner.lowering import lower_problem
-from planner.spec import load_problem
+import tcplan.executor.run as run
+import tcplan.executor.strided as strided
+from tcplan.executor.memory import Space
+from tcplan.model.limits import product
+from tcplan.model.rules import TcplanError
+from tcplan.planner.lowering import lower_problem
+from tcplan.planner.spec import load_problem
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

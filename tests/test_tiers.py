@@ -6,11 +6,11 @@ import pathlib
 
 import pytest
 
-from model import hardware as hw
-from model.mapping import parse
-from model.tiers import Tensor, dm_address, hbm_decode, placement_violations, trace
-from planner.cli import main
-from planner.spec import load_problem
+from tcplan.model import hardware as hw
+from tcplan.model.mapping import parse
+from tcplan.model.tiers import Tensor, dm_address, hbm_decode, placement_violations, trace
+from tcplan.planner.cli import main
+from tcplan.planner.spec import load_problem
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NCHW = ROOT / "problems/seed/nchw_trace.yaml"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from model.rules import TcplanError
-from planner.spec import load_problem_text
+from tcplan.model.rules import TcplanError
+from tcplan.planner.spec import load_problem_text
 
 HEAD = """kind: dma
 dtype: i8

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 import yaml
 
-from executor.chains import run_vector, verify_vector
-from executor.vector import _tag
-from model import vector as ve
-from model.lane import fold
-from model.mapping import equivalent, parse
-from model.rules import TcplanError
-from planner.cli import main
-from planner.lowering import lower_problem
-from planner.spec import load_problem, load_problem_text
+from tcplan.executor.chains import run_vector, verify_vector
+from tcplan.executor.vector import _tag
+from tcplan.model import vector as ve
+from tcplan.model.lane import fold
+from tcplan.model.mapping import equivalent, parse
+from tcplan.model.rules import TcplanError
+from tcplan.planner.cli import main
+from tcplan.planner.lowering import lower_problem
+from tcplan.planner.spec import load_problem, load_problem_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SEED_VE = sorted((ROOT / "problems/seed").glob("ve_*.yaml"))
@@ -569,7 +569,7 @@ def test_reference_must_fit_the_chain(ref, words):
 
 
 def test_left_shift_sat_by_31_saturates_like_a_multiply():
-    from model.numeric import BINARY_OPS
+    from tcplan.model.numeric import BINARY_OPS
     f = BINARY_OPS[("fxp", "i32")]["LeftShiftSat"]
     got = f(np.array([1, -1, 0], np.int32), np.array([31, 31, 31], np.int32))
     assert got.tolist() == [2**31 - 1, -(2**31), 0]

@@ -23,10 +23,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from executor.chains import run_vector
-from model import numeric
-from planner.lowering import lower_problem
-from planner.spec import load_problem
+from tcplan.executor.chains import run_vector
+from tcplan.model import numeric
+from tcplan.planner.lowering import lower_problem
+from tcplan.planner.spec import load_problem
 
 SEED = pathlib.Path(__file__).resolve().parents[1] / "problems/seed"
 MIN, MAX, M32 = -(2**31), 2**31 - 1, 0xFFFFFFFF

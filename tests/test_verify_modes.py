@@ -10,11 +10,11 @@ import shutil
 import numpy as np
 import pytest
 
-import executor.run as run
-from model.rules import TcplanError
-from planner.cli import main
-from planner.lowering import lower_problem
-from planner.spec import load_problem
+import tcplan.executor.run as run
+from tcplan.model.rules import TcplanError
+from tcplan.planner.cli import main
+from tcplan.planner.lowering import lower_problem
+from tcplan.planner.spec import load_problem
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EX5 = str(ROOT / "problems/planning/dma_example_5_free_source.yaml")

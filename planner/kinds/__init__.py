@@ -8,13 +8,15 @@ chains elsewhere.
 =================  =========================================================================
 method             what it does
 =================  =========================================================================
+``load``           its keys (``keys``) read from the problem file into tensors and params
 ``lower``          the problem -> what the hardware runs (a plan; planned when it is free)
 ``verify``         execute a lowered plan over simulated memories, check, time: a report
 ``inputs``         the tensors ``tcplan run`` takes
 ``run``            execute on the user's tensors: every tensor, as mathematical arrays
 ``render``         a lowered plan as text (``tcplan lower``)
 ``verify_lines``   what ``tcplan verify`` says of a report's breakdown
-``solve``          plan the free choices, verify, print (``tcplan solve``); exit code
+``solve``          plan the free choices, lower, verify, time: a :class:`Solved`
+``solve_text``     what ``tcplan solve`` prints of it
 ``explain``        (exit code, report): the conflict, or what binds a feasible plan
 ``trace_warnings`` the placement rules a tensor breaks (``tcplan trace``)
 =================  =========================================================================
@@ -22,19 +24,51 @@ method             what it does
 
 from __future__ import annotations
 
-from typing import Any, TextIO
+from dataclasses import dataclass
+from typing import Any
 
-from model import tiers
-from model.rules import fail
+from tcplan.model import tiers
+from tcplan.model.rules import TcplanError, fail
+
+from ..render import EXIT_OK, format_error
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to solve: the solver's time limit (seconds), worker threads and seed (also the
+    seed of the verification data), and the check: ``full``, ``sample`` or ``none``."""
+
+    time_limit: float = 10.0
+    workers: int = 1
+    seed: int = 0
+    verify: str = "full"
+
+
+@dataclass
+class Solved:
+    """A solve's record (what ``--json`` prints), the plan it lowered (None when there is
+    none), the error that says why there is none, and the exit code."""
+
+    record: dict[str, Any]
+    plan: Any = None
+    error: TcplanError | None = None
+    exit: int = EXIT_OK
 
 
 class Kind:
     """The protocol; a method a kind does not have says so (``bad-request``)."""
 
     names: tuple[str, ...] = ()  # the ``kind:`` values it serves
+    #: per name, the top-level keys it adds to every problem's and which it requires
+    keys: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
     output_word = "destination"  # what verification checks, in messages
     solvable = False  # `tcplan solve` plans it (`batch` solves it rather than verifies)
     engine_stream = False  # its stream's Chip, Cluster and Slice select engines (a DMA)
+
+    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+        """Read the kind's keys of ``data`` (checked against ``keys``) into ``tensors`` and
+        ``params``; ``ctx`` (planner/spec.py) reads tensors and choices with located errors."""
+        raise NotImplementedError
 
     def lower(self, problem) -> Any:
         raise NotImplementedError
@@ -55,10 +89,14 @@ class Kind:
     def verify_lines(self, report: dict[str, Any]) -> list[str]:
         return []
 
-    def solve(self, problem, args, stdout: TextIO) -> int:
+    def solve(self, problem, opts: Options) -> Solved:
         raise fail("bad-request", detail=f"tcplan solve plans expression and DMA problems; "
                    f"{problem.path} is a {problem.kind} problem",
                    fix="use tcplan verify for a problem with nothing to choose")
+
+    def solve_text(self, problem, solved: Solved) -> str:
+        """A solve without a plan; a kind that solves renders its plans itself."""
+        return f"{problem.name}: {solved.record['status']}\n" + format_error(solved.error)
 
     def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         raise fail("bad-request", detail=f"tcplan explain covers DMA and expression problems, "
@@ -68,10 +106,17 @@ class Kind:
         return tiers.placement_violations(t, problem.chips)
 
 
+def key_sets(extra: set[str], required: set[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """A kind's top-level keys and the ones of them it requires."""
+    return frozenset(extra), frozenset(required)
+
+
 REGISTRY: dict[str, Kind] = {}
 
 
 def register(kind: Kind) -> Kind:
+    if set(kind.keys) != set(kind.names):  # pragma: no cover - guards the registry itself
+        raise ValueError(f"kind {kind.names} declares keys for {sorted(kind.keys)}")
     for n in kind.names:
         if n in REGISTRY:  # pragma: no cover - guards the registry itself
             raise ValueError(f"kind {n} registered twice")

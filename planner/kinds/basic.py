@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from model.sequencer import derive
+from tcplan.model.sequencer import derive
 
 from ..render import format_table
-from . import Kind, register
+from . import Kind, key_sets, register
 
 
 def default_mode(engine: str, mode: str | None) -> str:
@@ -19,9 +19,17 @@ def default_mode(engine: str, mode: str | None) -> str:
 
 class Sequence(Kind):
     names = ("sequence",)
+    keys = {"sequence": key_sets({"buffer", "stream", "mode", "engine"}, {"buffer", "stream"})}
+
+    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+        tensors["buffer"] = ctx.tensor(("buffer",), data["buffer"], "buffer")
+        tensors["stream"] = ctx.tensor(("stream",), data["stream"], "stream", tier="stream")
+        params["mode"] = ctx.choice(data, "mode", ("read", "write"), None)
+        params["engine"] = ctx.choice(data, "engine", ("pseudo", "fetch", "commit", "dma"),
+                                      "pseudo")
 
     def verify(self, problem, plan, seed: int) -> dict[str, Any]:
-        from executor.forms import verify_sequence
+        from tcplan.executor.forms import verify_sequence
         return verify_sequence(problem, plan, seed)
 
     def lower(self, problem) -> Any:
@@ -39,9 +47,19 @@ class Sequence(Kind):
 
 class Layout(Kind):
     names = ("layout",)
+    keys = {"layout": key_sets({"tensors"}, {"tensors"})}
+
+    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+        ts = data["tensors"]
+        if not isinstance(ts, dict) or not ts:
+            raise ctx.doc.error(("tensors",), "expected a mapping of names to tensors",
+                                "tensors: {hbm: {tier: hbm, element: 'm![A]'}}")
+        for tname, spec in ts.items():
+            tensors[str(tname)] = ctx.tensor(("tensors", tname), spec, str(tname),
+                                             allow_stream=True)
 
     def verify(self, problem, plan, seed: int) -> dict[str, Any]:
-        from executor.forms import verify_layout
+        from tcplan.executor.forms import verify_layout
         return verify_layout(problem, plan, seed)
 
     def lower(self, problem) -> Any:

@@ -3,15 +3,14 @@ whose data flows through the Tensor Unit's Intra-Slice Chain or the Lane Folder.
 
 from __future__ import annotations
 
-import json
 import time
-from typing import Any, TextIO
+from typing import Any
 
-from model import tiers
-from model.rules import TcplanError, fail
+from tcplan.model import tiers
+from tcplan.model.rules import TcplanError, fail
 
-from ..render import EXIT_OK, EXIT_RULE, format_error
-from . import Kind, register
+from ..render import EXIT_RULE, format_error
+from . import Kind, Options, Solved, key_sets, register
 
 
 class _Chains(Kind):
@@ -26,16 +25,22 @@ class _Chains(Kind):
 
 class Vector(_Chains):
     names = ("vector",)
+    keys = {"vector": key_sets({"input", "vrf", "chain", "output", "reference"},
+                               {"input", "chain"})}
+
+    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+        from ..chains_spec import parse_vector
+        parse_vector(ctx, data, kind, tensors, params)
 
     def lower(self, problem) -> Any:
-        from model.vector import analyze
+        from tcplan.model.vector import analyze
 
         from ..chains_spec import chain_of
         tiers.require_placement(problem.tensors.values(), problem.chips)
         return analyze(chain_of(problem))
 
     def verify(self, problem, plan, seed: int) -> dict[str, Any]:
-        from executor.chains import verify_vector
+        from tcplan.executor.chains import verify_vector
         return verify_vector(problem, plan, seed)
 
     def verify_lines(self, report: dict[str, Any]) -> list[str]:
@@ -47,12 +52,17 @@ class Vector(_Chains):
 
 class LaneFold(_Chains):
     names = ("lane_fold",)
+    keys = {"lane_fold": key_sets({"input", "mode", "output"}, {"input", "mode"})}
+
+    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+        from ..chains_spec import parse_lane_fold
+        parse_lane_fold(ctx, data, tensors, params)
 
     def inputs(self, problem) -> tuple[str, ...]:
         return ("x",)
 
     def lower(self, problem) -> Any:
-        from model.lane import fold
+        from tcplan.model.lane import fold
         tiers.require_placement(problem.tensors.values(), problem.chips)
         m = problem.params["input"]
         out = problem.params.get("output", {})
@@ -60,7 +70,7 @@ class LaneFold(_Chains):
                     out.get("time"), out.get("packet"))
 
     def verify(self, problem, plan, seed: int) -> dict[str, Any]:
-        from executor.chains import verify_lane_fold
+        from tcplan.executor.chains import verify_lane_fold
         return verify_lane_fold(problem, plan, seed)
 
     def verify_lines(self, report: dict[str, Any]) -> list[str]:
@@ -71,6 +81,11 @@ class LaneFold(_Chains):
 
 class Expression(_Chains):
     names = ("expression",)
+    keys = {"expression": key_sets({"input", "vrf", "expression", "output", "pair_axis"},
+                                   {"input", "expression"})}
+
+    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+        Vector.load(self, ctx, data, kind, tensors, params)
     solvable = True
 
     def lower(self, problem) -> Any:
@@ -78,7 +93,7 @@ class Expression(_Chains):
         return plan_expression(problem)
 
     def verify(self, problem, plan, seed: int) -> dict[str, Any]:
-        from executor.chains import verify_plan
+        from tcplan.executor.chains import verify_plan
         rep = verify_plan(problem, plan, seed)
         return {**rep, "cycles": plan.cycles, "invocations": len(plan.chains),
                 "breakdown": {"invocations": [a.breakdown() for a in plan.analyses]}}
@@ -87,8 +102,15 @@ class Expression(_Chains):
         return ([f"  {report['invocations']} invocation(s) as planned by tcplan solve"]
                 if report.get("breakdown") else [])
 
-    def solve(self, problem, args, stdout: TextIO) -> int:
-        return solve_expression(problem, args, stdout)
+    def solve(self, problem, opts: Options) -> Solved:
+        return solve_expression(problem, opts)
+
+    def solve_text(self, problem, solved: Solved) -> str:
+        if solved.error is None:
+            return expression_text(problem, solved)
+        if solved.plan is not None:  # planned, but the check failed
+            return f"{problem.name}: planned but NOT verified\n" + format_error(solved.error)
+        return super().solve_text(problem, solved)
 
     def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         from ..explain import explain_expression
@@ -99,40 +121,34 @@ for k in (Vector(), LaneFold(), Expression()):
     register(k)
 
 
-def solve_expression(problem, args, stdout: TextIO) -> int:
+def solve_expression(problem, opts: Options) -> Solved:
     """Plan an expression: the fewest Tensor Unit invocations, each a valid chain; run the
-    chains on seeded inputs against the formula; print the plan."""
-    from executor.chains import verify_plan
+    chains on seeded inputs against the formula."""
+    from tcplan.executor.chains import verify_plan
 
     from ..chains import plan_expression
     t0 = time.perf_counter()
     try:
-        plan = plan_expression(problem, args.time_limit, args.workers, args.seed)
+        plan = plan_expression(problem, opts.time_limit, opts.workers, opts.seed)
     except TcplanError as err:
         if err.kind == "input":
             raise
         status = "unknown" if err.code in ("plan-time-limit", "size-limit") else "infeasible"
-        if args.json:
-            print(json.dumps({"problem": problem.name, "status": status,
-                              "cycles": None, "plan": None, "verified": None,
-                              "explanation": err.to_json()}), file=stdout)
-        else:
-            print(f"{problem.name}: {status}\n" + format_error(err), file=stdout)
-        return EXIT_RULE
+        return Solved({"problem": problem.name, "status": status, "cycles": None,
+                       "plan": None, "verified": None, "explanation": err.to_json()},
+                      error=err, exit=EXIT_RULE)
     solve_s = time.perf_counter() - t0
-    check = getattr(args, "verify", "full")
+    check = opts.verify
     t1 = time.perf_counter()
     try:
         # (an expression's chains are small: sample checks them in full too)
-        report = (verify_plan(problem, plan, args.seed) if check != "none" else
+        report = (verify_plan(problem, plan, opts.seed) if check != "none" else
                   {"verified": None, "checked": 0, "method": "not run (--verify none)"})
     except TcplanError as err:  # a plan that does not compute the formula: a tcplan bug
-        out = {"problem": problem.name, "status": plan.solution.status, "cycles": plan.cycles,
-               "invocations": len(plan.chains), "plan": plan.chains_json(), "verified": False,
-               "error": err.to_json()}
-        print(json.dumps(out) if args.json else
-              f"{problem.name}: planned but NOT verified\n" + format_error(err), file=stdout)
-        return EXIT_RULE
+        return Solved({"problem": problem.name, "status": plan.solution.status,
+                       "cycles": plan.cycles, "invocations": len(plan.chains),
+                       "plan": plan.chains_json(), "verified": False,
+                       "error": err.to_json()}, plan, err, EXIT_RULE)
     out = {"problem": problem.name, "status": plan.solution.status, "cycles": plan.cycles,
            "invocations": len(plan.chains), "plan": plan.chains_json(),
            "verified": report["verified"], "checked": report["checked"],
@@ -143,29 +159,31 @@ def solve_expression(problem, args, stdout: TextIO) -> int:
                      "verify": round(time.perf_counter() - t1, 3)}}
     if plan.solution.status != "optimal":
         out["note"] = "the time limit cut the search: the plan is not proven optimal"
-    if args.json:
-        print(json.dumps(out), file=stdout)
-        return EXIT_OK
+    return Solved(out, plan)
+
+
+def expression_text(problem, solved: Solved) -> str:
+    """What `tcplan solve` prints of an expression's plan."""
+    out = solved.record
     f = problem.params["expression"]
-    lines = [f"{problem.name}: {f.text} ({problem.dtype}) -> {len(plan.chains)} Tensor Unit "
-             f"invocation(s), {plan.cycles:,} cycles ({out['status']}; solved in "
-             f"{solve_s:.2f} s)"]
+    lines = [f"{problem.name}: {f.text} ({problem.dtype}) -> {out['invocations']} Tensor "
+             f"Unit invocation(s), {out['cycles']:,} cycles ({out['status']}; solved in "
+             f"{out['solve_time']:.2f} s)"]
     if "note" in out:
         lines.append("  note: " + out["note"])
     for c in out["plan"]:
         lines.append(f"  invocation {c['invocation']} ({c['cycles']:,} cycles; ALUs: "
                      f"{', '.join(c['alus']) or 'none'}):")
         lines += [f"    .{s}" for s in c["steps"]]
-    lines.append(f"verified: {report['checked']:,} output elements; {report['method']}"
-                 if report["verified"] else "not verified (--verify none)")
-    print("\n".join(lines), file=stdout)
-    return EXIT_OK
+    lines.append(f"verified: {out['checked']:,} output elements; {out['method']}"
+                 if out["verified"] else "not verified (--verify none)")
+    return "\n".join(lines)
 
 
 def _run_chains(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
     """Vector chains, planned expressions and lane folds on the user's tensors: x over the
     problem's axes (a pair's grouping axis is an ordinary axis), VRF operands over theirs."""
-    from executor import chains, run
+    from tcplan.executor import chains, run
     shapes = {"x": tuple(problem.axes.values())}
     for n, t in problem.tensors.items():
         if n.startswith("vrf:"):

@@ -3,22 +3,28 @@ stream; planned when its stream, a placement or an HBM layout is free."""
 
 from __future__ import annotations
 
-import json
 import logging
-from typing import Any, TextIO
+from typing import Any
 
-from model import dma
-from model.rules import TcplanError
+from tcplan.model import dma
+from tcplan.model.rules import TcplanError
 
-from ..render import EXIT_OK, EXIT_RULE, _hbm_line, format_dma, format_error
-from . import REGISTRY, Kind, register
-
+from ..render import EXIT_OK, EXIT_RULE, _hbm_line, format_dma
+from . import REGISTRY, Kind, Options, Solved, key_sets, register
 
 
 class Dma(Kind):
     names = ("dma", "pcie")
+    keys = {"dma": key_sets({"source", "destination", "stream", "engine_at", "bounds", "hops"},
+                            {"source", "destination"}),
+            "pcie": key_sets({"source", "destination", "stream", "bounds"},
+                             {"source", "destination"})}
     solvable = True
     engine_stream = True
+
+    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+        from ..dma_spec import load_dma
+        load_dma(ctx, data, kind, tensors, params)
 
     def lower(self, problem) -> Any:
         from ..layout import plan_free, planned
@@ -29,8 +35,8 @@ class Dma(Kind):
                          problem.params.get("engine_at"), pcie=problem.kind == "pcie")
 
     def verify(self, problem, plan, seed: int) -> dict[str, Any]:
-        from executor.run import run_dma
-        from model.cost import dma_cycles
+        from tcplan.executor.run import run_dma
+        from tcplan.model.cost import dma_cycles
         result = run_dma(problem, plan, seed)
         cost = dma_cycles(plan)
         return {"verified": True, "cycles": cost.cycles, "checked": result["checked"],
@@ -41,7 +47,7 @@ class Dma(Kind):
         return ("source",)
 
     def run(self, problem, plan, inputs: dict, seed: int) -> dict:
-        from executor import run
+        from tcplan.executor import run
         return run.run_with_data(problem, plan, inputs, seed)
 
     def render(self, problem, plan) -> str:
@@ -55,8 +61,15 @@ class Dma(Kind):
             lines.append(_hbm_line(b["hbm"]))
         return lines + [f"  penalty: {p}" for p in b["penalties"]]
 
-    def solve(self, problem, args, stdout: TextIO) -> int:
-        return solve_dma(problem, args, stdout)
+    def solve(self, problem, opts: Options) -> Solved:
+        return solve_dma(problem, opts)
+
+    def solve_text(self, problem, solved: Solved) -> str:
+        if solved.error is not None:
+            return super().solve_text(problem, solved)
+        if "hops" in solved.record["plan"]:
+            return _hops_text(problem, solved)
+        return dma_solve_text(problem, solved)
 
     def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         from ..explain import explain_dma
@@ -71,55 +84,58 @@ class Dma(Kind):
 register(Dma())
 
 
-def _no_plan(problem: Any, err: TcplanError, args, stdout: TextIO) -> int:
+def _no_plan(problem: Any, err: TcplanError) -> Solved:
     """`solve` found no plan: infeasible, or unknown when the time limit cut the search."""
     status = "unknown" if err.code == "plan-time-limit" else "infeasible"
-    out = {"problem": problem.name, "status": status, "cycles": None, "plan": None,
-           "verified": None, "explanation": err.to_json()}
-    print(json.dumps(out) if args.json else f"{problem.name}: {status}\n"
-          + format_error(err), file=stdout)
-    return EXIT_RULE
+    return Solved({"problem": problem.name, "status": status, "cycles": None, "plan": None,
+                   "verified": None, "explanation": err.to_json()}, error=err,
+                  exit=EXIT_RULE)
 
 
-def solve_dma(problem: Any, args, stdout: TextIO) -> int:
+def _searched(problem: Any, opts) -> tuple[Any, str, dict[str, Any], int, dict, float]:
+    """Plan a DMA's free choices: (plan, status, the chosen stream and layouts, legal
+    layouts, rejections by rule, lowering seconds)."""
+    from ..layout import plan_free
+    found, split = plan_free(problem, opts.time_limit, opts.seed, workers=opts.workers)
+    best = found.best
+    plan = best.plan
+    chosen = {"time": best.time, "packet": best.packet_text,
+              "cluster": f"m![{split['cluster']}]", "slice": f"m![{split['slice']}]"}
+    if best.element is not None:
+        chosen["destination_element"] = best.element
+    if problem.params.get("free_slice"):
+        for dim in problem.params["free_slice"]["dims"]:
+            chosen["destination_" + dim] = plan.destination.dims[dim].text()
+    if problem.params.get("free_source"):
+        chosen["source_element"] = plan.source.dims["element"].text()
+    chosen_hbm = set(problem.params.get("free_address", ())) | (
+        {"source"} if problem.params.get("free_source") else set())
+    for side in sorted(chosen_hbm, reverse=True):  # the source first
+        chosen[side + "_address"] = getattr(plan, side).address
+    logging.getLogger("tcplan").debug(
+        "search: %d option model(s), %d plan(s) lowered and estimated, %d outer "
+        "round(s); seconds: %s", found.models, found.enumerated, found.rounds,
+        {k: round(v, 3) for k, v in found.times.items()})
+    return (plan, found.status, chosen, len(found.candidates), found.rejected,
+            found.times.get("lowering", 0.0))  # (lowering happens inside the search)
+
+
+def solve_dma(problem: Any, opts) -> Solved:
     """A DMA with a free stream: search the order and packet, lower, verify, time.  With
     nothing free the problem is verified as given."""
     import time
 
-    from executor.run import run_dma
-    from model.cost import dma_cycles, estimate, lower_bound
+    from tcplan.executor.run import run_dma
+    from tcplan.model.cost import dma_cycles, estimate, lower_bound
 
-    from ..layout import plan_free, planned
+    from ..layout import planned
     t = problem.tensors
     t0 = time.perf_counter()
-    free = planned(problem)
     if problem.params.get("hops", 1) > 1:
-        return _solve_hops(problem, args, stdout)
+        return _solve_hops(problem, opts)
     try:
-        if free:
-            found, split = plan_free(problem, args.time_limit, args.seed,
-                                     workers=args.workers)
-            best = found.best
-            plan, status = best.plan, found.status
-            chosen = {"time": best.time, "packet": best.packet_text,
-                      "cluster": f"m![{split['cluster']}]", "slice": f"m![{split['slice']}]"}
-            if best.element is not None:
-                chosen["destination_element"] = best.element
-            if problem.params.get("free_slice"):
-                for dim in problem.params["free_slice"]["dims"]:
-                    chosen["destination_" + dim] = plan.destination.dims[dim].text()
-            if problem.params.get("free_source"):
-                chosen["source_element"] = plan.source.dims["element"].text()
-            chosen_hbm = set(problem.params.get("free_address", ())) | (
-                {"source"} if problem.params.get("free_source") else set())
-            for side in sorted(chosen_hbm, reverse=True):  # the source first
-                chosen[side + "_address"] = getattr(plan, side).address
-            n_cand, rejected = len(found.candidates), found.rejected
-            lowering = found.times.get("lowering", 0.0)  # (inside the search)
-            logging.getLogger("tcplan").debug(
-                "search: %d option model(s), %d plan(s) lowered and estimated, %d outer "
-                "round(s); seconds: %s", found.models, found.enumerated, found.rounds,
-                {k: round(v, 3) for k, v in found.times.items()})
+        if planned(problem):
+            plan, status, chosen, n_cand, rejected, lowering = _searched(problem, opts)
         else:
             plan, status = REGISTRY["dma"].lower(problem), "given"
             lowering = time.perf_counter() - t0
@@ -129,22 +145,21 @@ def solve_dma(problem: Any, args, stdout: TextIO) -> int:
     except TcplanError as err:
         if err.kind == "input":
             raise
-        return _no_plan(problem, err, args, stdout)
+        return _no_plan(problem, err)
     solve_s = time.perf_counter() - t0
-    est = estimate(plan).cycles
     detailed = dma_cycles(plan)
     bound = lower_bound(plan)
-    check = getattr(args, "verify", "full")
+    check = opts.verify
     times = {"plan": round(solve_s, 3), "lower": round(lowering, 3)}
     try:
-        ran = run_dma(problem, plan, args.seed, check)
+        ran = run_dma(problem, plan, opts.seed, check)
         checked = ran["checked"]
         times.update(execute=round(ran["execute_s"], 3), verify=round(ran["verify_s"], 3))
         verified, error = (None if check == "none" else True), None
     except TcplanError as err:
         verified, error, checked = False, err.to_json(), 0
     out = {"problem": problem.name, "status": status, "cycles": detailed.cycles,
-           "estimate": est, "lower_bound": bound,
+           "estimate": estimate(plan).cycles, "lower_bound": bound,
            "bound_ratio": round(detailed.cycles / bound, 3) if bound else None,
            "plan": {"stream": chosen, **plan.to_json()}, "verified": verified,
            "checked": checked, "check": check, "candidates": n_cand, "rejected": rejected,
@@ -154,33 +169,36 @@ def solve_dma(problem: Any, args, stdout: TextIO) -> int:
         out["error"] = error
     if status == "feasible":
         out["note"] = "the time limit cut the search: the plan is not proven optimal"
-    if args.json:
-        print(json.dumps(out), file=stdout)
-    else:
-        lines = [f"{problem.name}: "
-                 + (f"source Element {chosen['source_element']} (HBM), "
-                    if "source_element" in chosen else "")
-                 + (f"source address {chosen['source_address']:,}, "
-                    if "source_address" in chosen else "") + "stream "
-                 + (f"Cluster {chosen['cluster']}, Slice {chosen['slice']}, " if "slice" in
-                    chosen else "") + f"Time {chosen['time']}, Packet {chosen['packet']} "
-                 + ("into destination " + ", ".join(
-                     f"{d.title()} {chosen['destination_' + d]:,}" if d == "address" else
-                     f"{d.title()} {chosen['destination_' + d]}"
-                     for d in ("chip", "cluster", "slice", "element", "address")
-                     if "destination_" + d in chosen) + " "
-                    if any(k.startswith("destination_") for k in chosen) else "")
-                 + f"({status}; {n_cand} legal layout(s)"
-                 + (", rejected: " + ", ".join(f"{r} x{k}" for r, k in rejected.items())
-                    if rejected else "") + f"; {solve_s:.2f} s)",
-                 format_dma(problem.name, plan),
-                 f"cycles: {detailed.cycles:,} (estimate {est:,}; lower bound {bound:,}, "
-                 f"ratio {out['bound_ratio']})"] + (
-                     [_hbm_line(detailed.hbm)] if detailed.hbm else []) + [
-                 _verified_line(verified, check, checked, error)] + (
-                     [f"note: {out['note']}"] if "note" in out else [])
-        print("\n".join(lines), file=stdout)
-    return EXIT_OK if verified is not False else EXIT_RULE
+    return Solved(out, plan, exit=EXIT_OK if verified is not False else EXIT_RULE)
+
+
+def dma_solve_text(problem: Any, solved: Solved) -> str:
+    """What `tcplan solve` prints of a DMA's plan."""
+    out, plan = solved.record, solved.plan
+    chosen, rejected = out["plan"]["stream"], out["rejected"]
+    dest = [f"{d.title()} {chosen['destination_' + d]:,}" if d == "address" else
+            f"{d.title()} {chosen['destination_' + d]}"
+            for d in ("chip", "cluster", "slice", "element", "address")
+            if "destination_" + d in chosen]
+    head = (f"{problem.name}: "
+            + (f"source Element {chosen['source_element']} (HBM), "
+               if "source_element" in chosen else "")
+            + (f"source address {chosen['source_address']:,}, "
+               if "source_address" in chosen else "") + "stream "
+            + (f"Cluster {chosen['cluster']}, Slice {chosen['slice']}, " if "slice" in
+               chosen else "") + f"Time {chosen['time']}, Packet {chosen['packet']} "
+            + ("into destination " + ", ".join(dest) + " " if dest else "")
+            + f"({out['status']}; {out['candidates']} legal layout(s)"
+            + (", rejected: " + ", ".join(f"{r} x{k}" for r, k in rejected.items())
+               if rejected else "") + f"; {out['solve_time']:.2f} s)")
+    b = out["breakdown"]
+    return "\n".join(
+        [head, format_dma(problem.name, plan),
+         f"cycles: {out['cycles']:,} (estimate {out['estimate']:,}; lower bound "
+         f"{out['lower_bound']:,}, ratio {out['bound_ratio']})"]
+        + ([_hbm_line(b["hbm"])] if b.get("hbm") else [])
+        + [_verified_line(out["verified"], out["check"], out["checked"], out.get("error"))]
+        + ([f"note: {out['note']}"] if "note" in out else []))
 
 
 def _verified_line(verified: bool | None, check: str, checked: int, error) -> str:
@@ -195,29 +213,29 @@ def _verified_line(verified: bool | None, check: str, checked: int, error) -> st
     return f"verified: {checked:,} destination elements"
 
 
-def _solve_hops(problem: Any, args, stdout: TextIO) -> int:
+def _solve_hops(problem: Any, opts) -> Solved:
     """Direct or through one intermediate HBM layout: the shortest path of planned hops;
     each hop is executed and verified (so the chain holds the source tensor end to end)."""
     import time
 
-    from executor.run import run_dma
-    from model.cost import dma_cycles
+    from tcplan.executor.run import run_dma
+    from tcplan.model.cost import dma_cycles
 
     from ..hops import plan_hops
     t0 = time.perf_counter()
     try:
-        hp = plan_hops(problem, args.time_limit, args.seed)
+        hp = plan_hops(problem, opts.time_limit, opts.seed)
     except TcplanError as err:
         if err.kind == "input":
             raise
-        return _no_plan(problem, err, args, stdout)
+        return _no_plan(problem, err)
     solve_s = time.perf_counter() - t0
     rows, verified, total = [], True, 0
     for h in hp.hops:
         full = dma_cycles(h.plan).cycles
         total += full
         try:
-            checked = run_dma(problem, h.plan, args.seed)["checked"]
+            checked = run_dma(problem, h.plan, opts.seed)["checked"]
         except TcplanError:
             verified, checked = False, 0
         rows.append({"source": h.source.describe(), "destination": h.destination.describe(),
@@ -226,16 +244,19 @@ def _solve_hops(problem: Any, args, stdout: TextIO) -> int:
     out = {"problem": problem.name, "status": "optimal", "cycles": total,
            "plan": {"hops": rows}, "verified": verified, "why": hp.direct_error,
            "intermediates_tried": hp.tried, "solve_time": round(solve_s, 3)}
-    if args.json:
-        print(json.dumps(out), file=stdout)
-    else:
-        lines = [f"{problem.name}: {len(rows)} hop(s), {total:,} cycles"
-                 + (f" ({hp.direct_error})" if hp.direct_error else "")
-                 + f"; {hp.tried} intermediate layout(s) tried in {solve_s:.2f} s"]
-        for k, r in enumerate(rows, 1):
-            lines.append(f"  hop {k}: {r['source']} -> {r['destination']}")
-            lines.append(f"         stream {r['stream']}; {r['cycles']:,} cycles; "
-                         + (f"verified ({r['checked']:,} elements)" if r["checked"] else
-                            "NOT verified"))
-        print("\n".join(lines), file=stdout)
-    return EXIT_OK if verified else EXIT_RULE
+    return Solved(out, hp, exit=EXIT_OK if verified else EXIT_RULE)
+
+
+def _hops_text(problem: Any, solved: Solved) -> str:
+    out = solved.record
+    rows = out["plan"]["hops"]
+    lines = [f"{problem.name}: {len(rows)} hop(s), {out['cycles']:,} cycles"
+             + (f" ({out['why']})" if out["why"] else "")
+             + f"; {out['intermediates_tried']} intermediate layout(s) tried in "
+             f"{out['solve_time']:.2f} s"]
+    for k, r in enumerate(rows, 1):
+        lines.append(f"  hop {k}: {r['source']} -> {r['destination']}")
+        lines.append(f"         stream {r['stream']}; {r['cycles']:,} cycles; "
+                     + (f"verified ({r['checked']:,} elements)" if r["checked"] else
+                        "NOT verified"))
+    return "\n".join(lines)

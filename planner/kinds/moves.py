@@ -7,18 +7,23 @@ from typing import Any
 
 import numpy as np
 
-from model import gather, redistribute
-from model.rules import fail
+from tcplan.model import gather, redistribute
+from tcplan.model.rules import fail
 
 from ..render import format_indexed, format_redistribution
-from . import Kind, register
+from . import Kind, key_sets, register
 
 
 class Redistribute(Kind):
     names = ("redistribute",)
+    keys = {"redistribute": key_sets({"source", "steps"}, {"source", "steps"})}
+
+    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+        tensors["source"] = ctx.tensor(("source",), data["source"], "source")
+        params["steps"] = ctx.steps(data["steps"])
 
     def verify(self, problem, plan, seed: int) -> dict[str, Any]:
-        from executor.forms import verify_redistribution
+        from tcplan.executor.forms import verify_redistribution
         return verify_redistribution(problem, plan, seed)
 
     def lower(self, problem) -> Any:
@@ -29,7 +34,7 @@ class Redistribute(Kind):
         return ("source",)
 
     def run(self, problem, plan, inputs: dict, seed: int) -> dict:
-        from executor import forms, run
+        from tcplan.executor import forms, run
         axes = problem.axes
         T = run.embed(inputs.get("source"), plan.source, axes, "source", seed)
         mem = forms.run_redistribution(problem, plan, T)
@@ -44,9 +49,22 @@ class Indexed(Kind):
     """Gather (table rows by index into DM) and scatter (rows from DM by index)."""
 
     names = ("gather", "scatter")
+    keys = {"gather": key_sets({"variant", "table", "index", "destination"},
+                               {"variant", "table", "index", "destination"}),
+            "scatter": key_sets({"source", "index", "destination"},
+                                {"source", "index", "destination"})}
+    #: the tensors each reads from the problem file, in its order
+    TENSORS = {"gather": ("table", "index", "destination"),
+               "scatter": ("source", "index", "destination")}
+
+    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+        params["variant"] = (ctx.choice(data, "variant", ("scaled", "unscaled"), None)
+                             if kind == "gather" else "scaled")
+        for k in self.TENSORS[kind]:
+            tensors[k] = ctx.tensor((k,), data[k], k)
 
     def verify(self, problem, plan, seed: int) -> dict[str, Any]:
-        from executor.forms import verify_indexed
+        from tcplan.executor.forms import verify_indexed
         return verify_indexed(problem, plan, seed)
 
     def lower(self, problem) -> Any:
@@ -61,7 +79,7 @@ class Indexed(Kind):
         return ("table", "index") if problem.kind == "gather" else ("source", "index")
 
     def run(self, problem, plan, inputs: dict, seed: int) -> dict:
-        from executor import forms, run
+        from tcplan.executor import forms, run
         axes = problem.axes
         name = self.inputs(problem)[0]
         data_t = plan.table if name == "table" else plan.rows_side
