@@ -1,5 +1,5 @@
 """`tcplan verify` / `run` for Vector Engine chains and lane folds: seeded inputs with edge
-values, execution, and the check against the reference formula (decisions.md item 13)."""
+values, execution, and the check against the reference formula (docs/hardware.md R13)."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def compare(got: np.ndarray, want: np.ndarray, mask: np.ndarray, dtype: str,
             transcendental: bool) -> dict[str, Any] | None:
     """The first disagreement (None when all agree): bit-exact (any NaN equals any NaN), or
     within 2 ulp (f32) / 1 (i32 rounded from a transcendental) where the formula has a
-    transcendental function (decisions.md item 13)."""
+    transcendental function (docs/hardware.md R13)."""
     want = np.broadcast_to(want, got.shape)
     if dtype == "f32":
         gn, wn = np.isnan(got), np.isnan(want)

@@ -3,7 +3,7 @@
 Arrays are zeroed byte arrays (anonymous ``mmap``) sized to the address space a problem can touch; the
 zeroed allocation maps pages lazily, so untouched parts cost no memory.  Every access is
 bounds-checked against its tier (HBM: 48 GB per chip; DM: the 512 KiB backed part of each 4 MiB
-slice window, decisions.md item 10), and addresses holding Bottom padding (``#{!}``) may not be
+slice window, docs/hardware.md R10), and addresses holding Bottom padding (``#{!}``) may not be
 read or written.
 """
 

@@ -97,7 +97,7 @@ def tensor_bits(axes: dict[str, int], dtype: str, seed: int) -> np.ndarray:
 def positions(t: Tensor, axes: dict[str, int]) -> Iterator[tuple[int, np.ndarray, np.ndarray,
                                                                    np.ndarray]]:
     """Every position of a tensor in chunks: (chip, byte address, linear index into T,
-    status).  An index past an axis is Top padding (decisions.md item 21)."""
+    status).  An index past an axis is Top padding (docs/decisions.md item 21)."""
     check_positions(t)
     dims = TIER_DIMS[t.tier]
     units = [d for d in dims if d != "element"]

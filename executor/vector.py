@@ -1,4 +1,4 @@
-"""Numeric execution of Intra-Slice Chains (facts.md section 7; decisions.md item 13).
+"""Numeric execution of Intra-Slice Chains (docs/hardware.md section 7 and R13).
 
 Values travel as a (S, T, P) array of 32-bit patterns (S: Chip x Cluster x Slice positions,
 T x P: the stream's arrangement); each step reads them as the dtype the model says the stream

@@ -1,4 +1,4 @@
-"""The analytic DMA cycle model (facts.md sections 4-6; docs/decisions.md items 33 and 73).
+"""The analytic DMA cycle model (docs/hardware.md sections 4-6; docs/decisions.md items 33 and 73).
 
 One model, no per-example constants.  For every command of every engine:
 
@@ -8,7 +8,7 @@ One model, no per-example constants.  For every command of every engine:
 * DM side: each DMN moves 128 B/cycle; an engine's DM time is the busiest DMN's bytes / 128, so
   a pattern alternating the two DMNs of its pair reaches 256 B/cycle and one that stays in one
   DMN gets half;
-* HBM side: the address decode of facts.md section 5 (stack bit, channel hash, bank group,
+* HBM side: the address decode of docs/hardware.md section 5 (stack bit, channel hash, bank group,
   bank, row); each channel serves its requests in issue order (engines interleaved), 16/3
   cycles per request (256 B at 48 GB/s, 1 GHz); a bank's first open of a row overlaps the
   other banks' transfers, a re-open of a row it had closed costs ~40 cycles, and a bank opens
@@ -126,14 +126,14 @@ class RowOpens:
     bank_opens: np.ndarray
 
     def times(self) -> np.ndarray:
-        """Each channel's busy time under decisions.md item 73."""
+        """Each channel's busy time under docs/decisions.md item 73."""
         return channel_time(self.requests, self.reopens, self.bank_opens)
 
 
 def channel_time(requests, reopens, bank_opens):
-    """The HBM reading of decisions.md item 73 (amending item 12), in one place: every
-    request costs its channel 16/3 cycles, a first open included (the activation overlaps
-    the other banks' transfers); a re-open (a row its bank already closed) costs the
+    """The HBM reading of docs/decisions.md item 73 (amending docs/hardware.md R12), in one
+    place: every request costs its channel 16/3 cycles, a first open included (the activation
+    overlaps the other banks' transfers); a re-open (a row its bank already closed) costs the
     serialized 40; and a bank opens at most one row per 40 cycles, so its opens x 40 bound
     the channel from below."""
     busy = requests * HBM_SERVICE + reopens * (ROW_SWITCH - HBM_SERVICE)
@@ -249,7 +249,7 @@ def dma_cycles(plan) -> CycleReport:
                 if plan.pcie:
                     t = max(t, paddr.size * pbytes / PCIE_BYTES_PER_CYCLE)
                 if tier == "dm":
-                    dmn = paddr >> DMN_SHIFT  # cluster * 8 + dmn (decisions.md item 10)
+                    dmn = paddr >> DMN_SHIFT  # cluster * 8 + dmn (docs/hardware.md R10)
                     per = np.bincount(dmn - dmn.min(), minlength=1) * pbytes  # bytes moved
                     chip_dm = e.read_chip if k == 1 else e.write_chip
                     for off in np.flatnonzero(per).tolist():

@@ -3,15 +3,15 @@
 Seed 002 "컴파일러 유도": the read sequencer projects the source mapping onto the stream, the
 write sequencer the destination mapping, and the unified sequencer pairs them entry by entry
 (both sides cut at the union of their digit boundaries, so loop counts are shared).  The
-stream's Chip, Cluster and Slice mappings select the engines (decisions.md item 8): one engine
+stream's Chip, Cluster and Slice mappings select the engines (docs/hardware.md R8): one engine
 per (chip, cluster, DMN pair); their entries become per-engine base addresses.  When an
 engine's part of the stream holds positions past the end of an axis (A = 15 streamed as
 ``A # 16``), its work is split into several commands that cover exactly the live part
-(Example 6, decisions.md item 7); otherwise every engine runs the same descriptor template with
+(Example 6, docs/hardware.md R7); otherwise every engine runs the same descriptor template with
 its own bases (a homogeneous aggregate).
 
 Strides and bases are computed in elements and reported in bytes as well.  Address spaces:
-HBM byte address per chip; DM virtual addresses per decisions.md item 10.
+HBM byte address per chip; DM virtual addresses per docs/hardware.md R10.
 """
 
 from __future__ import annotations

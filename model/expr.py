@@ -12,7 +12,7 @@ Names: ``x`` (the input stream's tensor), ``group0`` / ``group1`` (the two group
 problem) and the problem's VRF operands.  Functions: ``max min abs exp negexp sqrt tanh sigmoid
 erf log sin cos fma`` and the reductions ``sum rmax rmin`` (``sum(e, R)`` along axis R).
 
-Typing (decisions.md item 40): an f32 formula is all IEEE f32.  An i32 formula is i32
+Typing (docs/decisions.md item 40): an f32 formula is all IEEE f32.  An i32 formula is i32
 arithmetic (wrapping ``+ - *``, bit operations, clip ``max``/``min``); a float function takes
 its i32 argument through FxpToFp(31) and its value is rounded back by FpToFxp(31) where an
 integer operation (or the end of the formula) consumes it, so nested float functions stay in

@@ -1,27 +1,28 @@
-"""Every hardware constant tcplan uses, each cited to the seed or facts section it comes from.
+"""Every hardware constant tcplan uses, each cited to its seed and its docs/hardware.md section.
 
-Seeds live in ``../shared/seeds/``; ``facts.md`` and ``decisions.md`` in ``../shared/spec/``.
+``docs/hardware.md`` states the facts with their seed sources (sections 1-8) and the points
+it resolves (section 9, R1-R16).
 Nothing else in the code base may spell one of these numbers as a literal.
 """
 
 from __future__ import annotations
 
-# --- Sequencer limits (seed 000 "제약 조건"; facts.md section 2) -------------------------
+# --- Sequencer limits (seed 000 "제약 조건"; docs/hardware.md section 2) -------------------------
 #: At most this many loop entries per sequencer config (seed 000, "엔트리 한도").
 MAX_SEQUENCER_ENTRIES = 8
 #: Each entry iterates at most this many times (seed 000, "반복 한도": size <= 65,536).
 MAX_ENTRY_ITERATIONS = 65_536
-#: Fetch/Commit packet sizes in bytes (seed 000, "패킷 크기"; decisions.md item 1:
+#: Fetch/Commit packet sizes in bytes (seed 000, "패킷 크기"; docs/hardware.md R1:
 #: these limits belong to the Fetch/Commit sequencers only).
 FETCH_COMMIT_PACKET_BYTES = (1, 2, 4, 8, 16, 32)
 #: Strides an innermost entry may have for a contiguous access (seed 000, "패킷 페치").
 CONTIGUOUS_INNERMOST_STRIDES = (0, 1)
 
-# --- DMA (seed 002; facts.md section 6) ------------------------------------------------
-#: Largest DMA packet: 256 beats x 16 B (facts.md section 6; decisions.md item 1).
+# --- DMA (seed 002; docs/hardware.md section 6) ------------------------------------------------
+#: Largest DMA packet: 256 beats x 16 B (docs/hardware.md section 6 and R1).
 DMA_MAX_PACKET_BYTES = 4_096
 
-# --- Element types (facts.md section 2: strides are in elements of the dtype) -----------
+# --- Element types (docs/hardware.md section 2: strides are in elements of the dtype) -----------
 #: Bytes per element for every dtype the tools accept.
 DTYPE_BYTES = {
     "i8": 1,
@@ -34,24 +35,24 @@ DTYPE_BYTES = {
     "f8e5m2": 1,
 }
 
-# --- Tiers (seed 001 "제약 조건"; facts.md section 3; decisions.md item 4) ---------------
+# --- Tiers (seed 001 "제약 조건"; docs/hardware.md section 3 and R4) ---------------
 #: Clusters per chip (seed 001: Cluster::SIZE == 2).
 CLUSTERS_PER_CHIP = 2
-#: Cluster mapping sizes accepted (decisions.md item 4: 1 or 2, pad with #).
+#: Cluster mapping sizes accepted (docs/hardware.md R4: 1 or 2, pad with #).
 CLUSTER_SIZES = (1, 2)
 #: Slices per cluster (seed 001: Slice::SIZE == 256).
 SLICES_PER_CLUSTER = 256
-#: Slice mapping sizes accepted (decisions.md item 4: the DMA examples use 64).
+#: Slice mapping sizes accepted (docs/hardware.md R4: the DMA examples use 64).
 SLICE_SIZES = (64, 128, 256)
 #: Lanes per slice in the TRF (seed 001: Lane::SIZE <= 8).
 MAX_LANES = 8
-#: Capacity per unit in bytes (seed 001 table; facts.md section 3).
+#: Capacity per unit in bytes (seed 001 table; docs/hardware.md section 3).
 DM_BYTES_PER_SLICE = 512 * 1024
 TRF_BYTES_PER_LANE = 8 * 1024
 VRF_BYTES_PER_SLICE = 8 * 1024
-HBM_BYTES_PER_CHIP = 48 * 2**30  # facts.md section 5: 48 GB per chip
+HBM_BYTES_PER_CHIP = 48 * 2**30  # docs/hardware.md section 5: 48 GB per chip
 
-# --- DM geometry and addresses (facts.md section 4; decisions.md item 10) --------------
+# --- DM geometry and addresses (docs/hardware.md section 4 and R10) --------------
 DMNS_PER_CLUSTER = 8
 SLICES_PER_DMN = 32
 #: One slice's virtual address window (4 MiB, of which 512 KiB is backed).
@@ -61,14 +62,14 @@ DM_DMN_STRIDE = SLICES_PER_DMN * DM_SLICE_STRIDE
 #: Distance between the two clusters' DM.
 DM_CLUSTER_STRIDE = DMNS_PER_CLUSTER * DM_DMN_STRIDE
 
-# --- DMA engines (facts.md section 6; decisions.md item 8) -----------------------------
+# --- DMA engines (docs/hardware.md section 6 and R8) -----------------------------
 #: One DMA engine per DMN pair: 4 per cluster, 8 per chip.
 DMA_ENGINES_PER_CLUSTER = DMNS_PER_CLUSTER // 2
 #: DM writes must be 8-byte aligned; HBM <-> DM needs read, write and packet 8-byte aligned.
 DMA_DM_WRITE_ALIGN = 8
 DMA_HBM_DM_ALIGN = 8
 
-# --- HBM address decode (facts.md section 5; decisions.md item 11) ---------------------
+# --- HBM address decode (docs/hardware.md section 5 and R11) ---------------------
 HBM_STACK_BIT = 8
 HBM_CHANNEL_BITS = (9, 10, 11, 12)
 #: channel bit i = b(9+i) ^ b(13+i) ^ b(21+i) ^ b(25+i)
@@ -82,23 +83,23 @@ HBM_CHANNELS = 2 << len(HBM_CHANNEL_BITS)
 #: Banks per channel: two bank bits, two bank-group bits and the slice bit.
 HBM_BANKS = 1 << (len(HBM_BANK_BITS) + len(HBM_BANK_GROUP_BITS) + 1)
 
-# --- DMA timing (facts.md sections 4-6; decisions.md item 12; the cycle model) ---------
+# --- DMA timing (docs/hardware.md sections 4-6 and R12; the cycle model) ---------
 #: Start-up cycles of every DMA command.
 DMA_STARTUP_CYCLES = 500
 #: One AXI request moves at most this many bytes; a packet is ceil(bytes / 256) requests.
 DMA_REQUEST_BYTES = 256
 #: An engine moves one request per cycle when both sides keep up (256 B/cycle).
 DMA_ENGINE_BYTES_PER_CYCLE = 256
-#: Each DMN moves 128 B/cycle (facts.md section 4).
+#: Each DMN moves 128 B/cycle (docs/hardware.md section 4).
 DMN_BYTES_PER_CYCLE = 128
 #: A 256-byte request occupies its HBM channel 256 B / 48 GB/s = 5.33 cycles at 1 GHz.
 HBM_REQUEST_CYCLES = 256 / 48
-#: A request that switches its bank's open row costs ~40 cycles (facts.md section 5).
+#: A request that switches its bank's open row costs ~40 cycles (docs/hardware.md section 5).
 HBM_ROW_SWITCH_CYCLES = 40
-#: PCIe DMA bandwidth (facts.md section 6).
+#: PCIe DMA bandwidth (docs/hardware.md section 6).
 PCIE_BYTES_PER_CYCLE = 30
 
-# --- Vector Engine (seed 003; facts.md section 7) ----------------------------------------
+# --- Vector Engine (seed 003; docs/hardware.md section 7) ----------------------------------------
 #: Lanes of an 8-way flit; a 4-way flit carries half (seed 003 "Narrow").
 VE_PACKET_LANES = 8
 #: VRF bytes a Tensor Unit invocation reserves when it stashes (seed 003 "피연산자").
@@ -111,7 +112,7 @@ VE_REDUCE_SLOTS = 8
 #: Immediate registers per pass; the register-file port comes last (seed 003 "Tag").
 VE_IMMEDIATES = 3
 
-# --- Contraction Engine Lane Folder (seed 004; facts.md section 8) -------------------------
+# --- Contraction Engine Lane Folder (seed 004; docs/hardware.md section 8) -----------------------
 #: Input Packet sizes after the Packet Reducer, per lane.
 LANE_FOLD_PACKETS = (1, 2, 4, 8, 16, 32)
 #: Lane sizes the folder accepts (furiosa-opt contract_lane check).

@@ -1,4 +1,4 @@
-"""The Contraction Engine's Lane Folder (seed 004; facts.md section 8).
+"""The Contraction Engine's Lane Folder (seed 004; docs/hardware.md section 8).
 
 ``contract_lane(mode)`` removes the Lane dimension without summing: Interleaved moves Lane into
 the output packet (``OutTime = [Time, Packet]``, ``OutPacket = [Lane # 8]``), Sequential into

@@ -1,6 +1,6 @@
 """Mapping expressions (``m![...]``): parsing, printing, cell evaluation and factor decomposition.
 
-Grammar (facts.md section 1)::
+Grammar (docs/hardware.md section 1)::
 
     mapping := item ("," item)* [","]
     item    := atom (op NUMBER)*
@@ -9,7 +9,7 @@ Grammar (facts.md section 1)::
 
 with or without the ``m![ ... ]`` wrapper.  Text is parsed once into a raw syntax tree of
 tuples (cached per text); binding it to axis sizes checks the semantic rules.  The semantics
-table of facts.md section 1 is then implemented twice, independently:
+table of docs/hardware.md section 1 is then implemented twice, independently:
 
 * on the typed tree of :class:`Node` values (:meth:`Mapping.cell`, :meth:`Mapping.evaluate`):
   the reference semantics, exact for every mapping the grammar admits;
@@ -297,7 +297,8 @@ def _raw_text(raw: tuple, top: bool = False) -> str:
 
 
 def _raw_size(raw: tuple, axes: TMapping[str, int], what: str) -> int:
-    """Size of a raw tree over ``axes``, with every semantic check of facts.md section 1."""
+    """Size of a raw tree over ``axes``, with every semantic check of docs/hardware.md
+    section 1."""
     tag = raw[0]
     if tag == "ax":
         size = axes.get(raw[1])
@@ -788,7 +789,8 @@ class Mapping:
 
     # -- semantics --------------------------------------------------------------------
     def cell(self, i: int) -> Cell:
-        """Position ``i`` -> live index / padding kind / out of bounds (facts.md section 1)."""
+        """Position ``i`` -> live index / padding kind / out of bounds (docs/hardware.md
+        section 1)."""
         if i < 0 or i >= self.size:
             return Cell("oob")
         status, index = _cell(self.node, i)

@@ -1,9 +1,9 @@
-"""Numeric semantics of the Vector Engine's ops (facts.md section 7; decisions.md item 13).
+"""Numeric semantics of the Vector Engine's ops (docs/hardware.md section 7 and R13).
 
 The one definition of what every op computes, on numpy arrays of the dtype it runs on: used by
 the executor to run chains and by :mod:`model.expr` to evaluate reference formulas.  Integer ops,
 conversions and IEEE add/sub/mul/div/sqrt/fma/min/max are bit-exact; transcendentals are
-computed in float64 and rounded once to f32 (within the 2 ulp decisions.md item 13 allows).
+computed in float64 and rounded once to f32 (within the 2 ulp docs/hardware.md R13 allows).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _wrap(x: np.ndarray) -> np.ndarray:
 
 
 def _count(b: np.ndarray) -> np.ndarray:
-    """Shift counts use their low five bits (decisions: the hardware reads 5 bits)."""
+    """Shift counts use their low five bits (docs/decisions.md item 41)."""
     return (np.asarray(b, np.int64) & 31)
 
 
@@ -64,8 +64,8 @@ def _ashr(a, b):
 
 
 def _shl_sat(a, b):
-    """a * 2^b, saturated (facts.md section 7; count 31 multiplies by 2^31, not by i32::MIN
-    as the reference's wrapped 1 << 31 does: decisions.md item 41)."""
+    """a * 2^b, saturated (docs/hardware.md section 7; count 31 multiplies by 2^31, not by i32::MIN
+    as the reference's wrapped 1 << 31 does: docs/decisions.md item 41)."""
     return _sat(np.asarray(a, np.int64) << _count(b))
 
 

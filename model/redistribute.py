@@ -1,4 +1,4 @@
-"""SRAM redistribution and HBM chip shuffles (seed 002 "재분배 연산"; facts.md section 6).
+"""SRAM redistribution and HBM chip shuffles (seed 002 "재분배 연산"; docs/hardware.md section 6).
 
 A redistribution plan runs in the seed's fixed order, fused into one DMA: an optional
 ``chip_shuffle(sources)`` (target chip t reads source chip ``sources[t]``), an optional
@@ -88,7 +88,7 @@ class Redistribution:
     def descriptors(self) -> list[dict[str, Any]]:
         """The fused DMA, one command per target chip and cluster: unified entries over the
         result's slices and element positions, read and write addresses (bytes, DM virtual
-        addresses of decisions.md item 10, or HBM per-chip addresses) on their chips."""
+        addresses of docs/hardware.md R10, or HBM per-chip addresses) on their chips."""
         eb = self.source.elem_bytes
         hbm = self.source.tier == "hbm"
         out_el = self.result.dims["element"]

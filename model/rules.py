@@ -1,9 +1,10 @@
 """The rule registry: every hardware rule and every input-error kind, defined once.
 
 A :class:`Rule` carries its id, the engine profiles and modes it applies to, a message template,
-a fix hint and the seed/facts section it comes from.  Checks anywhere in tcplan (validator,
-CP-SAT encoding, diagnostics) refer to rules by id through :data:`RULES`; a violated rule becomes
-a :class:`Violation` (data, not a string) and is raised inside a :class:`TcplanError`.
+a fix hint and the seed or docs/hardware.md section it comes from.  Checks anywhere in tcplan
+(validator, CP-SAT encoding, diagnostics) refer to rules by id through :data:`RULES`; a violated
+rule becomes a :class:`Violation` (data, not a string) and is raised inside a
+:class:`TcplanError`.
 
 Two kinds of rules exist:
 
@@ -21,7 +22,7 @@ from typing import Any, Iterable, Sequence
 
 from . import hardware as hw
 
-#: Engine profiles a sequencer can be derived for (decisions.md item 1).
+#: Engine profiles a sequencer can be derived for (docs/hardware.md R1).
 PROFILES = ("pseudo", "fetch", "commit", "dma")
 ALL_PROFILES = frozenset(PROFILES)
 MODES = ("read", "write")
@@ -38,7 +39,7 @@ class Rule:
     title: str
     message: str  # str.format template over the violation's detail fields
     fix: str  # str.format template: what to change
-    source: str  # seed / facts / decisions section
+    source: str  # seed / docs/hardware.md section or R entry / docs/decisions.md item
     profiles: frozenset[str] = ALL_PROFILES
     modes: frozenset[str] = ALL_MODES
     scope: str = "sequencer"  # what it constrains: one of SCOPES
@@ -61,22 +62,22 @@ RULES: dict[str, Rule] = _rules(
     Rule(
         "parse-error", "input", "mapping syntax error",
         "{what}: expected {expected} at column {column}, found {found}",
-        "write the mapping in the m![...] grammar of facts.md section 1",
-        "facts.md section 1 (grammar)",
+        "write the mapping in the m![...] grammar of docs/hardware.md section 1",
+        "docs/hardware.md section 1 (grammar)",
         scope="input",
     ),
     Rule(
         "unknown-axis", "input", "axis not declared",
         "{what}: axis {axis!r} at column {column} is not declared (declared: {declared})",
         "declare it in --axes / the axes block, or fix the spelling",
-        "facts.md section 1 (axes are declared with sizes)",
+        "docs/hardware.md section 1 (axes are declared with sizes)",
         scope="input",
     ),
     Rule(
         "bad-mapping", "input", "mapping is not well formed",
         "{what}: {detail}",
         "{fix}",
-        "facts.md section 1 (semantics table)",
+        "docs/hardware.md section 1 (semantics table)",
         scope="input",
     ),
     Rule(
@@ -113,14 +114,14 @@ RULES: dict[str, Rule] = _rules(
         "cluster-size", "hardware", "Cluster mapping must have size 1 or 2",
         "{tensor}: Cluster mapping {mapping} has size {size}",
         "use at most 2 clusters; pad a single one with m![1 # 2]",
-        "seed 001 '제약 조건'; decisions.md item 4",
+        "seed 001 '제약 조건'; docs/hardware.md R4",
         scope="tier",
     ),
     Rule(
         "slice-size", "hardware", "Slice mapping must have size 64, 128 or 256",
         "{tensor}: Slice mapping {mapping} has size {size}, not 64, 128 or 256",
         "{hint}",
-        "seed 001 '제약 조건' (Slice::SIZE == 256); decisions.md item 4",
+        "seed 001 '제약 조건' (Slice::SIZE == 256); docs/hardware.md R4",
         scope="tier",
     ),
     Rule(
@@ -135,14 +136,14 @@ RULES: dict[str, Rule] = _rules(
         "{tensor}: Element {mapping} holds {elements} x {elem_bytes} B{where}, ending at "
         "{bytes:,} B of a {unit}, past its {capacity:,} B",
         "spread the tensor over more {spread} (move Element terms into {dim})",
-        "seed 001 '제약 조건' (Element size); facts.md section 3",
+        "seed 001 '제약 조건' (Element size); docs/hardware.md section 3",
         scope="tier",
     ),
     Rule(
         "overlapping-dimensions", "hardware", "dimensions must carry disjoint digit ranges",
         "{tensor}: {detail}",
         "give every digit range of an axis to exactly one dimension",
-        "facts.md section 1 (holding semantics: partial indices add up)",
+        "docs/hardware.md section 1 (holding semantics: partial indices add up)",
         scope="tier",
     ),
     # ---- sequencer rules (exit 1) ----------------------------------------------------
@@ -150,14 +151,14 @@ RULES: dict[str, Rule] = _rules(
         "incompatible-decomposition", "hardware", "buffer and stream split an axis incompatibly",
         "{detail}",
         "{fix}",
-        "seed 000 '호환되는 축 분해'; facts.md section 2",
+        "seed 000 '호환되는 축 분해'; docs/hardware.md section 2",
     ),
     Rule(
         "stream-outside-buffer", "hardware", "stream reads an index the buffer does not hold",
         "{detail}",
         "shrink the stream term (e.g. with '= n') to the part the buffer holds, or store the "
         "missing part in the buffer",
-        "facts.md section 1 (holding semantics); seed 000 (read preserves values)",
+        "docs/hardware.md section 1 (holding semantics); seed 000 (read preserves values)",
         modes=frozenset({"read"}),
     ),
     Rule(
@@ -166,7 +167,7 @@ RULES: dict[str, Rule] = _rules(
         f"{hw.MAX_SEQUENCER_ENTRIES}: {{entries}}",
         "reorder the stream so that more adjacent terms are contiguous in the buffer (they then "
         "merge), or split the move into several sequencer calls",
-        "seed 000 '제약 조건' (entry limit); decisions.md item 2",
+        "seed 000 '제약 조건' (entry limit); docs/hardware.md R2",
     ),
     Rule(
         "iteration-limit", "hardware", "an entry iterates more than 65,536 times",
@@ -179,21 +180,21 @@ RULES: dict[str, Rule] = _rules(
         "broadcast-write", "hardware", "a write carries a position the buffer does not",
         "{detail}",
         "remove the term from the stream, or add it to the buffer mapping",
-        "seed 000 (broadcasting_write is rejected); decisions.md item 3",
+        "seed 000 (broadcasting_write is rejected); docs/hardware.md R3",
         modes=frozenset({"write"}),
     ),
     Rule(
         "write-coverage", "hardware", "a write must hit every live buffer slot exactly once",
         "{detail}",
         "make the stream carry every live digit of the buffer (no slicing with '=' on a write)",
-        "seed 000 (each Buf slot has exactly one source position); decisions.md item 3",
+        "seed 000 (each Buf slot has exactly one source position); docs/hardware.md R3",
         modes=frozenset({"write"}),
     ),
     Rule(
         "unread-axis", "hardware", "a Fetch leaves part of a live buffer axis unread",
         "{detail}",
         "add the buffer term to the stream's Time or Packet mapping",
-        "decisions.md item 1 (Fetch profile only)",
+        "docs/hardware.md R1 (Fetch profile only)",
         profiles=frozenset({"fetch"}),
         modes=frozenset({"read"}),
     ),
@@ -202,14 +203,14 @@ RULES: dict[str, Rule] = _rules(
         "packet of {packet} elements x {elem_bytes} B = {bytes} B is not one of "
         + ", ".join(str(b) for b in hw.FETCH_COMMIT_PACKET_BYTES) + " bytes",
         "{fix}",
-        "seed 000 '제약 조건' (packet size); decisions.md item 1",
+        "seed 000 '제약 조건' (packet size); docs/hardware.md R1",
         profiles=frozenset({"fetch", "commit"}),
     ),
     Rule(
         "innermost-access", "hardware", "innermost entry must be a contiguous or discrete access",
         "{detail}",
         "{fix}",
-        "seed 000 '제약 조건' (packet fetch); decisions.md item 1",
+        "seed 000 '제약 조건' (packet fetch); docs/hardware.md R1",
         profiles=frozenset({"fetch", "commit"}),
     ),
     Rule(
@@ -217,7 +218,7 @@ RULES: dict[str, Rule] = _rules(
         "the stream's Slice mapping {mapping} has size {size}; each cluster has "
         f"{hw.DMA_ENGINES_PER_CLUSTER} DMA engines (one per DMN pair)",
         "map at most 4 positions to the stream's Slice (pad with #), the rest to Time",
-        "facts.md section 6; decisions.md item 8",
+        "docs/hardware.md section 6 and R8",
         scope="dma",
     ),
     Rule(
@@ -225,7 +226,7 @@ RULES: dict[str, Rule] = _rules(
         "stream term {term} steps across the Chip dimension of the {side} ({tensor})",
         "give the Chip digits to the stream's Chip mapping so that each chip's engines move "
         "their own part",
-        "seed 002 (engines per chip); decisions.md item 8",
+        "seed 002 (engines per chip); docs/hardware.md R8",
         scope="dma",
     ),
     Rule(
@@ -234,7 +235,7 @@ RULES: dict[str, Rule] = _rules(
         "({room:,} B)",
         "widen the tensor's bounds.range (HBM holds {capacity:,} B per chip), or spread the "
         "tensor over more chips",
-        "facts.md section 5 (48 GB per chip); docs/decisions.md item 78",
+        "docs/hardware.md section 5 (48 GB per chip); docs/decisions.md item 78",
         scope="tier",
     ),
     Rule(
@@ -258,7 +259,7 @@ RULES: dict[str, Rule] = _rules(
         "memory-access", "hardware", "an access outside memory or into Bottom padding",
         "{tier} access at {address}: {why}",
         "check the strides and bases (this is a lowering or plan bug)",
-        "facts.md sections 1 (#{{!}} padding), 4 and 5",
+        "docs/hardware.md sections 1 (#{{!}} padding), 4 and 5",
         scope="dma",
     ),
     Rule(
@@ -301,7 +302,7 @@ RULES: dict[str, Rule] = _rules(
         "dma-dm-write-align", "hardware", "DM writes must be 8-byte aligned",
         "the {side} side breaks {align}-byte alignment: {what}",
         "pad the destination's innermost terms so that rows are multiples of 8 bytes",
-        "seed 002 '제약 조건' (alignment table); facts.md section 6",
+        "seed 002 '제약 조건' (alignment table); docs/hardware.md section 6",
         scope="dma",
     ),
     Rule(
@@ -315,7 +316,7 @@ RULES: dict[str, Rule] = _rules(
         "dma-split", "hardware", "an engine's part cannot be split into commands",
         "{detail}",
         "{fix}",
-        "seed 002 Example 6; decisions.md item 7",
+        "seed 002 Example 6; docs/hardware.md R7",
         scope="dma",
     ),
     Rule(
@@ -365,7 +366,7 @@ RULES: dict[str, Rule] = _rules(
         "packet of {packet} elements x {elem_bytes} B = {bytes} B exceeds "
         f"{hw.DMA_MAX_PACKET_BYTES:,} B",
         "move part of the Packet mapping into Time (e.g. {suggestion})",
-        "facts.md section 6; decisions.md item 1",
+        "docs/hardware.md section 6 and R1",
         profiles=frozenset({"dma"}),
     ),
     Rule(
@@ -374,12 +375,12 @@ RULES: dict[str, Rule] = _rules(
         "write the formula in the grammar of docs/problem-format.md (Formulas)",
         "docs/problem-format.md", scope="input",
     ),
-    # ---- Vector Engine: Intra-Slice Chain (seed 003; facts.md section 7) ------------------
+    # ---- Vector Engine: Intra-Slice Chain (seed 003; docs/hardware.md section 7) ----------------
     Rule(
         "ve-entry", "hardware", "a chain enters with a tag or an unzip",
         "{step}: {detail}",
         "start the chain with tag (or unzip for pair mode) and never repeat it",
-        "seed 003 (파이프라인); facts.md section 7", scope="vector",
+        "seed 003 (파이프라인); docs/hardware.md section 7", scope="vector",
     ),
     Rule(
         "ve-stage-order", "hardware", "stages run in their fixed order",
@@ -387,18 +388,18 @@ RULES: dict[str, Rule] = _rules(
         "Fxp, FxpToFp, Narrow, Fp, IntraSliceReduce, FpDiv, Widen, FpToFxp, Clip, Filter; "
         "only Logic, Fxp, Fp and Clip take several ops)",
         "move the op before the later stages, or split the chain into two Tensor Unit "
-        "invocations", "seed 003 (파이프라인, 단계); facts.md section 7", scope="vector",
+        "invocations", "seed 003 (파이프라인, 단계); docs/hardware.md section 7", scope="vector",
     ),
     Rule(
         "ve-way", "hardware", "each stage runs at its way",
         "{step}: this stage runs {need}-way but the stream is {way}-way here",
-        "{remedy}", "seed 003 (Narrow, Widen); facts.md section 7", scope="vector",
+        "{remedy}", "seed 003 (Narrow, Widen); docs/hardware.md section 7", scope="vector",
     ),
     Rule(
         "ve-exit-way", "hardware", "a chain exits at 8-way",
         "{step}: the stream is {way}-way; vector_final and vector_inter_slice_reduce need "
         "8-way", "widen first (vector_widen_concat or vector_widen_pad)",
-        "seed 003 (파이프라인); facts.md section 7", scope="vector",
+        "seed 003 (파이프라인); docs/hardware.md section 7", scope="vector",
     ),
     Rule(
         "ve-no-exit", "hardware", "a chain ends with an exit",
@@ -414,21 +415,21 @@ RULES: dict[str, Rule] = _rules(
         "ve-handover-stage", "hardware", "the Inter-Slice hand-over leaves from its stages",
         "{step}: the chain is at the {stage} stage, which cannot hand over to the "
         "Inter-Slice Reducer (Logic, Fxp, FxpToFp, Widen, FpToFxp and Clip can)",
-        "add a step of a hand-over stage, or widen first", "facts.md section 7 (table)",
-        scope="vector",
+        "add a step of a hand-over stage, or widen first",
+        "docs/hardware.md section 7 (stage table)", scope="vector",
     ),
     Rule(
         "ve-alu-busy", "hardware", "each ALU at most once per Tensor Unit invocation",
         "{step}: {alu} is already in use by {other}",
         "pick an op on another ALU (e.g. MulF(Mul1) instead of MulF(Mul0)) or split the "
-        "chain into two invocations", "seed 003 (단계); facts.md section 7 (ALU table)",
+        "chain into two invocations", "seed 003 (단계); docs/hardware.md section 7 (ALU table)",
         scope="vector",
     ),
     Rule(
         "ve-op-dtype", "hardware", "an op runs on its dtype",
         "{step}: {op} takes {takes} but the stream is {dtype} here",
         "convert first (vector_fxp_to_fp / vector_fp_to_fxp) or reinterpret the bits",
-        "seed 003 (Logic/Fxp/Float/Clip Cluster); facts.md section 7", scope="vector",
+        "seed 003 (Logic/Fxp/Float/Clip Cluster); docs/hardware.md section 7", scope="vector",
     ),
     Rule(
         "ve-packet-size", "hardware", "an 8-way stream carries 8-lane packets",
@@ -439,9 +440,9 @@ RULES: dict[str, Rule] = _rules(
     Rule(
         "ve-shape", "hardware", "a step's declared mappings are the ones it produces",
         "{step}: the declared Time {time} / Packet {packet} do not match what the step "
-        "produces: {why}", "declare the mappings the shape semantics give (facts.md "
+        "produces: {why}", "declare the mappings the shape semantics give (docs/hardware.md "
         "section 7: split [T, P / 4], [P % 4]; trim [T], [P = 4]; concat the inverse; pad "
-        "[P # 8])", "seed 003 (Narrow, Widen); facts.md section 7", scope="vector",
+        "[P # 8])", "seed 003 (Narrow, Widen); docs/hardware.md section 7", scope="vector",
     ),
     Rule(
         "ve-trim-live", "hardware", "narrow_trim drops only padding",
@@ -598,7 +599,7 @@ RULES: dict[str, Rule] = _rules(
     Rule(
         "plan-no-alu", "hardware", "every op of a formula has an ALU for its dtype",
         "{formula}: no Vector Engine ALU computes {op} on {dtype}", "{hint}",
-        "facts.md section 7 (ALU table)", scope="planner",
+        "docs/hardware.md section 7 (ALU table)", scope="planner",
     ),
     Rule(
         "plan-two-streams", "hardware", "a chain carries one stream",
@@ -632,23 +633,23 @@ RULES: dict[str, Rule] = _rules(
         "raise --time-limit, or fix part of the stream or the destination",
         "planner/layout.py, planner/chains.py", scope="planner",
     ),
-    # ---- Contraction Engine: Lane Folder (seed 004; facts.md section 8) -------------------
+    # ---- Contraction Engine: Lane Folder (seed 004; docs/hardware.md section 8) -----------------
     Rule(
         "lane-fold-packet", "hardware", "the folder takes packets of 1 to 32 elements",
         "Packet {packet} has {size} elements per lane; the Lane Folder takes 1, 2, 4, 8, 16 "
-        "or 32", "reduce or pad the packet to one of those sizes", "seed 004; facts.md "
-        "section 8", scope="lane",
+        "or 32", "reduce or pad the packet to one of those sizes",
+        "seed 004; docs/hardware.md section 8", scope="lane",
     ),
     Rule(
         "lane-fold-lanes", "hardware", "the folder takes 1, 2, 4 or 8 lanes",
-        "Lane {lane} has {size} lanes", "use 1, 2, 4 or 8 lanes", "seed 004; facts.md "
-        "section 8", scope="lane",
+        "Lane {lane} has {size} lanes", "use 1, 2, 4 or 8 lanes",
+        "seed 004; docs/hardware.md section 8", scope="lane",
     ),
     Rule(
         "lane-fold-shape", "hardware", "the declared output is the fold's",
         "{mode}: the declared OutTime {time} / OutPacket {packet} do not match the fold: "
         "{why}", "declare OutTime {want_time} and OutPacket {want_packet}",
-        "seed 004; facts.md section 8", scope="lane",
+        "seed 004; docs/hardware.md section 8", scope="lane",
     ),
 
 )

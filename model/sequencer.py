@@ -1,11 +1,12 @@
 """Sequencer derivation: (Buf, Time, Packet) -> nested-loop config ``[n : s, ...] : packet``.
 
-The derivation (seed 000 "아키텍처"; facts.md section 2) walks the stream ``Time, Packet`` term by
-term, outermost first.  Each stream digit factor is cut at the digit boundaries of the buffer's
-factors of the same axis (the *common refinement*); every piece becomes one entry whose stride
-is the piece's position weight in the buffer (``0`` where the buffer does not carry the piece:
-a broadcast).  Pieces of size 1 give no entry.  The raw entries are merged per decisions.md
-item 2 and checked against the rules in :mod:`model.rules` that apply to the engine profile.
+The derivation (seed 000 "아키텍처"; docs/hardware.md section 2) walks the stream
+``Time, Packet`` term by term, outermost first.  Each stream digit factor is cut at the digit
+boundaries of the buffer's factors of the same axis (the *common refinement*); every piece
+becomes one entry whose stride is the piece's position weight in the buffer (``0`` where the
+buffer does not carry the piece: a broadcast).  Pieces of size 1 give no entry.  The raw
+entries are merged per docs/hardware.md R2 and checked against the rules in
+:mod:`model.rules` that apply to the engine profile.
 """
 
 from __future__ import annotations
@@ -339,7 +340,7 @@ def check_side(L: Layout, k: int, pieces: list[_Piece], mode: str, engine: str
 
 def merge_policy(pairs: list[tuple], raw_terms: list[str]
                  ) -> tuple[list[tuple], list[list[int]], list[Violation]]:
-    """decisions.md item 2 over entries ``(size, stride, ...)`` (several strides: all sides
+    """docs/hardware.md R2 over entries ``(size, stride, ...)`` (several strides: all sides
     must be contiguous to merge); then the entry and iteration limits."""
     violations: list[Violation] = []
     if len(pairs) <= hw.MAX_SEQUENCER_ENTRIES:

@@ -1,6 +1,6 @@
 """Memory tiers, their spatial and temporal dimensions, placement rules, addresses and tracing.
 
-Tiers (seed 001; facts.md section 3):
+Tiers (seed 001; docs/hardware.md section 3):
 
 =========  =========================================  ==============================
 tier       dimensions                                 capacity per unit
@@ -14,7 +14,7 @@ stream     Chip, Cluster, Slice, Time, Packet         Time unbounded
 =========  =========================================  ==============================
 
 A tensor *holds* a mathematical tensor T when every live position stores T at the index formed by
-adding the partial indices of all its dimension mappings (facts.md section 1).
+adding the partial indices of all its dimension mappings (docs/hardware.md section 1).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ TIER_DIMS: dict[str, tuple[str, ...]] = {
     "stream": ("chip", "cluster", "slice", "time", "packet"),
 }
 #: dimensions a tensor must give; the others default (chip: m![1 # chips]; cluster: m![1 # 2]
-#: on SRAM tiers, decisions.md item 4; m![1] on streams)
+#: on SRAM tiers, docs/hardware.md R4; m![1] on streams)
 REQUIRED_DIMS: dict[str, tuple[str, ...]] = {
     "host": ("element",),
     "hbm": ("element",),
@@ -89,7 +89,7 @@ def default_dim(tier: str, dim: str, chips: int, axes: dict[str, int]) -> Mappin
 # Placement rules
 # ---------------------------------------------------------------------------------------
 def placement_violations(t: Tensor, chips: int) -> list[Violation]:
-    """Every tier rule the tensor breaks (seed 001 "제약 조건"; decisions.md item 4)."""
+    """Every tier rule the tensor breaks (seed 001 "제약 조건"; docs/hardware.md R4)."""
     out: list[Violation] = []
     chip = t.dims.get("chip")
     if chip is not None and chip.size != chips:
@@ -171,14 +171,14 @@ def dimension_overlap(t: Tensor) -> str | None:
 # ---------------------------------------------------------------------------------------
 def dm_address(cluster: int, slice_: int, offset: int) -> int:
     """DM virtual address of byte ``offset`` in slice ``slice_`` (0..255) of ``cluster``
-    (decisions.md item 10)."""
+    (docs/hardware.md R10)."""
     dmn, in_dmn = divmod(slice_, hw.SLICES_PER_DMN)
     return ((cluster * hw.DMNS_PER_CLUSTER + dmn) * hw.SLICES_PER_DMN + in_dmn) \
         * hw.DM_SLICE_STRIDE + offset
 
 
 def hbm_decode(addr: int) -> dict[str, int]:
-    """The HBM address decode of facts.md section 5 (decisions.md item 11)."""
+    """The HBM address decode of docs/hardware.md section 5 (docs/hardware.md R11)."""
     def bit(i: int) -> int:
         return (addr >> i) & 1
     channel = 0

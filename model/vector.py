@@ -1,13 +1,13 @@
 """The Vector Engine's Intra-Slice Chain: steps, the ALU catalog, and chain validation.
 
-A chain (seed 003; facts.md section 7) enters with a tag (or, in pair mode, an unzip), passes the
-stages in their fixed order (skipping what it does not need) and exits at 8-way with ``final`` or
-``inter_slice_reduce``.  :func:`analyze` walks a chain once, checks every rule of the registry's
-``vector`` scope, and returns an :class:`Analysis`: per step its stage, way, dtype and ALU, and the
-*arrangement* of the stream (which axis coordinates each Time x Packet position holds) after every
-reshaping step, as index maps the executor applies to data.  The arrangement is how declared
-mappings (narrow/widen/unzip/reduce targets, the output) are checked: numerically, position by
-position, against what the shape semantics produce.
+A chain (seed 003; docs/hardware.md section 7) enters with a tag (or, in pair mode, an unzip),
+passes the stages in their fixed order (skipping what it does not need) and exits at 8-way with
+``final`` or ``inter_slice_reduce``.  :func:`analyze` walks a chain once, checks every rule of
+the registry's ``vector`` scope, and returns an :class:`Analysis`: per step its stage, way, dtype
+and ALU, and the *arrangement* of the stream (which axis coordinates each Time x Packet position
+holds) after every reshaping step, as index maps the executor applies to data.  The arrangement
+is how declared mappings (narrow/widen/unzip/reduce targets, the output) are checked:
+numerically, position by position, against what the shape semantics produce.
 
 Pure: no data, no numpy values other than index arrays derived from the mappings.
 """
@@ -25,7 +25,7 @@ from .mapping import LIVE, TOP, Mapping, equivalent
 from .rules import fail
 from .tiers import Tensor
 
-# ---- stages (facts.md section 7, first table) -----------------------------------------
+# ---- stages (docs/hardware.md section 7, first table) -----------------------------------------
 #: stage number -> (name, way, stashable, may hand over to the Inter-Slice Reducer)
 STAGES: dict[int, tuple[str, int, bool, bool]] = {
     1: ("Tag", 8, True, False),
@@ -58,7 +58,7 @@ METHODS = {k: "vector_" + {"tag": "intra_slice_tag", "unzip": "intra_slice_unzip
 EXITS = ("final", "inter_slice_reduce")
 ZIPS = ("logic_zip", "fxp_zip", "fp_zip", "clip_zip")
 
-# ---- the ALU catalog (facts.md section 7, second table) ---------------------------------
+# ---- the ALU catalog (docs/hardware.md section 7, second table) ---------------------------------
 #: (operation family, dtype) -> {op: ALU}.  Families: logic, fxp, fp_unary, fp_binary,
 #: fp_ternary, reduce, fp_div, clip.  Every ALU may be used once per Tensor Unit invocation.
 ALU_CATALOG: dict[tuple[str, str], dict[str, str]] = {
@@ -102,7 +102,7 @@ TERNARY_MODES = {"Mode012": ("s", "o0", "o1"), "Mode002": ("s", "s", "o1"),
                  "Mode020": ("s", "o1", "s"), "Mode021": ("s", "o1", "o0"),
                  "Mode120": ("o0", "o1", "s")}
 #: ops of the Inter-Slice Reducer a chain may hand over to (i32: Add, AddSat, Max, Min;
-#: f32: Add, Max, Min, Mul); the reducer itself is not modelled (decisions.md item 39)
+#: f32: Add, Max, Min, Mul); the reducer itself is not modelled (docs/decisions.md item 39)
 INTER_SLICE_OPS = ("Add", "AddSat", "Max", "Min", "Mul")
 CMP_OPS = ("Equal", "Less", "Greater", "LessUnsigned", "GreaterUnsigned", "True", "False")
 TAG_MODES = ("zero", "comparison", "axis_toggle")
@@ -331,7 +331,7 @@ class Analysis:
 
     @property
     def latency(self) -> int:
-        return len(self.alus)  # facts.md section 7: one cycle per ALU used
+        return len(self.alus)  # docs/hardware.md section 7: one cycle per ALU used
 
     @property
     def cycles(self) -> int:
@@ -497,7 +497,7 @@ class _Walk:
                             "value: it would round)", dtype="f32", takes="i32")
 
     def vrf_operand(self, name: str, i: int, step: Step) -> np.ndarray:
-        """The three VRF operand rules (facts.md section 7) -> element positions read."""
+        """The three VRF operand rules (docs/hardware.md section 7) -> element positions read."""
         v = self.chain.vrf[name]
         s = self.chain.stream
         for d in ("chip", "cluster", "slice"):

@@ -1,5 +1,5 @@
 """Chain planning: an elementwise formula over a stream -> the fewest Tensor Unit invocations,
-each a valid Intra-Slice Chain (seed 003; facts.md section 7).
+each a valid Intra-Slice Chain (seed 003; docs/hardware.md section 7).
 
 1. :func:`linearize` turns the formula into a *spine*: the ops the stream passes, in order, each
    with its operand (a constant, a VRF tensor, or an earlier spine value read from the stash) and
@@ -208,7 +208,7 @@ def linearize(f: ex.Formula, vrf: set[str]) -> Spine:
                        "stream", detail="an operand is a constant or one VRF tensor; this one "
                        "computes on a VRF tensor", fix="precompute it into its own VRF tensor")
         if n.op == "num" and dtype == "f32" and n.dtype == "i32":
-            return ve.Operand("const", value=n.value)  # a bit pattern (decisions.md item 40)
+            return ve.Operand("const", value=n.value)  # a bit pattern (docs/decisions.md item 40)
         if n.dtype != dtype and n.op != "num":
             raise fail("plan-two-streams", (n.text(),), formula=text, a=n.text(), b="the "
                        "stream", detail=f"{n.text()} is {n.dtype} where the op computes "

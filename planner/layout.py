@@ -328,7 +328,7 @@ def candidate_pieces(source: Tensor, destination: Tensor, stream: Tensor,
 class Option:
     """One choice besides the order: a destination placement (a free Slice, Cluster, Chip or
     padding candidate, with its Element free or given) and an engine split.  Each option is
-    its own CP-SAT model; the search branches on the options (decisions.md item 66)."""
+    its own CP-SAT model; the search branches on the options (docs/decisions.md item 66)."""
 
     label: str  # how explanations name it ("" for the only one)
     destination: Tensor
@@ -396,7 +396,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     requirements of their own (``key@label``); a bound of the problem has one key for every
     option; an option that breaks a rule no order changes (capacity, placement) is excluded
     by that rule's requirement.  When no option has a plan, :func:`_joint_core` joins the
-    options' cores into one minimal across all of them (decisions.md item 66).
+    options' cores into one minimal across all of them (docs/decisions.md item 66).
 
     ``free_element`` (``{"prefix": [terms]}``): the destination's Element order is chosen too,
     as a second circuit over the pieces (the prefix's pieces outermost): two loops merge on the
@@ -1183,7 +1183,7 @@ def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
     by the outer model of its address bits (:func:`planner.sources.search_sources`); with
     ``method="options"`` instead, every order is an option of its own and every option's
     model is built (the baseline the benchmark compares against: the search before the
-    outer model and the option floors, decisions items 77 and 80)."""
+    outer model and the option floors, docs/decisions.md items 77 and 80)."""
     t = problem.tensors
     if bound == "problem":
         bound = problem.params.get("bounds", {}).get("packet_max_bytes")

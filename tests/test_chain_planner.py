@@ -45,7 +45,7 @@ def run(argv):
 def test_exp_sqrt_chain_fits_one_invocation():
     plan = plan_expression(small("exp(sqrt(((x + 1) * 2) * 3))"))
     assert len(plan.chains) == 1
-    # FpFma, FpMul0, FpMul1, FpFpu, FpExp (facts.md section 7)
+    # FpFma, FpMul0, FpMul1, FpFpu, FpExp (docs/hardware.md section 7)
     assert sorted(plan.analyses[0].alus) == sorted(["FpFma", "FpMul0", "FpMul1", "FpFpu",
                                                     "FpExp"])
     assert verify_plan(small("exp(sqrt(((x + 1) * 2) * 3))"), plan, 0)["verified"]

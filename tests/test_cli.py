@@ -117,7 +117,7 @@ def test_no_command_is_bad_request():
 
 
 # ---- batch -----------------------------------------------------------------------------
-SEED_EXPECTED = {  # seed 000 / facts.md section 2, by hand
+SEED_EXPECTED = {  # seed 000 / docs/hardware.md section 2, by hand
     "nchw-whcn-read": [[8, 1], [8, 8], [3, 64], [4, 192]],
     "nchw-whcn-write": [[8, 1], [8, 8], [3, 64], [4, 192]],
     "strided-read": [[8, 512], [16, 32], [32, 1]],

@@ -1,4 +1,5 @@
-"""DMA lowering: the seed's six worked examples, entry by entry (seed 002, decisions 5-9)."""
+"""DMA lowering: the seed's six worked examples, entry by entry (seed 002; docs/hardware.md
+R5-R9)."""
 
 import io
 import json
@@ -13,7 +14,7 @@ from tcplan.planner.spec import load_problem, load_problem_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SEED = ROOT / "problems/seed"
-SYMBOLS = {"slice_stride": 2**22, "DMN_stride": 2**27}  # decisions.md item 10
+SYMBOLS = {"slice_stride": 2**22, "DMN_stride": 2**27}  # docs/hardware.md R10
 
 
 def plan_of(n):
@@ -62,7 +63,7 @@ def test_eight_engines_and_their_bases(n):
 
 
 def test_example_3_read_stride_of_b_is_256():
-    # decisions.md item 5: the seed prints `B -> 256 : 1`; from m![A % 4, B, C] it is 256
+    # docs/hardware.md R5: the seed prints `B -> 256 : 1`; from m![A % 4, B, C] it is 256
     _, plan = plan_of(3)
     assert plan.read.entries[0] == (256, 256)
 

@@ -3,7 +3,7 @@ every move, that the source address holds the tensor index the destination addre
 
 The oracle knows nothing of the derivation: it evaluates the source and destination mappings
 cell by cell (tree semantics), places them with the address model (HBM byte offsets, the DM
-virtual address of decisions.md item 10, one address space per chip) and compares.
+virtual address of docs/hardware.md R10, one address space per chip) and compares.
 """
 
 import pathlib

@@ -194,7 +194,8 @@ def test_the_engine_floor_never_exceeds_an_estimate():
 def test_an_unmoved_digit_on_the_stack_bit_halves_the_channels():
     """Example 5's given layout (D / 256 on bit 8) against the planned one, in the model:
     with the stack output lost, the bus floor of 4,096 requests is 500 + 4,096 / 16 x 16/3
-    = 1,866; on all 32 channels 500 + 128 x 16/3 = 1,183 (decisions.md items 16, 75)."""
+    = 1,866; on all 32 channels 500 + 128 x 16/3 = 1,183 (docs/hardware.md R16;
+    docs/decisions.md item 75)."""
     import pathlib
 
     from tcplan.planner.spec import load_problem

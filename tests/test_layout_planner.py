@@ -401,7 +401,7 @@ destination: {tier: dm, slice: 'm![A # 64]', element: 'm![B, C]'}
 stream: {cluster: free, slice: free, time: free, packet: free}
 """)
     # the 192 bytes sit in one HBM bank's row: its one open takes 40 cycles, more than the
-    # six requests' 32 (decisions item 73), so 500 + 40, the bound
+    # six requests' 32 (docs/decisions.md item 73), so 500 + 40, the bound
     assert code == 0 and r["status"] == "optimal" and r["cycles"] == 540 and r["verified"]
     assert r["cycles"] == r["lower_bound"] and len(r["plan"]["engines"]) == 2
 
@@ -574,7 +574,7 @@ stream: {cluster: free, slice: free, time: free, packet: free}
 
 
 def test_examples_4_and_5_bounds_from_the_address_bits():
-    """Derived from the address bits of the shared spec's item 11 alone (not the model's
+    """Derived from the address bits of docs/hardware.md R11 alone (not the model's
     decoder). Example 4 reads all 128 MiB: the busiest channel serves 16,384 requests, and
     each (channel, bank) must open 64 rows; with first opens overlapped (docs/decisions.md
     item 73) the bus floor, 500 + 16,384 x 16/3, is the bound, and the given stream's
@@ -608,7 +608,7 @@ def test_examples_4_and_5_bounds_from_the_address_bits():
     assert 1866 / least5 < 1.3  # the seed's stream already takes 1,866
 
 
-# ---- review of the options (decisions.md item 66) -------------------------------------------
+# ---- review of the options (docs/decisions.md item 66) ------------------------------------------
 def test_every_option_malformed_is_an_input_error(tmp_path):
     f = tmp_path / "malformed.yaml"
     f.write_text("""kind: dma

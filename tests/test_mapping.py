@@ -1,4 +1,5 @@
-"""Mapping expressions: facts.md section 1 examples, errors, printing, vectorized evaluation."""
+"""Mapping expressions: docs/hardware.md section 1 examples, errors, printing, vectorized
+evaluation."""
 
 import math
 
@@ -14,7 +15,7 @@ def live(**index):
     return Cell("live", index)
 
 
-# ---- facts.md section 1 --------------------------------------------------------------
+# ---- docs/hardware.md section 1 --------------------------------------------------------------
 def test_split_equals_whole_axis():
     ax = {"A": 8, "B": 512}
     split = parse("m![B / 64, B % 64]", ax)

@@ -1,4 +1,5 @@
-"""Redistribution: value semantics of facts.md section 6 on concrete tensors, and every rule."""
+"""Redistribution: value semantics of docs/hardware.md section 6 on concrete tensors, and every
+rule."""
 
 import pathlib
 

@@ -70,4 +70,4 @@ def test_constants_cite_the_seed():
     assert hw.FETCH_COMMIT_PACKET_BYTES == (1, 2, 4, 8, 16, 32)
     assert hw.DMA_MAX_PACKET_BYTES == 4096
     src = (ROOT / "model/hardware.py").read_text()
-    assert src.count("seed") >= 3 and "facts.md" in src
+    assert src.count("seed") >= 3 and "docs/hardware.md" in src

@@ -1,4 +1,5 @@
-"""Every sequencer example of seed 000 and facts.md section 2, with the exact expected values."""
+"""Every sequencer example of seed 000 and docs/hardware.md section 2, with the exact expected
+values."""
 
 import pytest
 
@@ -119,7 +120,7 @@ def test_size_one_terms_give_no_entry():
 
 
 def test_tiling_write_masks_padding_lanes():
-    # seed 000 tiling_write: a C # 32 packet written into a C # 8 buffer (decisions.md item 3)
+    # seed 000 tiling_write: a C # 32 packet written into a C # 8 buffer (docs/hardware.md R3)
     cfg = seq({"A": 8, "B": 512, "C": 4}, "m![A, B, C # 8]", "m![A % 2, B % 4, A / 2, B / 4]",
               "m![C # 32]", mode="write")
     assert cfg.raw_entries == [(2, 4096), (4, 8), (4, 8192), (128, 32), (32, 1)]

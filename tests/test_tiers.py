@@ -99,7 +99,7 @@ def test_dm_addresses():
 def test_hbm_decode():
     assert hbm_decode(0)["global_channel"] == 0
     assert hbm_decode(1 << 8)["stack"] == 1
-    # channel bit 0 = b9 ^ b13 ^ b21 ^ b25 (facts.md section 5)
+    # channel bit 0 = b9 ^ b13 ^ b21 ^ b25 (docs/hardware.md section 5)
     for bits, want in (((9,), 1), ((13,), 1), ((21,), 1), ((25,), 1), ((9, 13), 0),
                        ((9, 21, 25), 1)):
         addr = sum(1 << b for b in bits)

@@ -1,6 +1,6 @@
 """Vector Engine chains and the Lane Folder: every seed example runs and verifies, every
 rejection the seed describes names its rule, tags / branched operands / shapes behave as
-facts.md section 7 says, and both Lane Folder examples fold as seed 004 prints them."""
+docs/hardware.md section 7 says, and both Lane Folder examples fold as seed 004 prints them."""
 
 import io
 import json
@@ -82,7 +82,7 @@ def test_seed_chain_verifies(path, seed):
     rep = verify_vector(p, an, seed)
     assert rep["verified"] is True and rep["checked"] > 0
     assert an.alus == p.expect["alus"]
-    # cycles: flits through the slowest section + one per ALU (facts.md section 7)
+    # cycles: flits through the slowest section + one per ALU (docs/hardware.md section 7)
     assert rep["cycles"] == an.flits + len(p.expect["alus"])
 
 

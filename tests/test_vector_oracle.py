@@ -1,5 +1,5 @@
-"""An independent per-element oracle for the Vector Engine's op semantics (facts.md section 7)
-and for the seed `ve_*` chain problems.
+"""An independent per-element oracle for the Vector Engine's op semantics (docs/hardware.md
+section 7) and for the seed `ve_*` chain problems.
 
 Nothing here comes from model/numeric.py, model/expr.py or executor/: expected values are
 computed with Python ints, `struct` for f32 bit patterns, exact `Fraction` arithmetic (FMA,
