@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import ml_dtypes
 import numpy as np
@@ -217,21 +217,26 @@ def place(mem: Memories, t: Tensor, axes: dict[str, int], T: np.ndarray | None) 
         mem.space(t.tier, chip).forbid(np.concatenate(parts))
 
 
-def execute(mem: Memories, plan) -> int:
-    """Run every command of a DmaPlan; returns the number of elements moved."""
+def execute(mem: Memories, plan, progress: Callable | None = None) -> int:
+    """Run every command of a DmaPlan; returns the number of elements moved.  ``progress``
+    (planner/progress.py) hears ``("execute", commands run, commands)``."""
     eb = plan.elem_bytes
     src, dst = plan.source, plan.destination
-    moved = 0
+    moved = ran = 0
+    total = sum(len(e.commands) for e in plan.engines)
     for e in plan.engines:
         rs = mem.space(src.tier, e.read_chip)
         ws = mem.space(dst.tier, e.write_chip)
         for c in e.commands:
             if strided.copy_command(rs, ws, c.entries, c.read_base, c.write_base, eb):
                 moved += limits.product(n for n, _, _ in c.entries)
-                continue
-            for raddr, waddr in _addresses(c.entries, c.read_base, c.write_base, eb):
-                ws.write(waddr, rs.read(raddr, eb))
-                moved += raddr.size
+            else:
+                for raddr, waddr in _addresses(c.entries, c.read_base, c.write_base, eb):
+                    ws.write(waddr, rs.read(raddr, eb))
+                    moved += raddr.size
+            ran += 1
+            if progress is not None:
+                progress("execute", ran, total, "")
     return moved
 
 
@@ -257,7 +262,7 @@ def _addresses(entries, rbase: int, wbase: int, eb: int) -> Iterator[tuple[np.nd
 
 
 def _verify_fast(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray,
-                 moved: int | None) -> dict | None:
+                 moved: int | None, progress: Callable | None = None) -> dict | None:
     """:func:`verify` through strided views: the destination's live box against T's, unit
     by unit, chunk by chunk.  None where the views do not apply, or where anything is
     wrong (the index path then finds it and says where)."""
@@ -267,7 +272,10 @@ def _verify_fast(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray
     units, box = got
     eb = dst.elem_bytes
     checked = landed = 0
-    for u in units:
+    per_unit, total = dst.dims["element"].size, _positions_of(dst)
+    for k, u in enumerate(units):
+        if progress is not None and k:
+            progress("verify", k * per_unit, total, "")
         space = mem.space(dst.tier, u.chip)
         v = strided.view(space, u.address, box.shape, box.mem, eb)
         if v is None:
@@ -288,23 +296,33 @@ def _verify_fast(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray
         checked += strided.size(box)
     if moved is not None and landed != moved:
         return None
+    if progress is not None:
+        progress("verify", total, total, "")
     return {"checked": checked}
 
 
+def _positions_of(t: Tensor) -> int:
+    return limits.product(m.size for m in t.dims.values())
+
+
 def verify(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray,
-           moved: int | None = None) -> dict:
+           moved: int | None = None, progress: Callable | None = None) -> dict:
     """Compare every live destination position with T at its index (the holding rule); Zero
     padding must still hold zeros; with ``moved``, every write must have landed on the
     destination and every live slot exactly once.  Through strided views where they apply;
-    the index path (position by position, in chunks) finds and names any mismatch."""
-    fast = _verify_fast(mem, dst, axes, T, moved)
+    the index path (position by position, in chunks) finds and names any mismatch.
+    ``progress`` (planner/progress.py) hears ``("verify", positions checked, positions)``."""
+    fast = _verify_fast(mem, dst, axes, T, moved, progress)
     if fast is not None:
         return fast
     eb = dst.elem_bytes
     flat = T.reshape(-1).view(np.uint8).reshape(-1, eb)
-    checked = 0
-    landed = 0
+    checked = landed = seen = 0
+    total = _positions_of(dst)
     for chip, addr, lin, status in positions(dst, axes):
+        if progress is not None:
+            progress("verify", seen, total, "")
+            seen += addr.size
         space = mem.space(dst.tier, chip)
         zero = status == ZERO
         if zero.any():
@@ -342,6 +360,8 @@ def verify(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray,
         raise TcplanError(Violation("verify-mismatch", (), {"detail": (
             f"{moved - landed:,} of {moved:,} moved elements were written outside the "
             f"destination")}))
+    if progress is not None:
+        progress("verify", total, total, "")
     return {"checked": checked}
 
 
@@ -360,7 +380,8 @@ def extents(tensors: list[Tensor]) -> dict[str, tuple[int, int]]:
 SAMPLE_POSITIONS = 1 << 16
 
 
-def run_dma(problem, plan, seed: int = 0, check: str = "full") -> dict:
+def run_dma(problem, plan, seed: int = 0, check: str = "full",
+            progress: Callable | None = None) -> dict:
     """Place the source, execute the plan, verify the destination: every position
     (``check="full"``), a seeded random sample of :data:`SAMPLE_POSITIONS` of them
     (``"sample"``, :func:`verify_sample`), or nothing at all, not even the run (``"none"``)."""
@@ -371,12 +392,12 @@ def run_dma(problem, plan, seed: int = 0, check: str = "full") -> dict:
     t0 = time.perf_counter()
     dst = plan.destination
     T = tensor_bits(problem.axes, plan.source.dtype, seed)
-    mem, moved = simulate(plan, problem.axes, T)
+    mem, moved = simulate(plan, problem.axes, T, progress)
     t1 = time.perf_counter()
     if check == "sample":
         result = verify_sample(mem, dst, problem.axes, T, SAMPLE_POSITIONS, seed)
     else:
-        result = verify(mem, dst, problem.axes, T, moved)
+        result = verify(mem, dst, problem.axes, T, moved, progress)
     result["moved"] = moved
     result["check"] = check
     result["execute_s"] = t1 - t0  # placing the tensors and running the commands
@@ -385,7 +406,8 @@ def run_dma(problem, plan, seed: int = 0, check: str = "full") -> dict:
     return result
 
 
-def simulate(plan, axes: dict[str, int], T: np.ndarray) -> tuple[Memories, int]:
+def simulate(plan, axes: dict[str, int], T: np.ndarray, progress: Callable | None = None
+             ) -> tuple[Memories, int]:
     """A plan's memories after its run: the source placed holding ``T``, the destination
     placed unwritten (placing counts no writes), every command executed; and the elements
     moved."""
@@ -393,7 +415,7 @@ def simulate(plan, axes: dict[str, int], T: np.ndarray) -> tuple[Memories, int]:
     mem = Memories(extents([src, dst]))
     place(mem, src, axes, T)
     place(mem, dst, axes, None)
-    return mem, execute(mem, plan)
+    return mem, execute(mem, plan, progress)
 
 
 def verify_sample(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray, n: int,

@@ -23,10 +23,11 @@ import numpy as np
 from tcplan.model.rules import TcplanError
 
 from .kinds import Options, Solved, kind_of
+from .progress import Callback, Progress
 from .render import EXIT_OK, EXIT_RULE, format_error
 from .spec import Problem, load_problem, load_problem_text
 
-__all__ = ["Problem", "TcplanError", "Options", "SolveResult", "VerifyResult", "Explanation",
+__all__ = ["Problem", "TcplanError", "Options", "Progress", "SolveResult", "VerifyResult", "Explanation",
            "Lowered", "RunResult", "load", "loads", "solve", "verify", "explain", "lower",
            "run"]
 
@@ -190,23 +191,27 @@ class RunResult:
 
 
 def solve(problem: Problem | str | pathlib.Path, *, time_limit: float = 10.0,
-          workers: int = 1, seed: int = 0, verify: str = "full") -> SolveResult:
+          workers: int = 1, seed: int = 0, verify: str = "full",
+          progress: Callback | None = None) -> SolveResult:
     """Plan a problem's free choices (the least modelled cycles), lower, execute and check
-    the plan (``verify``: ``full``, ``sample`` or ``none``), and time it."""
+    the plan (``verify``: ``full``, ``sample`` or ``none``), and time it.  ``progress``:
+    called as ``progress(stage, done, total, note)`` while the search, the run and the check
+    advance (``total`` None when open-ended); ``tcplan.Progress`` draws it on a stream."""
     p = _problem(problem)
     if verify not in ("full", "sample", "none"):
         raise ValueError(f"verify must be full, sample or none, not {verify!r}")
-    s = kind_of(p).solve(p, Options(time_limit, workers, seed, verify))
+    s = kind_of(p).solve(p, Options(time_limit, workers, seed, verify, progress))
     return SolveResult(p, s.record, s.plan, s.error, s.exit)
 
 
-def verify(problem: Problem | str | pathlib.Path, *, seed: int = 0) -> VerifyResult:
+def verify(problem: Problem | str | pathlib.Path, *, seed: int = 0,
+           progress: Callback | None = None) -> VerifyResult:
     """Lower a problem, execute its plan over simulated memories on seeded data, check what
-    it must hold, and time it."""
+    it must hold, and time it (``progress`` as for :func:`solve`)."""
     from tcplan.executor.verify import verify_problem
     p = _problem(problem)
     try:
-        report = verify_problem(p, seed)
+        report = verify_problem(p, seed, progress)
     except TcplanError as err:
         if err.kind == "input":
             raise

@@ -7,6 +7,7 @@ Exit codes: 0 success; 1 a hardware rule stops the request (named rule in the ou
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import gc
 import json
@@ -28,6 +29,7 @@ from tcplan.planner.spec import load_problem
 from .render import format_table
 
 from . import api  # noqa: E402
+from .progress import for_stream  # noqa: E402
 from .kinds import kind_of  # noqa: E402
 from .kinds.basic import default_mode  # noqa: E402
 from .render import EXIT_INPUT, EXIT_OK, EXIT_RULE  # noqa: E402
@@ -370,15 +372,29 @@ def _cmd_run(args: argparse.Namespace, stdout: TextIO) -> int:
     return EXIT_OK
 
 
-def _cmd_verify(args: argparse.Namespace, stdout: TextIO) -> int:
-    checked = api.verify(load_problem(args.problem), seed=args.seed)
+@contextlib.contextmanager
+def _progress(stderr: TextIO) -> Iterator[Any]:
+    """The long stages' progress on stderr (planner/progress.py); -q silences it."""
+    progress = for_stream(stderr)
+    try:
+        yield progress
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+def _cmd_verify(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    with _progress(stderr) as progress:
+        checked = api.verify(load_problem(args.problem), seed=args.seed, progress=progress)
     print(json.dumps(checked.to_json()) if args.json else checked.text(), file=stdout)
     return checked.exit_code
 
 
-def _cmd_solve(args: argparse.Namespace, stdout: TextIO) -> int:
-    solved = api.solve(load_problem(args.problem), time_limit=args.time_limit,
-                       workers=args.workers, seed=args.seed, verify=args.verify)
+def _cmd_solve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    with _progress(stderr) as progress:
+        solved = api.solve(load_problem(args.problem), time_limit=args.time_limit,
+                           workers=args.workers, seed=args.seed, verify=args.verify,
+                           progress=progress)
     print(json.dumps(solved.to_json()) if args.json else solved.text(), file=stdout)
     return solved.exit_code
 
@@ -624,11 +640,11 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
         if args.command == "lower":
             return _cmd_lower(args, stdout)
         if args.command == "verify":
-            return _cmd_verify(args, stdout)
+            return _cmd_verify(args, stdout, stderr)
         if args.command == "run":
             return _cmd_run(args, stdout)
         if args.command == "solve":
-            return _cmd_solve(args, stdout)
+            return _cmd_solve(args, stdout, stderr)
         if args.command == "explain":
             return _cmd_explain(args, stdout)
         if args.command == "batch":

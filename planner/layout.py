@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from tcplan.model import dma, limits
 from tcplan.model import hardware as hw
@@ -377,7 +377,8 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
            seed: int = 0, relax: frozenset[str] = frozenset(), pcie: bool = False,
            engine_at: dict[str, int] | None = None, free_element: dict | None = None,
            align_bytes: int | None = None, options: list[Option] | None = None,
-           beat: int | None = None, core: bool = True, prune: bool = True) -> Search:
+           beat: int | None = None, core: bool = True, prune: bool = True,
+           progress: Callable | None = None) -> Search:
     """The fastest legal (order, packet) of the free stream by :func:`model.cost.estimate`.
 
     CP-SAT holds the loop order as a circuit over the pieces, the Packet as a suffix of it,
@@ -412,7 +413,8 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     model then raises without shrinking its core).  ``core=False``: an infeasible model
     raises without shrinking its core (the outer model of a free source plans many).
     ``prune=False``: build every option's model, even one whose option floor cannot beat
-    the best plan (the benchmark's baseline)."""
+    the best plan (the benchmark's baseline).  ``progress`` (planner/progress.py) hears
+    ``("search", plans lowered, None, "best ..., bound ...")``."""
     import time as _time
     deadline = _time.perf_counter() + time_limit
     from ortools.sat.python import cp_model
@@ -565,6 +567,9 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             order = sorted(range(n), key=lambda i: sv.value(b.pos[i]))
             kk = sum(sv.value(b.inp[i]) for i in range(n))
             result.enumerated += 1
+            if progress is not None:
+                progress("search", result.enumerated, None,
+                         _note(result, bound, None if single else (b.c, len(options))))
             seen = [b.x[e] if sv.value(b.x[e]) else ~b.x[e] for e in b.x] + \
                 [b.inp[i] if sv.value(b.inp[i]) else ~b.inp[i] for i in range(n)] + \
                 [b.y[e] if sv.value(b.y[e]) else ~b.y[e] for e in b.y]
@@ -1173,9 +1178,19 @@ class Choices:
                          relax=frozenset(ORDER_RULES) | self.relax)
 
 
+def _note(result: Search, bound: int, option: tuple[int, int] | None) -> str:
+    """What the search's progress says: the best plan so far and the model's bound (with
+    several options, the bound of the option being searched, not of the problem)."""
+    best = f"best {result.best.cycles:,}, " if result.candidates else ""
+    if option is None:
+        return f"{best}bound {bound:,} cycles"
+    return f"{best}option {option[0] + 1} of {option[1]}: its bound {bound:,} cycles"
+
+
 def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
               relax: frozenset[str] = frozenset(), bound: Any = "problem", workers: int = 1,
-              method: str = "bits") -> tuple[Search, dict[str, str]]:
+              method: str = "bits", progress: Callable | None = None
+              ) -> tuple[Search, dict[str, str]]:
     """A problem's free stream (and free destination): (the search, the engine split used).
     Every destination placement candidate (a free Slice, Cluster, Chip or padding) and every
     engine split is an :class:`Option` of one CP-SAT model: the model chooses among them with
@@ -1183,7 +1198,8 @@ def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
     by the outer model of its address bits (:func:`planner.sources.search_sources`); with
     ``method="options"`` instead, every order is an option of its own and every option's
     model is built (the baseline the benchmark compares against: the search before the
-    outer model and the option floors, docs/decisions.md items 77 and 80)."""
+    outer model and the option floors, docs/decisions.md items 77 and 80).  ``progress``
+    (planner/progress.py) hears the search's rounds with the best plan and the bound."""
     t = problem.tensors
     if bound == "problem":
         bound = problem.params.get("bounds", {}).get("packet_max_bytes")
@@ -1194,12 +1210,13 @@ def plan_free(problem, time_limit: float = 10.0, seed: int = 0,
             core: bool = True) -> Search:
         return search(t["source"], t["destination"], t["stream"], problem.chips, bound, limit,
                       workers, seed=seed, relax=relax, pcie=choices.pcie, align_bytes=align,
-                      options=options, beat=beat, core=core, prune=method != "options")
+                      options=options, beat=beat, core=core, prune=method != "options",
+                      progress=None if fs is not None else progress)
     fs = problem.params.get("free_source")
     if fs is not None and method == "bits":
         pair = ((lambda opts, beat, secs, core=False: run(opts, beat, secs, core=core))
                 if problem.params.get("free") else _given_stream(problem.chips, choices.pcie))
-        found = search_sources(fs, choices, pair, time_limit, seed)
+        found = search_sources(fs, choices, pair, time_limit, seed, progress)
     else:
         if fs is not None and fs.count() > limits.SOURCE_MAX_ORDERS:
             raise limits.size_error(fs.count(), limits.SOURCE_MAX_ORDERS,

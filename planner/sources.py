@@ -97,7 +97,7 @@ def write_chain(digits: list[tuple[str | None, int, int]], destination: Tensor) 
 
 
 def search_sources(fs: FreeSource, choices, plan_pair: Callable[..., Any],
-                   time_limit: float, seed: int = 0):
+                   time_limit: float, seed: int = 0, progress: Callable | None = None):
     """The best plan over every source order and option (placement and engine split).
 
     ``choices.for_source(source, text)`` gives the options of one source order (the same
@@ -108,7 +108,7 @@ def search_sources(fs: FreeSource, choices, plan_pair: Callable[..., Any],
     with ``core`` an infeasible search carries its minimal conflict).  The outer model
     proposes the pair of least bound; each pair planned is excluded; the search ends,
     proven optimal, when the bound reaches the best plan or no pair is left, or at the time
-    limit ("feasible")."""
+    limit ("feasible").  ``progress`` (planner/progress.py) hears each round."""
     from .layout import ORDER_RULES, Search
     deadline = time.perf_counter() + time_limit
     master, floors, broken = outer_model(fs, choices, seed)
@@ -129,6 +129,9 @@ def search_sources(fs: FreeSource, choices, plan_pair: Callable[..., Any],
             cut = True
             break
         master.exclude(p)
+        if progress is not None:
+            progress("search", master.rounds, None, (f"best {best:,}, " if best else "")
+                     + f"bound {p.bound:,} cycles")
         opt = choices.for_source(fs.tensor(p.order), fs.text(p.order))[p.option]
         try:
             found = plan_pair([opt], best, deadline - time.perf_counter())

@@ -17,7 +17,7 @@ with ``--json``) and ``text()`` (what it prints without).  The parts below the p
 
 from importlib.metadata import PackageNotFoundError, version as _version
 
-from tcplan.planner.api import (Explanation, Lowered, Options, Problem, RunResult,
+from tcplan.planner.api import (Explanation, Lowered, Options, Problem, Progress, RunResult,
                                 SolveResult, TcplanError, VerifyResult, explain, load, loads,
                                 lower, run, solve, verify)
 
@@ -26,6 +26,6 @@ try:
 except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["__version__", "Problem", "TcplanError", "Options", "SolveResult", "VerifyResult",
-           "Explanation", "Lowered", "RunResult", "load", "loads", "solve", "verify",
-           "explain", "lower", "run"]
+__all__ = ["__version__", "Problem", "TcplanError", "Options", "Progress", "SolveResult",
+           "VerifyResult", "Explanation", "Lowered", "RunResult", "load", "loads", "solve",
+           "verify", "explain", "lower", "run"]

@@ -55,3 +55,16 @@ def test_the_source_imports_its_parts_through_tcplan():
                                                     "tests", "benchmarks")
                  for p in (ROOT / d).rglob("*.py") if bad.search(p.read_text())]
     assert offenders == []
+
+
+def test_the_project_cites_only_its_own_docs():
+    """Hardware facts are cited from docs/hardware.md, never from a file outside the
+    repository (issue 17, item 6)."""
+    import subprocess as sp
+    files = sp.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                   check=True).stdout.split()
+    outside = ("facts.md", "../shared", "shared/spec", "shared/seeds")
+    hits = [f for f in files if f.endswith((".py", ".md", ".yaml", ".toml", ".txt"))
+            and f != "tests/test_package.py"
+            and any(o in (ROOT / f).read_text(errors="replace") for o in outside)]
+    assert hits == []

@@ -25,7 +25,7 @@ method             what it does
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from tcplan.model import tiers
 from tcplan.model.rules import TcplanError, fail
@@ -36,12 +36,14 @@ from ..render import EXIT_OK, format_error
 @dataclass(frozen=True)
 class Options:
     """How to solve: the solver's time limit (seconds), worker threads and seed (also the
-    seed of the verification data), and the check: ``full``, ``sample`` or ``none``."""
+    seed of the verification data), the check (``full``, ``sample`` or ``none``), and the
+    progress callback of planner/progress.py (None: silent)."""
 
     time_limit: float = 10.0
     workers: int = 1
     seed: int = 0
     verify: str = "full"
+    progress: Callable[[str, int, "int | None", str], None] | None = None
 
 
 @dataclass
@@ -73,7 +75,7 @@ class Kind:
     def lower(self, problem) -> Any:
         raise NotImplementedError
 
-    def verify(self, problem, plan, seed: int) -> dict[str, Any]:
+    def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         raise NotImplementedError
 
     def inputs(self, problem) -> tuple[str, ...]:

@@ -28,7 +28,7 @@ class Sequence(Kind):
         params["engine"] = ctx.choice(data, "engine", ("pseudo", "fetch", "commit", "dma"),
                                       "pseudo")
 
-    def verify(self, problem, plan, seed: int) -> dict[str, Any]:
+    def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.forms import verify_sequence
         return verify_sequence(problem, plan, seed)
 
@@ -58,7 +58,7 @@ class Layout(Kind):
             tensors[str(tname)] = ctx.tensor(("tensors", tname), spec, str(tname),
                                              allow_stream=True)
 
-    def verify(self, problem, plan, seed: int) -> dict[str, Any]:
+    def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.forms import verify_layout
         return verify_layout(problem, plan, seed)
 

@@ -39,7 +39,7 @@ class Vector(_Chains):
         tiers.require_placement(problem.tensors.values(), problem.chips)
         return analyze(chain_of(problem))
 
-    def verify(self, problem, plan, seed: int) -> dict[str, Any]:
+    def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.chains import verify_vector
         return verify_vector(problem, plan, seed)
 
@@ -69,7 +69,7 @@ class LaneFold(_Chains):
         return fold(problem.axes, m["lane"], m["time"], m["packet"], problem.params["mode"],
                     out.get("time"), out.get("packet"))
 
-    def verify(self, problem, plan, seed: int) -> dict[str, Any]:
+    def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.chains import verify_lane_fold
         return verify_lane_fold(problem, plan, seed)
 
@@ -92,7 +92,7 @@ class Expression(_Chains):
         from ..chains import plan_expression
         return plan_expression(problem)
 
-    def verify(self, problem, plan, seed: int) -> dict[str, Any]:
+    def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.chains import verify_plan
         rep = verify_plan(problem, plan, seed)
         return {**rep, "cycles": plan.cycles, "invocations": len(plan.chains),

@@ -34,10 +34,10 @@ class Dma(Kind):
         return dma.lower(t["source"], t["destination"], t["stream"], problem.chips,
                          problem.params.get("engine_at"), pcie=problem.kind == "pcie")
 
-    def verify(self, problem, plan, seed: int) -> dict[str, Any]:
+    def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.run import run_dma
         from tcplan.model.cost import dma_cycles
-        result = run_dma(problem, plan, seed)
+        result = run_dma(problem, plan, seed, progress=progress)
         cost = dma_cycles(plan)
         return {"verified": True, "cycles": cost.cycles, "checked": result["checked"],
                 "method": "executed every command over simulated memories; holding rule",
@@ -96,7 +96,8 @@ def _searched(problem: Any, opts) -> tuple[Any, str, dict[str, Any], int, dict, 
     """Plan a DMA's free choices: (plan, status, the chosen stream and layouts, legal
     layouts, rejections by rule, lowering seconds)."""
     from ..layout import plan_free
-    found, split = plan_free(problem, opts.time_limit, opts.seed, workers=opts.workers)
+    found, split = plan_free(problem, opts.time_limit, opts.seed, workers=opts.workers,
+                             progress=opts.progress)
     best = found.best
     plan = best.plan
     chosen = {"time": best.time, "packet": best.packet_text,
@@ -152,7 +153,7 @@ def solve_dma(problem: Any, opts) -> Solved:
     check = opts.verify
     times = {"plan": round(solve_s, 3), "lower": round(lowering, 3)}
     try:
-        ran = run_dma(problem, plan, opts.seed, check)
+        ran = run_dma(problem, plan, opts.seed, check, opts.progress)
         checked = ran["checked"]
         times.update(execute=round(ran["execute_s"], 3), verify=round(ran["verify_s"], 3))
         verified, error = (None if check == "none" else True), None

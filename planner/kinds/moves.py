@@ -22,7 +22,7 @@ class Redistribute(Kind):
         tensors["source"] = ctx.tensor(("source",), data["source"], "source")
         params["steps"] = ctx.steps(data["steps"])
 
-    def verify(self, problem, plan, seed: int) -> dict[str, Any]:
+    def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.forms import verify_redistribution
         return verify_redistribution(problem, plan, seed)
 
@@ -63,7 +63,7 @@ class Indexed(Kind):
         for k in self.TENSORS[kind]:
             tensors[k] = ctx.tensor((k,), data[k], k)
 
-    def verify(self, problem, plan, seed: int) -> dict[str, Any]:
+    def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.forms import verify_indexed
         return verify_indexed(problem, plan, seed)
 
