@@ -107,6 +107,13 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Print the JSON Schema (draft 2020-12) of tcplan's problem files, "
                     "generated from the definitions the loader checks (point an editor's YAML "
                     "support at it: docs/problem-format.md).")
+    co = sub.add_parser(
+        "completion", help="print a shell completion script",
+        description="Print a bash completion script for tcplan, generated from this "
+                    "command line's own parser. Use: eval \"$(tcplan completion bash)\" (in "
+                    "zsh, after autoload -U bashcompinit && bashcompinit).")
+    co.add_argument("shell", choices=("bash",), help="the shell (bash; zsh through "
+                    "bashcompinit)")
     r = sub.add_parser(
         "run", help="run a problem's data moves on your data and write every tensor",
         description="Run a problem's data moves (DMA, PCIe, redistribution, gather, scatter, "
@@ -342,7 +349,7 @@ def _cmd_sequence(args: argparse.Namespace, stdout: TextIO) -> int:
 
 
 COMMANDS = ("sequence", "trace", "lower", "verify", "run", "solve", "explain", "batch",
-            "schema")
+            "schema", "completion")
 
 
 def _cmd_run(args: argparse.Namespace, stdout: TextIO) -> int:
@@ -631,6 +638,10 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
             raise fail("bad-request", detail=str(e),
                        fix=f"see tcplan {cmd + ' ' if cmd in COMMANDS else ''}--help") from None
         _logging(args, stderr)
+        if args.command == "completion":
+            from .completion import bash_script
+            print(bash_script(_build_parser()), file=stdout, end="")
+            return EXIT_OK
         if args.command == "schema":
             from .schema import problem_schema
             print(json.dumps(problem_schema(), indent=2), file=stdout)
