@@ -154,8 +154,10 @@ def input_coverage(an) -> np.ndarray:
     return held
 
 
-def verify_vector(problem, an, seed: int) -> dict[str, Any]:
-    r = run_vector(problem, an, seed)
+def verify_vector(problem, an, seed: int, X: np.ndarray | None = None) -> dict[str, Any]:
+    """Execute a chain on seeded inputs with edge values (or on ``X``) and check it against
+    its reference formula; the report carries the run (``run``)."""
+    r = run_vector(problem, an, seed, None if X is None else {"x": X})
     f: ex.Formula | None = problem.params.get("reference") or problem.params.get("expression")
     report: dict[str, Any] = {"cycles": an.cycles, "breakdown": an.breakdown(),
                               "alus": an.alus}
@@ -168,6 +170,7 @@ def verify_vector(problem, an, seed: int) -> dict[str, Any]:
         what = ("never writes", "holds") if gap[idx] else ("writes", "does not hold")
         raise fail("verify-mismatch", detail=f"the chain's output {what[0]} index "
                    f"{list(idx)}, which the input {what[1]}")
+    report["run"] = r
     if f is None:
         return {**report, "verified": None, "checked": 0,
                 "method": "executed; no reference formula to check against"}
@@ -249,10 +252,11 @@ def run_plan(problem, plan, seed: int, X: np.ndarray | None = None) -> dict[str,
     return {"x": X, "vrf": vrf, "out": cur, "written": written, "dtype": dtype}
 
 
-def verify_plan(problem, plan, seed: int) -> dict[str, Any]:
-    """Execute a plan on seeded inputs with edge values; compare with the formula."""
+def verify_plan(problem, plan, seed: int, X: np.ndarray | None = None) -> dict[str, Any]:
+    """Execute a plan on seeded inputs with edge values (or on ``X``); compare with the
+    formula.  The report carries the run (``run``)."""
     f: ex.Formula = problem.params["expression"]
-    r = run_plan(problem, plan, seed)
+    r = run_plan(problem, plan, seed, X)
     pair_axis = problem.params.get("pair_axis") if f.pair else None
     ins, frame = formula_inputs(problem, r["x"], r["vrf"], pair_axis)
     want = ex.evaluate(f, ins, frame)
@@ -261,6 +265,6 @@ def verify_plan(problem, plan, seed: int) -> dict[str, Any]:
         detail = (f"output index {bad['index']} holds {bad['got']} but {f.text} gives "
                   f"{bad['want']}" if bad else "the plan leaves output elements unwritten")
         raise fail("verify-mismatch", detail=detail)
-    return {"verified": True, "checked": int(r["written"].sum()),
+    return {"verified": True, "checked": int(r["written"].sum()), "run": r,
             "method": "ran every invocation on seeded inputs with edge values; output equals "
                       f"{f.text} " + ("within 2 ulp" if f.transcendental else "bit-exact")}

@@ -55,6 +55,12 @@ SOURCE_MAX_DIGITS = 10
 #: Operations of one formula (an expression or a chain's reference): the chain planner's
 #: time grows with them (64 plan in about a second; the seeds' largest has 6).
 FORMULA_MAX_OPS = 64
+#: Candidate layouts of one free tensor of a graph (5 digits: 120 orders), and layout
+#: choices the graph planner evaluates in all (one per op and combination of the
+#: candidates of its free tensors: each is a plan of that op).
+GRAPH_CANDIDATES_MAX = 120
+GRAPH_EVALUATIONS_MAX = 2000
+PLANNER = "the graph planner"
 
 
 SIMULATOR = "the simulator"

@@ -633,6 +633,21 @@ RULES: dict[str, Rule] = _rules(
         "raise --time-limit, or fix part of the stream or the destination",
         "planner/layout.py, planner/chains.py", scope="planner",
     ),
+    Rule(
+        "graph-no-layout", "hardware", "a graph's shared tensors have layouts every op plans",
+        "no choice of the free tensors' layouts plans the ops {ops} together: {detail}",
+        "give the shared tensor(s) ({tensors}) a candidate layout each of these ops has a "
+        "plan with, or change what rejects the others (run `tcplan explain`)",
+        "docs/graphs.md; planner/graph_plan.py", scope="planner",
+    ),
+    Rule(
+        "graph-chain-placement", "hardware",
+        "a chain's tensors lie in DM on the slices it streams",
+        "{tensor} is {have}; the chain of op {op} streams {want}",
+        "place {tensor} in DM with the chain input's Chip, Cluster and Slice mappings",
+        "seed 003 (the Tensor Unit reads and writes its slice's DM); docs/graphs.md",
+        scope="planner",
+    ),
     # ---- Contraction Engine: Lane Folder (seed 004; docs/hardware.md section 8) -----------------
     Rule(
         "lane-fold-packet", "hardware", "the folder takes packets of 1 to 32 elements",

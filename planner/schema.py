@@ -52,6 +52,37 @@ def _tensor(stream: bool = False) -> dict[str, Any]:
     return {"type": "object", "properties": props, "additionalProperties": False}
 
 
+def _graph_tensor() -> dict[str, Any]:
+    """A graph's tensor: a tensor, ``given`` when it holds data at the start, and a free
+    Element as ``free`` over its ``axes``, ``{digits: [...]}`` or ``{orders: [...]}``."""
+    t = _tensor()
+    texts = {"type": "array", "items": {"type": "string"}, "minItems": 1}
+    t["properties"] = {**t["properties"], "given": {"type": "boolean"}, "axes": texts,
+                       "element": {"anyOf": [_MAPPING, {"const": "free"}, {
+                           "type": "object", "properties": {"digits": texts, "orders": texts},
+                           "minProperties": 1, "maxProperties": 1,
+                           "additionalProperties": False}]}}
+    return t
+
+
+def _kind_properties(kind: str) -> dict[str, Any]:
+    """What a key holds where it means something of its own in one kind."""
+    if kind == "layout":
+        return {"tensors": {"type": "object", "additionalProperties": _tensor()}}
+    if kind == "graph":
+        from .graph import op_roles
+        return {"tensors": {"type": "object", "additionalProperties": _graph_tensor(),
+                            "minProperties": 1},
+                "objective": {"enum": ["sum", "critical_path"]},
+                "ops": {"type": "array", "minItems": 1, "items": {
+                    "type": "object", "required": ["kind"],
+                    "properties": {"name": {"type": "string"},
+                                   "kind": {"enum": sorted(op_roles())}},
+                    "description": "an op: its kind's keys (docs/graphs.md), tensors by "
+                                   "name"}}}
+    return {}
+
+
 def _expect() -> dict[str, Any]:
     props: dict[str, Any] = {k: {} for k in sorted(EXPECT_KEYS)}
     for k, t in EXPECT_TYPES.items():
@@ -74,7 +105,7 @@ def _value(key: str) -> dict[str, Any]:
                    "additionalProperties": False},
         "steps": {"type": "array", "items": {"type": "object", "properties": {
             "op": {"enum": list(STEP_OPS)}}}},
-        "tensors": {"type": "object", "additionalProperties": _tensor()},
+        "tensors": {"type": "object", "description": "named tensors (per kind below)"},
     }
     return simple.get(key, {"description": "checked by the loader (planner/spec.py)"})
 
@@ -89,7 +120,9 @@ def problem_schema() -> dict[str, Any]:
         per_kind.append({
             "if": {"properties": {"kind": {"const": kind}}, "required": ["kind"]},
             "then": {"required": sorted(required | {"axes", "kind"}),
-                     "propertyNames": {"enum": allowed}}})
+                     "propertyNames": {"enum": allowed},
+                     **({"properties": _kind_properties(kind)}
+                        if _kind_properties(kind) else {})}})
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,

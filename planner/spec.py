@@ -245,7 +245,30 @@ def load_problem(path: str | pathlib.Path) -> Problem:
 def load_problem_text(text: str, path: str = "<problem>") -> Problem:
     doc = _Doc(text, path)
     doc.duplicate_keys()
-    data = doc.data
+    return problem_from(doc, doc.data, path)
+
+
+class SubDoc:
+    """A part of a document read as a problem of its own (a graph's op): its keys are
+    found at other places of the document, so its errors point into the file as written.
+    ``place(keys)`` gives the document's keys of the part's ``keys``."""
+
+    def __init__(self, doc: "_Doc | SubDoc", place: Any):
+        self.doc, self.place = doc, place
+        self.path, self.lines = doc.path, doc.lines
+
+    def node_at(self, keys: tuple) -> Any:
+        return self.doc.node_at(self.place(keys))
+
+    def where(self, keys: tuple, at_key: bool = False) -> str:
+        return self.doc.where(self.place(keys), at_key)
+
+    def error(self, keys: tuple, detail: str, fix: str, at_key: bool = False) -> TcplanError:
+        return self.doc.error(self.place(keys), detail, fix, at_key)
+
+
+def problem_from(doc: Any, data: Any, path: str) -> Problem:
+    """A problem from its parsed YAML ``data``; ``doc`` locates its mistakes."""
     if not isinstance(data, dict):
         raise doc.error((), "a problem is a YAML mapping (key: value lines)",
                         "start from docs/problem-format.md")

@@ -11,7 +11,7 @@ from tcplan.planner.spec import load_problem
 
 #: the kinds docs/problem-format.md documents
 KINDS = ("layout", "sequence", "dma", "pcie", "redistribute", "gather", "scatter", "vector",
-         "lane_fold", "expression")
+         "lane_fold", "expression", "graph")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

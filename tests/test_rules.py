@@ -42,7 +42,7 @@ def test_rule_ids_used_in_code_are_registered():
         # a rule chosen by a condition (model/dma.py alignment_checks)
         for pair in re.findall(r'\("([a-z-]+)" if [^"]+ else "([a-z-]+)"\)', text):
             used |= set(pair)
-    for path in list((ROOT / "planner").glob("*.py")) + list((ROOT / "executor").glob("*.py")):
+    for path in list((ROOT / "planner").rglob("*.py")) + list((ROOT / "executor").glob("*.py")):
         used |= set(re.findall(r'fail\(\s*"([a-z-]+)"', path.read_text()))
     # every raised id is registered, and every registered rule is raised somewhere
     assert used == set(RULES)

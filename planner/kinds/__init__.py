@@ -18,6 +18,10 @@ method             what it does
 ``solve``          plan the free choices, lower, verify, time: a :class:`Solved`
 ``solve_text``     what ``tcplan solve`` prints of it
 ``explain``        (exit code, report): the conflict, or what binds a feasible plan
+``plan``           (plan, modelled cycles), free choices planned, nothing run: a graph's op
+``check_tensors``  the rules between an op and the graph's tensors it names (a chain's
+                   Fetch and Commit of its DM tensors)
+``execute``        run a graph's op on the graph's shared memories
 ``trace_warnings`` the placement rules a tensor breaks (``tcplan trace``)
 =================  =========================================================================
 """
@@ -65,6 +69,9 @@ class Kind:
     keys: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
     output_word = "destination"  # what verification checks, in messages
     solvable = False  # `tcplan solve` plans it (`batch` solves it rather than verifies)
+    #: as a graph's op: role -> (it reads the tensor, the tensor's spec goes into the op's
+    #: own problem under the role's key); empty: not a graph op
+    graph_roles: dict[str, tuple[bool, bool]] = {}
     engine_stream = False  # its stream's Chip, Cluster and Slice select engines (a DMA)
 
     def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
@@ -104,6 +111,19 @@ class Kind:
         raise fail("bad-request", detail=f"tcplan explain covers DMA and expression problems, "
                    f"not {problem.kind}", fix="use tcplan verify")
 
+    def plan(self, problem, opts: Options) -> tuple[Any, int]:
+        raise fail("bad-request", detail=f"a {problem.kind} problem is not a graph op",
+                   fix="graph ops are dma, pcie, expression and vector (docs/graphs.md)")
+
+    def check_tensors(self, problem, plan, tensors: dict) -> None:
+        """Nothing to check beyond the op's own problem (its tensors are in it)."""
+
+    def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
+        """Run the op on the graph's memories ``mem``: ``tensors`` role -> Tensor in its
+        layout, ``values`` role -> the mathematical tensor each role it reads holds; returns
+        role -> the mathematical tensor each role it writes must hold, checked."""
+        raise NotImplementedError
+
     def trace_warnings(self, problem, name: str, t) -> list:
         return tiers.placement_violations(t, problem.chips)
 
@@ -131,4 +151,4 @@ def kind_of(problem) -> Kind:
     return REGISTRY[problem.kind]
 
 
-from . import basic, chains, dma, moves  # noqa: E402,F401 - each registers its kinds
+from . import basic, chains, dma, graph, moves  # noqa: E402,F401 - each registers its kinds

@@ -22,9 +22,41 @@ class _Chains(Kind):
     def run(self, problem, plan, inputs: dict, seed: int) -> dict:
         return _run_chains(problem, plan, inputs, seed)
 
+    def check_tensors(self, problem, plan, tensors: dict) -> None:
+        """A graph's chain reads ``x`` and writes ``out`` in its slices' DM: through the
+        Fetch and Commit sequencers, whose configs must exist (every sequencer rule)."""
+        from tcplan.model.sequencer import derive
+        stream = problem.tensors["input"]
+        out = {**{d: stream.dims[d] for d in ("time", "packet")},
+               **problem.params.get("output", {})}
+        for role, maps, mode, engine in (("x", stream.dims, "read", "fetch"),
+                                         ("out", out, "write", "commit")):
+            t = tensors[role]
+            want = {d: stream.dims[d].text() for d in ("chip", "cluster", "slice")}
+            have = {d: t.dims[d].text() for d in want if d in t.dims}
+            if t.tier != "dm" or have != want:
+                raise fail("graph-chain-placement", (t.name,), tensor=t.name, op=problem.name,
+                           have=f"in {t.tier}" + (" with " + ", ".join(
+                               f"{d.title()} {v}" for d, v in have.items()) if have else ""),
+                           want=", ".join(f"{d.title()} {v}" for d, v in want.items()))
+            derive(t.dims["element"], maps["time"], maps["packet"], t.dtype, mode, engine)
+
+    def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
+        """Run the chain(s) on what ``x`` holds, check the result against the formula, and
+        commit it to ``out``."""
+        from tcplan.executor.run import place
+        rep = self._checked(problem, plan, values["x"], seed)
+        r = rep["run"]
+        if not r["written"].all():
+            raise fail("verify-mismatch", detail=f"op {problem.name} leaves positions of "
+                       f"{tensors['out'].name} unwritten")
+        place(mem, tensors["out"], problem.axes, r["out"])
+        return {"out": r["out"]}
+
 
 class Vector(_Chains):
     names = ("vector",)
+    graph_roles = {"x": (True, False), "out": (False, False)}
     keys = {"vector": key_sets({"input", "vrf", "chain", "output", "reference"},
                                {"input", "chain"})}
 
@@ -41,7 +73,17 @@ class Vector(_Chains):
 
     def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.chains import verify_vector
-        return verify_vector(problem, plan, seed)
+        rep = verify_vector(problem, plan, seed)
+        rep.pop("run")
+        return rep
+
+    def plan(self, problem, opts: Options) -> tuple[Any, int]:
+        an = self.lower(problem)
+        return an, an.cycles
+
+    def _checked(self, problem, plan, X, seed: int) -> dict[str, Any]:
+        from tcplan.executor.chains import verify_vector
+        return verify_vector(problem, plan, seed, X)
 
     def verify_lines(self, report: dict[str, Any]) -> list[str]:
         b = report["breakdown"]
@@ -81,6 +123,7 @@ class LaneFold(_Chains):
 
 class Expression(_Chains):
     names = ("expression",)
+    graph_roles = {"x": (True, False), "out": (False, False)}
     keys = {"expression": key_sets({"input", "vrf", "expression", "output", "pair_axis"},
                                    {"input", "expression"})}
 
@@ -95,6 +138,7 @@ class Expression(_Chains):
     def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.chains import verify_plan
         rep = verify_plan(problem, plan, seed)
+        rep.pop("run")
         return {**rep, "cycles": plan.cycles, "invocations": len(plan.chains),
                 "breakdown": {"invocations": [a.breakdown() for a in plan.analyses]}}
 
@@ -104,6 +148,15 @@ class Expression(_Chains):
 
     def solve(self, problem, opts: Options) -> Solved:
         return solve_expression(problem, opts)
+
+    def plan(self, problem, opts: Options) -> tuple[Any, int]:
+        from ..chains import plan_expression
+        plan = plan_expression(problem, opts.time_limit, opts.workers, opts.seed)
+        return plan, plan.cycles
+
+    def _checked(self, problem, plan, X, seed: int) -> dict[str, Any]:
+        from tcplan.executor.chains import verify_plan
+        return verify_plan(problem, plan, seed, X)
 
     def solve_text(self, problem, solved: Solved) -> str:
         if solved.error is None:

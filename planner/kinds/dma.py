@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from tcplan.model import dma
-from tcplan.model.rules import TcplanError
+from tcplan.model.rules import TcplanError, fail
 
 from ..render import EXIT_OK, EXIT_RULE, _hbm_line, format_dma
 from . import REGISTRY, Kind, Options, Solved, key_sets, register
@@ -21,6 +21,7 @@ class Dma(Kind):
                              {"source", "destination"})}
     solvable = True
     engine_stream = True
+    graph_roles = {"source": (True, True), "destination": (False, True)}
 
     def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
         from ..dma_spec import load_dma
@@ -74,6 +75,25 @@ class Dma(Kind):
     def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         from ..explain import explain_dma
         return explain_dma(problem, seed)
+
+    def plan(self, problem, opts: Options) -> tuple[Any, int]:
+        from tcplan.model.cost import dma_cycles
+
+        from ..layout import plan_free, planned
+        if problem.params.get("hops", 1) > 1:
+            raise fail("bad-request", detail="a graph's DMA op moves in one hop",
+                       fix="drop hops, or add the intermediate tensor and a second op")
+        plan = (plan_free(problem, opts.time_limit, opts.seed, workers=opts.workers)[0]
+                .best.plan if planned(problem) else self.lower(problem))
+        return plan, dma_cycles(plan).cycles
+
+    def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
+        from tcplan.executor.run import execute, place, verify
+        axes = problem.axes
+        place(mem, plan.destination, axes, None)
+        moved = execute(mem, plan)
+        verify(mem, plan.destination, axes, values["source"], moved)
+        return {"destination": values["source"]}
 
     def trace_warnings(self, problem, name: str, t) -> list:
         if name == "stream":  # its Chip/Cluster/Slice select engines, not placements

@@ -1,0 +1,337 @@
+"""Graph problems (``kind: graph``; docs/graphs.md): named tensors and the ops over them.
+
+A graph names its tensors once (tier, dtype, layout; ``given: true`` for the ones holding
+data at the start) and lists ops that read and write them by name.  Each op is one of the
+problems tcplan plans or verifies (a DMA, a PCIe move, an expression or a vector chain),
+written as in its own file with its tensors named instead of spelled out.  A tensor one op
+writes and others read keeps one layout; a free tensor (``element`` with candidate orders)
+is one choice shared by every op that touches it.
+
+This module reads the file into a :class:`Graph`: the tensors with their candidate
+layouts, the ops, and the dependency DAG (networkx), checking what a graph can get wrong
+(an unknown tensor, a cycle, a tensor read before anything writes it, a tensor written
+twice, an axis mismatch), each error located in the file.  :meth:`Graph.op_problem` turns an
+op and a choice of layouts into the ordinary problem the op's kind plans.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from tcplan.model import limits
+from tcplan.model.tiers import Tensor
+
+from .spec import SubDoc, _Ctx, _did_you_mean, problem_from
+
+
+
+def op_roles() -> dict[str, dict[str, tuple[bool, bool]]]:
+    """The kinds a graph's op may be, with the keys it names tensors with: role -> (reads
+    it, its spec goes into the op's problem), as each kind declares (``Kind.graph_roles``)."""
+    from .kinds import REGISTRY
+    return {n: k.graph_roles for n, k in REGISTRY.items() if k.graph_roles}
+
+#: a tensor's keys in a graph beside those of a tensor in any problem
+GRAPH_TENSOR_KEYS = {"given", "axes"}
+OBJECTIVES = ("sum", "critical_path")
+
+
+@dataclass
+class GraphTensor:
+    name: str
+    spec: dict[str, Any]  # as written, without the graph's own keys; element as written
+    axes: tuple[str, ...]  # the axes it carries, in the graph's order
+    candidates: list[str] | None  # a free Element's candidate mappings; None: given
+    given: bool  # holds data when the graph starts (an input)
+
+    def with_element(self, element: str | None) -> dict[str, Any]:
+        """Its spec with one candidate Element (its own when it is not free)."""
+        return self.spec if element is None else {**self.spec, "element": element}
+
+
+@dataclass
+class GraphOp:
+    index: int
+    name: str
+    kind: str
+    data: dict[str, Any]  # its keys as written
+    roles: dict[str, str]  # role -> tensor name
+
+    @property
+    def read_roles(self) -> list[str]:
+        return [r for r in self.roles if op_roles()[self.kind][r][0]]
+
+    @property
+    def reads(self) -> list[str]:
+        return [self.roles[r] for r in self.read_roles]
+
+    @property
+    def writes(self) -> list[str]:
+        return [t for r, t in self.roles.items() if r not in self.read_roles]
+
+
+@dataclass
+class Graph:
+    doc: Any
+    base: dict[str, Any]  # the graph's common keys: dtype, chips, axes
+    tensors: dict[str, GraphTensor]
+    ops: list[GraphOp]
+    objective: str
+    dag: Any = None  # networkx.DiGraph over op indexes; edges carry the tensor
+    order: list[int] = field(default_factory=list)  # a topological order of the ops
+    _problems: dict = field(default_factory=dict, repr=False)
+
+    def free(self) -> list[str]:
+        """The tensors whose layout is a choice, in the file's order."""
+        return [n for n, t in self.tensors.items() if t.candidates is not None]
+
+    def op_free(self, op: GraphOp) -> list[str]:
+        """The free tensors an op touches (each once, in its roles' order)."""
+        return list(dict.fromkeys(t for t in op.roles.values()
+                                  if self.tensors[t].candidates is not None))
+
+    def choices(self, op: GraphOp) -> list[dict[str, str]]:
+        """Every assignment of candidate layouts to the op's free tensors."""
+        names = self.op_free(op)
+        return [dict(zip(names, c)) for c in itertools.product(
+            *(self.tensors[n].candidates for n in names))]
+
+    def axes_of(self, names) -> dict[str, int]:
+        """The graph's axes the tensors carry, in the graph's order."""
+        used = {a for n in names for a in self.tensors[n].axes}
+        return {a: s for a, s in self.base["axes"].items() if a in used}
+
+    def tensor(self, name: str, layout: dict[str, str]) -> Tensor:
+        """A tensor in a chosen layout (``layout``: free tensor -> its Element)."""
+        t = self.tensors[name]
+        axes = self.axes_of([name])
+        ctx = _Ctx(self.doc, axes, self.base["chips"], self.base["dtype"])
+        return ctx.tensor(("tensors", name), t.with_element(layout.get(name)), name)
+
+    def op_problem(self, op: GraphOp, layout: dict[str, str]):
+        """The op as the problem of its own kind, its tensors in the chosen layout."""
+        key = (op.index, tuple(sorted((n, layout[n]) for n in self.op_free(op))))
+        if key not in self._problems:
+            self._problems[key] = _op_problem(self, op, layout)
+        return self._problems[key]
+
+
+def load_graph(ctx: _Ctx, data: dict) -> Graph:
+    """A graph from its file's data (the common keys already checked by the loader)."""
+    doc = ctx.doc
+    objective = data.get("objective", "sum")
+    if objective not in OBJECTIVES:
+        raise doc.error(("objective",), f"{objective!r} is not an objective",
+                        "objective: sum (every op's cycles) or critical_path")
+    base = {"dtype": ctx.dtype, "chips": ctx.chips, "axes": ctx.axes}
+    tensors = _tensors(ctx, data.get("tensors"))
+    ops = _ops(doc, data.get("ops"), tensors)
+    g = Graph(doc, base, tensors, ops, objective)
+    _dag(g)
+    _disjoint(g)
+    return g
+
+
+def _disjoint(g: Graph) -> None:
+    """Tensors of one tier must not share bytes: each reaches, in every unit (chip,
+    cluster, slice) it spans, the bytes from its address over its Element.  Every layout
+    spans units from index 0 up, so two tensors of a tier meet exactly when those byte
+    ranges do (a candidate order changes no size: any candidate tells)."""
+    spans: dict[str, list[tuple[int, int, str]]] = {}
+    for n, t in g.tensors.items():
+        obj = g.tensor(n, {n: t.candidates[0]} if t.candidates else {})
+        lo = obj.address
+        hi = lo + obj.dims["element"].size * obj.elem_bytes
+        for a, b, other in spans.get(obj.tier, []):
+            if lo < b and a < hi:
+                raise g.doc.error(("tensors", n, "address") if "address" in t.spec else
+                                  ("tensors", n), f"{n} ({obj.tier} bytes {lo:,} to {hi:,}) "
+                                  f"overlaps {other} (bytes {a:,} to {b:,}) in the same "
+                                  "units", f"give {n} address: {b} or above")
+        spans.setdefault(obj.tier, []).append((lo, hi, n))
+
+
+def _tensors(ctx: _Ctx, spec: Any) -> dict[str, GraphTensor]:
+    doc = ctx.doc
+    if not isinstance(spec, dict) or not spec:
+        raise doc.error(("tensors",), "expected a mapping of names to tensors",
+                        "tensors: {x: {tier: hbm, element: 'm![A, B]', given: true}}")
+    out = {}
+    for name, t in spec.items():
+        keys = ("tensors", name)
+        if not isinstance(t, dict):
+            raise doc.error(keys, "expected a tensor: a tier and one mapping per dimension",
+                            "x: {tier: hbm, element: 'm![A, B]'}")
+        given = t.get("given", False)
+        if not isinstance(given, bool):
+            raise doc.error(keys + ("given",), f"{given!r} is not true or false",
+                            "given: true (the tensor holds data when the graph starts)")
+        base = {k: v for k, v in t.items() if k not in GRAPH_TENSOR_KEYS}
+        cands = _candidates(ctx, keys, t)
+        first = ctx.tensor(keys, {**base, "element": cands[0]} if cands else base, str(name))
+        axes = tuple(a for a in ctx.axes if a in {x for m in first.dims.values()
+                                                  for x in m.used_axes})
+        for c in cands or ():
+            got = ctx.tensor(keys, {**base, "element": c}, str(name))
+            if {x for m in got.dims.values() for x in m.used_axes} != set(axes):
+                raise doc.error(keys + ("element",), f"the candidate {c} carries other axes "
+                                f"than {cands[0]}", "give candidates over the same digits")
+        out[str(name)] = GraphTensor(str(name), base, axes, cands, given)
+    return out
+
+
+def _candidates(ctx: _Ctx, keys: tuple, t: dict) -> list[str] | None:
+    """A free Element's candidates: ``free`` (every order of the tensor's ``axes``),
+    ``{digits: [...]}`` (every order of those digits) or ``{orders: [...]}`` (these)."""
+    doc, el = ctx.doc, t.get("element")
+    if el == "free":
+        axes = t.get("axes")
+        if not isinstance(axes, list) or not axes or not all(a in ctx.axes for a in axes):
+            raise doc.error(keys + ("axes",) if "axes" in t else keys + ("element",),
+                            "a free Element orders the tensor's axes: name them",
+                            "axes: [" + ", ".join(ctx.axes) + "]")
+        terms = [str(a) for a in axes]
+    elif isinstance(el, dict):
+        if set(el) not in ({"digits"}, {"orders"}):
+            raise doc.error(keys + ("element",), "a free Element takes digits (every order "
+                            "of them) or orders (these candidates)",
+                            "element: {digits: ['A / 4', 'A % 4', 'B']}")
+        (kind, items), = el.items()
+        if not isinstance(items, list) or not items or not all(
+                isinstance(x, str) for x in items):
+            raise doc.error(keys + ("element", kind), "expected a list of texts",
+                            "digits: ['A', 'B'] or orders: ['m![A, B]', 'm![B, A]']")
+        if kind == "orders":
+            return _bounded(ctx, keys, list(dict.fromkeys(items)))
+        terms = items
+    else:
+        if "axes" in t:
+            raise doc.error(keys + ("axes",), "axes name what a free Element orders; this "
+                            "Element is given", "drop axes, or write element: free")
+        return None
+    count = 1
+    for k in range(2, len(terms) + 1):
+        count *= k
+    limits.check(count, limits.GRAPH_CANDIDATES_MAX, "a free Element's candidate orders",
+                 "orders", {f"tensor {keys[-1]}": len(terms)}, limits.PLANNER,
+                 "give orders: [...] or fewer digits")
+    return [f"m![{', '.join(p)}]" for p in itertools.permutations(terms)]
+
+
+def _bounded(ctx: _Ctx, keys: tuple, cands: list[str]) -> list[str]:
+    limits.check(len(cands), limits.GRAPH_CANDIDATES_MAX, "a free Element's candidate "
+                 "orders", "orders", {f"tensor {keys[-1]}": len(cands)}, limits.PLANNER,
+                 "give fewer orders")
+    return cands
+
+
+def _ops(doc, spec: Any, tensors: dict[str, GraphTensor]) -> list[GraphOp]:
+    if not isinstance(spec, list) or not spec:
+        raise doc.error(("ops",), "expected a list of ops",
+                        "ops: [{name: load, kind: dma, source: x, destination: y}]")
+    ops, names = [], set()
+    for i, o in enumerate(spec):
+        keys = ("ops", i)
+        if not isinstance(o, dict):
+            raise doc.error(keys, "expected an op: a mapping with its kind and tensors",
+                            "{name: load, kind: dma, source: x, destination: y}")
+        kind, roles_of = o.get("kind"), op_roles()
+        if kind not in roles_of:
+            what = (f"{kind!r} is not a graph op" + _did_you_mean(kind, roles_of)
+                    if "kind" in o else "missing")
+            raise doc.error(keys + ("kind",), what, "graph ops are " + ", ".join(roles_of)
+                            + " (docs/graphs.md)")
+        name = o.get("name", f"op{i + 1}")
+        if not isinstance(name, str) or name in names:
+            raise doc.error(keys + ("name",), f"{name!r} is not a new op name",
+                            "give every op its own name")
+        names.add(name)
+        roles = {}
+        for role in roles_of[kind]:
+            if role not in o:
+                raise doc.error(keys, f"a {kind} op names its {role} tensor",
+                                f"{role}: <one of {', '.join(tensors)}>")
+            t = o[role]
+            if not isinstance(t, str) or t not in tensors:
+                raise doc.error(keys + (role,), f"{t!r} is not a tensor of the graph"
+                                + _did_you_mean(t, tensors),
+                                "name one of " + ", ".join(tensors))
+            roles[role] = t
+        ops.append(GraphOp(i, name, kind, o, roles))
+    return ops
+
+
+def _dag(g: Graph) -> None:
+    """The dependency DAG: an edge from the op writing a tensor to every op reading it."""
+    doc = g.doc
+    writer: dict[str, GraphOp] = {}
+    for op in g.ops:
+        for t in op.writes:
+            role = next(r for r, n in op.roles.items() if n == t)
+            if g.tensors[t].given:
+                raise doc.error(("ops", op.index, role), f"{t} is given (an input of the "
+                                "graph); no op writes it", "write to another tensor, or "
+                                "drop given: true")
+            if t in writer:
+                raise doc.error(("ops", op.index, role), f"{t} is written by op "
+                                f"{writer[t].name} already", "give each tensor one writer")
+            writer[t] = op
+    dag = nx.DiGraph()
+    dag.add_nodes_from(op.index for op in g.ops)
+    for op in g.ops:
+        for t in op.reads:
+            role = next(r for r, n in op.roles.items() if n == t)
+            if t not in writer and not g.tensors[t].given:
+                raise doc.error(("ops", op.index, role), f"{t} is read before it is "
+                                "written: no op writes it and it is not given",
+                                f"write {t} in an earlier op, or mark it given: true")
+            if t in writer:
+                dag.add_edge(writer[t].index, op.index, tensor=t)
+    try:
+        cycle = nx.find_cycle(dag)
+    except nx.NetworkXNoCycle:
+        cycle = None
+    if cycle:
+        names = [g.ops[u].name for u, _ in cycle]
+        raise doc.error(("ops", cycle[0][0]), "the ops form a cycle: " + " -> ".join(
+            names + names[:1]), "a graph's ops run once each, in order: break the cycle")
+    g.dag = dag
+    g.order = list(nx.lexicographical_topological_sort(dag))
+
+
+def _op_problem(g: Graph, op: GraphOp, layout: dict[str, str]):
+    """The op as a problem of its kind: its tensors' specs put where it names them."""
+    keys = ("ops", op.index)
+    roles = op_roles()[op.kind]
+    data = {k: v for k, v in op.data.items() if k not in ("name", *roles)}
+    axes = g.axes_of(op.roles.values())
+    _same_axes(g, op)
+    data.update(name=op.name, axes=axes, dtype=data.get("dtype", g.base["dtype"]),
+                chips=g.base["chips"])
+    place = {}
+    for role, t in op.roles.items():
+        if roles[role][1]:  # the tensor is part of the op's own problem
+            data[role] = g.tensors[t].with_element(layout.get(t))
+            place[role] = ("tensors", t)
+
+    def where(k: tuple) -> tuple:
+        if k and k[0] in place:
+            return place[k[0]] + k[1:]
+        return keys + k
+    return problem_from(SubDoc(g.doc, where), data, g.doc.path)
+
+
+def _same_axes(g: Graph, op: GraphOp) -> None:
+    """An op moves or computes a tensor over one set of axes: its tensors carry them all."""
+    axes = [set(g.tensors[t].axes) for t in op.roles.values()]
+    if any(a != axes[0] for a in axes):
+        role = next(r for r, t in op.roles.items() if set(g.tensors[t].axes) != axes[0])
+        raise g.doc.error(("ops", op.index, role), f"{op.roles[role]} carries the axes "
+                          f"{sorted(set(g.tensors[op.roles[role]].axes))}, "
+                          f"{next(iter(op.roles.values()))} carries {sorted(axes[0])}",
+                          "an op's tensors carry the same axes")
+

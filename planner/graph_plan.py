@@ -1,0 +1,245 @@
+"""Planning a graph's layouts jointly (docs/graphs.md; docs/decisions.md item 88).
+
+1. **Evaluate**: every op under every combination of the candidate layouts of the free
+   tensors it touches is planned by its own kind (``Kind.plan``: a DMA's stream search, an
+   expression's chains), giving its modelled cycles or the rule that rejects it.
+2. **Choose**: one CP-SAT model picks one layout per free tensor and one evaluated
+   combination per op, consistent with the layouts, minimizing the graph's cycles: the sum
+   over ops (``objective: sum``, the default), or the critical path through the dependency
+   DAG (``objective: critical_path``: ops without a path between them overlap).
+3. **Explain**: each op's "has a plan" is an assumption literal; an infeasible model's
+   core, shrunk by deletion, is a minimal set of ops whose layout needs conflict.
+
+The per-op plans are exact (each op's own search is optimal for its layout), so the joint
+choice is the graph's optimum over the candidate layouts; tests check it against brute
+force over every assignment.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from tcplan.model import limits
+from tcplan.model.rules import TcplanError, fail
+
+from .graph import Graph, GraphOp
+
+
+@dataclass
+class OpChoice:
+    """One op under one assignment of its free tensors' layouts: its plan and cycles, or
+    the error that rejects it."""
+
+    layout: dict[str, str]
+    problem: Any = None
+    plan: Any = None
+    cycles: int | None = None
+    error: TcplanError | None = None
+
+
+@dataclass
+class GraphPlan:
+    layout: dict[str, str]  # free tensor -> its chosen Element
+    ops: list[OpChoice]  # per op, in the file's order
+    objective: str
+    sum_cycles: int
+    critical_path_cycles: int
+    critical_path: list[str]  # op names along it
+    status: str = "optimal"
+    evaluations: int = 0
+    times: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def cycles(self) -> int:
+        return self.sum_cycles if self.objective == "sum" else self.critical_path_cycles
+
+
+def evaluate(g: Graph, opts) -> dict[int, list[OpChoice]]:
+    """Every op under every combination of its free tensors' candidate layouts."""
+    from .kinds import REGISTRY
+    total = sum(len(g.choices(op)) for op in g.ops)
+    limits.check(total, limits.GRAPH_EVALUATIONS_MAX, "layout choices of the graph's ops",
+                 "plans", {f"op {op.name}": len(g.choices(op)) for op in g.ops},
+                 limits.PLANNER, "give the free tensors fewer candidate orders")
+    table: dict[int, list[OpChoice]] = {}
+    done = 0
+    for op in g.ops:
+        rows = []
+        for layout in g.choices(op):
+            row = OpChoice(layout)
+            try:
+                row.problem = g.op_problem(op, layout)
+                kind = REGISTRY[op.kind]
+                row.plan, row.cycles = kind.plan(row.problem, opts)
+                kind.check_tensors(row.problem, row.plan, {
+                    r: g.tensor(t, layout) for r, t in op.roles.items()})
+            except TcplanError as e:
+                if e.kind == "input":
+                    raise
+                row.plan, row.cycles, row.error = None, None, e
+            rows.append(row)
+            done += 1
+            if opts.progress is not None:
+                opts.progress("evaluate", done, total, op.name)
+        table[op.index] = rows
+    return table
+
+
+def path_cycles(g: Graph, cycles: dict[int, int]) -> tuple[int, list[str]]:
+    """The critical path: the longest chain of dependent ops, by their cycles (networkx's
+    longest path of the DAG weighted by the cycles of the op each edge enters)."""
+    w = nx.DiGraph()
+    w.add_node("start")
+    for i in g.order:
+        w.add_edge("start", i, weight=cycles[i])
+    for u, v in g.dag.edges:
+        w.add_edge(u, v, weight=cycles[v])
+    path = nx.dag_longest_path(w, weight="weight", topo_order=["start", *g.order])
+    return (sum(cycles[i] for i in path[1:]), [g.ops[i].name for i in path[1:]])
+
+
+def choose(g: Graph, table: dict[int, list[OpChoice]], objective: str | None = None,
+           time_limit: float = 10.0, seed: int = 0) -> GraphPlan:
+    """The joint choice: CP-SAT over the free tensors' layouts and the ops' combinations.
+    Raises ``graph-no-layout`` with a minimal conflict of ops when none exists."""
+    from ortools.sat.python import cp_model
+    objective = objective or g.objective
+    m = cp_model.CpModel()
+    x = {n: {c: m.new_bool_var(f"{n}={c}") for c in g.tensors[n].candidates}
+         for n in g.free()}
+    for n, lits in x.items():
+        m.add_exactly_one(lits.values())
+    runs = {op.index: m.new_bool_var(f"runs {op.name}") for op in g.ops}
+    y: dict[int, list[tuple[Any, OpChoice]]] = {}
+    for op in g.ops:
+        y[op.index] = []
+        for row in table[op.index]:
+            if row.cycles is None:
+                continue
+            lit = m.new_bool_var(f"{op.name} @ {row.layout}")
+            for n, c in row.layout.items():
+                m.add_implication(lit, x[n][c])
+            y[op.index].append((lit, row))
+        m.add(sum(lit for lit, _ in y[op.index]) == 1).only_enforce_if(runs[op.index])
+    cyc = {i: sum(lit * row.cycles for lit, row in rows) for i, rows in y.items()}
+    total = sum(cyc.values())
+    if objective == "critical_path":
+        hi = sum(max((r.cycles for _, r in rows), default=0) for rows in y.values())
+        finish = {i: m.new_int_var(0, hi, f"finish {i}") for i in y}
+        for i in g.order:
+            m.add(finish[i] >= cyc[i])
+            for p in g.dag.predecessors(i):
+                m.add(finish[i] >= finish[p] + cyc[i])
+        span = m.new_int_var(0, hi, "critical path")
+        for i in finish:
+            m.add(span >= finish[i])
+        m.minimize(span * (hi + 1) + total)  # the path, then the sum
+    else:
+        m.minimize(total)
+    m.add_assumptions(list(runs.values()))
+    sv = _solver(time_limit, seed)
+    st = sv.solve(m)
+    if st == cp_model.INFEASIBLE:
+        raise _conflict(g, table, m, runs, sv, time_limit, seed)
+    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        raise fail("plan-time-limit", limit=f"{time_limit:g}", lowered=0)
+    layout = {n: next(c for c, lit in lits.items() if sv.value(lit)) for n, lits in x.items()}
+    chosen = [next(r for lit, r in y[op.index] if sv.value(lit)) for op in g.ops]
+    per_op = {op.index: chosen[op.index].cycles for op in g.ops}
+    span_c, path = path_cycles(g, per_op)
+    return GraphPlan(layout, chosen, objective, sum(per_op.values()), span_c, path,
+                     "optimal" if st == cp_model.OPTIMAL else "feasible",
+                     sum(len(r) for r in table.values()))
+
+
+def _solver(time_limit: float, seed: int):
+    from ortools.sat.python import cp_model
+    sv = cp_model.CpSolver()
+    sv.parameters.max_time_in_seconds = max(time_limit, 0.01)
+    sv.parameters.num_workers = 1
+    sv.parameters.random_seed = seed
+    return sv
+
+
+def _conflict(g: Graph, table, m, runs, sv, time_limit: float, seed: int) -> TcplanError:
+    """A minimal set of ops no choice of layouts plans together, as ``graph-no-layout``."""
+    from ortools.sat.python import cp_model
+    core_idx = set(sv.sufficient_assumptions_for_infeasibility())
+    core = [i for i, lit in runs.items() if lit.index in core_idx] or list(runs)
+    k = 0
+    while k < len(core):  # deletion: drop an op whenever the rest still conflict
+        trial = core[:k] + core[k + 1:]
+        m.clear_assumptions()
+        m.add_assumptions([runs[i] for i in trial])
+        if trial and _solver(time_limit, seed).solve(m) == cp_model.INFEASIBLE:
+            core = trial
+        else:
+            k += 1
+    return conflict_error(g, table, [g.ops[i] for i in core])
+
+
+def conflict_error(g: Graph, table, core: list[GraphOp]) -> TcplanError:
+    """Each op of the conflict in words: the layouts it has a plan with, the rule that
+    rejects the others."""
+    lines = []
+    for op in core:
+        ok = [r.layout for r in table[op.index] if r.cycles is not None]
+        bad: dict[str, list[str]] = {}
+        for r in table[op.index]:
+            if r.error is not None:
+                rule = r.error.violations[0].rule if r.error.violations else r.error.code
+                bad.setdefault(rule, []).append(_layout_text(r.layout))
+        need = ("has no plan with any layout" if not ok else "needs "
+                + " or ".join(_layout_text(lay) for lay in ok[:3])
+                + (f" (or {len(ok) - 3} more)" if len(ok) > 3 else ""))
+        why = "; ".join(f"[{rule}] rejects {', '.join(v[:2])}" + (
+            f" and {len(v) - 2} more" if len(v) > 2 else "") for rule, v in bad.items())
+        lines.append(f"op {op.name} ({op.kind} {' -> '.join(op.roles.values())}) {need}"
+                     + (f" ({why})" if why else ""))
+    shared = sorted({t for op in core for t in g.op_free(op)})
+    err = fail("graph-no-layout", ops=", ".join(op.name for op in core),
+               detail="; ".join(lines), tensors=", ".join(shared) or "none")
+    err.graph_conflict = [{"op": op.name, "kind": op.kind, "rules": sorted(
+        {r.error.violations[0].rule if r.error.violations else r.error.code
+         for r in table[op.index] if r.error is not None}),
+        "layouts_with_a_plan": [r.layout for r in table[op.index] if r.cycles is not None]}
+        for op in core]
+    return err
+
+
+def _layout_text(layout: dict[str, str]) -> str:
+    return ", ".join(f"{n} {c}" for n, c in layout.items()) or "its given layouts"
+
+
+def plan_graph(g: Graph, opts) -> GraphPlan:
+    """Evaluate every op's layout choices, then choose jointly."""
+    t0 = time.perf_counter()
+    table = evaluate(g, opts)
+    t1 = time.perf_counter()
+    gp = choose(g, table, None, opts.time_limit, opts.seed)
+    gp.times = {"evaluate": round(t1 - t0, 3), "choose": round(time.perf_counter() - t1, 3)}
+    return gp
+
+
+def greedy(g: Graph, table: dict[int, list[OpChoice]]) -> GraphPlan | None:
+    """Each op planned alone, in topological order: its best combination given the layouts
+    earlier ops fixed (the first op's layout fixed by the first op): the baseline a joint
+    plan is compared with.  None when an op finds no plan under the layouts fixed before."""
+    fixed: dict[str, str] = {}
+    chosen: dict[int, OpChoice] = {}
+    for i in g.order:
+        rows = [r for r in table[i] if r.cycles is not None
+                and all(fixed.get(n, c) == c for n, c in r.layout.items())]
+        if not rows:
+            return None
+        best = min(rows, key=lambda r: r.cycles)
+        fixed.update(best.layout)
+        chosen[i] = best
+    per_op = {i: chosen[i].cycles for i in chosen}
+    span, path = path_cycles(g, per_op)
+    return GraphPlan(fixed, [chosen[op.index] for op in g.ops], g.objective,
+                     sum(per_op.values()), span, path, "greedy")

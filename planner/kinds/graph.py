@@ -1,0 +1,198 @@
+"""Graph problems (``kind: graph``; docs/graphs.md): ops over shared named tensors, their
+free layouts chosen jointly (planner/graph_plan.py), run end to end on one set of memories
+(executor/graph.py)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tcplan.model.rules import TcplanError
+
+from ..render import EXIT_OK, EXIT_RULE
+from . import Kind, Options, Solved, key_sets, register
+
+
+def _graph(problem):
+    return problem.params["graph"]
+
+
+class GraphKind(Kind):
+    names = ("graph",)
+    keys = {"graph": key_sets({"tensors", "ops", "objective"}, {"tensors", "ops"})}
+    solvable = True
+    output_word = "graph tensor"
+
+    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+        from ..graph import load_graph
+        params["graph"] = load_graph(ctx, data)
+
+    def lower(self, problem, opts: Options | None = None) -> Any:
+        from ..graph_plan import plan_graph
+        return plan_graph(_graph(problem), opts or Options())
+
+    def plan(self, problem, opts: Options) -> tuple[Any, int]:
+        gp = self.lower(problem, opts)
+        return gp, gp.cycles
+
+    def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
+        from tcplan.executor.graph import run_graph
+        _, rep = run_graph(_graph(problem), plan, seed, progress=progress)
+        return {**rep, "cycles": plan.cycles, "breakdown": _breakdown(plan)}
+
+    def verify_lines(self, report: dict[str, Any]) -> list[str]:
+        b = report["breakdown"]
+        return [f"  {o['op']} ({o['kind']}): {o['cycles']:,} cycles" for o in b["ops"]] + [
+            f"  sum {b['sum_cycles']:,}; critical path {b['critical_path_cycles']:,} ("
+            + " -> ".join(b["critical_path"]) + ")"]
+
+    def inputs(self, problem) -> tuple[str, ...]:
+        g = _graph(problem)
+        return tuple(n for n, t in g.tensors.items() if t.given)
+
+    def run(self, problem, plan, inputs: dict, seed: int) -> dict:
+        from tcplan.executor.graph import run_graph
+        values, _ = run_graph(_graph(problem), plan, seed, inputs)
+        return values
+
+    def render(self, problem, plan) -> str:
+        return graph_text(problem, plan)
+
+    def solve(self, problem, opts: Options) -> Solved:
+        return solve_graph(problem, opts)
+
+    def solve_text(self, problem, solved: Solved) -> str:
+        if solved.error is not None:
+            return super().solve_text(problem, solved)
+        r = solved.record
+        return "\n".join([graph_text(problem, solved.plan), _verified(r)])
+
+    def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
+        return explain_graph(problem, seed)
+
+
+register(GraphKind())
+
+
+def _breakdown(gp) -> dict[str, Any]:
+    """A graph plan's numbers: each op's cycles, the sum and the critical path."""
+    return {"objective": gp.objective, "sum_cycles": gp.sum_cycles,
+            "critical_path_cycles": gp.critical_path_cycles,
+            "critical_path": gp.critical_path,
+            "ops": [{"op": r.problem.name, "kind": r.problem.kind, "cycles": r.cycles,
+                     "layout": r.layout} for r in gp.ops]}
+
+
+def _op_json(row) -> dict[str, Any]:
+    plan = row.plan
+    out: dict[str, Any] = {"op": row.problem.name, "kind": row.problem.kind,
+                           "cycles": row.cycles}
+    if hasattr(plan, "stream_dims"):
+        out["stream"] = {d: m.text() for d, m in plan.stream_dims.items()}
+    if hasattr(plan, "chains_json"):
+        out["invocations"] = len(plan.chains)
+    return out
+
+
+def solve_graph(problem, opts: Options) -> Solved:
+    """Choose every free tensor's layout and every op's plan, then run the graph end to end
+    (``opts.verify``: ``full``; ``sample`` runs it in full too; ``none`` skips the run)."""
+    from tcplan.executor.graph import run_graph
+
+    from ..graph_plan import plan_graph
+    t0 = time.perf_counter()
+    g = _graph(problem)
+    try:
+        gp = plan_graph(g, opts)
+    except TcplanError as err:
+        if err.kind == "input":
+            raise
+        status = "unknown" if err.code == "plan-time-limit" else "infeasible"
+        return Solved({"problem": problem.name, "status": status, "cycles": None,
+                       "plan": None, "verified": None, "explanation": err.to_json()},
+                      error=err, exit=EXIT_RULE)
+    plan_s = time.perf_counter() - t0
+    verified, checked, error = None, 0, None
+    t1 = time.perf_counter()
+    if opts.verify != "none":
+        try:
+            checked = run_graph(g, gp, opts.seed, progress=opts.progress)[1]["checked"]
+            verified = True
+        except TcplanError as err:
+            verified, error = False, err.to_json()
+    out = {"problem": problem.name, "status": gp.status, "cycles": gp.cycles,
+           "objective": gp.objective, "sum_cycles": gp.sum_cycles,
+           "critical_path_cycles": gp.critical_path_cycles,
+           "critical_path": gp.critical_path,
+           "plan": {"layouts": gp.layout, "ops": [_op_json(r) for r in gp.ops]},
+           "verified": verified, "checked": checked,
+           "check": "none" if opts.verify == "none" else "full",
+           "evaluations": gp.evaluations, "solve_time": round(plan_s, 3),
+           "times": {"plan": round(plan_s, 3), **gp.times, "lower": 0.0,
+                     "execute": 0.0, "verify": round(time.perf_counter() - t1, 3)}}
+    if error:
+        out["error"] = error
+    return Solved(out, gp, exit=EXIT_OK if verified is not False else EXIT_RULE)
+
+
+def graph_text(problem, gp) -> str:
+    g = _graph(problem)
+    lines = [f"{problem.name}: {len(g.ops)} op(s) over {len(g.tensors)} tensor(s); "
+             f"{gp.cycles:,} cycles ({gp.status}; objective {gp.objective}: sum "
+             f"{gp.sum_cycles:,}, critical path {gp.critical_path_cycles:,} through "
+             + " -> ".join(gp.critical_path) + f"; {gp.evaluations} op plan(s) evaluated)"]
+    for n, c in gp.layout.items():
+        lines.append(f"  {n}: Element {c} (of {len(g.tensors[n].candidates)} candidates)")
+    for i in g.order:
+        row, op = gp.ops[i], g.ops[i]
+        j = _op_json(row)
+        how = (f"; Time {j['stream']['time']}, Packet {j['stream']['packet']}"
+               if "stream" in j else f"; {j['invocations']} invocation(s)"
+               if "invocations" in j else "")
+        lines.append(f"  op {op.name} ({op.kind} " + " -> ".join(op.roles.values())
+                     + f"): {row.cycles:,} cycles{how}")
+    return "\n".join(lines)
+
+
+def _verified(r: dict[str, Any]) -> str:
+    if r["verified"] is None:
+        return "not verified (--verify none: the graph was not run)"
+    if not r["verified"]:
+        return f"NOT verified [{r['error']['code']}]: {r['error']['message']}"
+    return f"verified end to end: {r['checked']:,} tensor elements"
+
+
+def explain_graph(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
+    """A minimal set of ops whose layout needs conflict, or what the plan costs."""
+    from ..graph_plan import plan_graph
+    try:
+        gp = plan_graph(_graph(problem), Options(seed=seed))
+    except TcplanError as err:
+        if err.kind == "input":
+            raise
+        items = getattr(err, "graph_conflict", None)
+        v = err.violations[0]
+        conflict = [{"rule": v.rule, "requirement": v.rule, "message": err.message,
+                     "fix": err.fix}] if items is None else [
+            {"rule": "graph-no-layout", "requirement": f"op {it['op']}",
+             "op": it["op"], "rules": it["rules"],
+             "layouts_with_a_plan": it["layouts_with_a_plan"],
+             "message": _need(it), "fix": err.fix} for it in items]
+        return EXIT_RULE, {"problem": problem.name, "feasible": False, "conflict": conflict}
+    return EXIT_OK, {"problem": problem.name, "feasible": True, "cycles": gp.cycles,
+                     "bottleneck": "critical path " + " -> ".join(gp.critical_path),
+                     "binding": [{"title": f"op {r.problem.name}: {r.cycles:,} cycles with "
+                                  + (", ".join(f"{n} {c}" for n, c in r.layout.items())
+                                     or "its given layouts")} for r in gp.ops]}
+
+
+def _need(it: dict[str, Any]) -> str:
+    ok = it["layouts_with_a_plan"]
+    if not ok:
+        return f"op {it['op']} has no plan with any candidate layout (" + ", ".join(
+            it["rules"]) + ")"
+    return (f"op {it['op']} has a plan only with " + " or ".join(
+        ", ".join(f"{n} {c}" for n, c in lay.items()) for lay in ok[:3])
+        + (f" (or {len(ok) - 3} more)" if len(ok) > 3 else "")
+        + ("; " + ", ".join(it["rules"]) + " reject the others" if it["rules"] else ""))
+
