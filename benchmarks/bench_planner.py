@@ -17,6 +17,12 @@
    propose-estimate-exclude rounds) and seconds.
 3. The same on the generated problems with 5 to 7 free factors of
    tests/test_layout_optimality.py (the enumeration there costs 5!*6 to 7!*8 plans).
+4. Every graph (problems/graphs/*.yaml): the joint plan against planning each op alone in
+   topological order, each op keeping the layouts the ops before it fixed (the first op's
+   layout fixed by the first op): the graph's cycles both ways and their ratio, and the
+   seconds of the joint plan (every op's candidates planned, then CP-SAT).
+
+   python benchmarks/bench_planner.py --graphs    (only part 4)
 """
 
 from __future__ import annotations
@@ -38,6 +44,9 @@ from tcplan.planner.spec import load_problem  # noqa: E402
 
 
 def main() -> None:
+    if "--graphs" in sys.argv[1:]:
+        _graphs()
+        return
     times, ratios, unproven = [], [], []
     print(f"{'problem':<38} {'solve s':>8} {'cp-sat':>7} {'lower':>6} {'estim.':>6} "
           f"{'est. cycles':>11} {'bound':>10} {'rounds':>7}")
@@ -101,6 +110,28 @@ def main() -> None:
         p = load_problem_text(problem_text(seed, k), f"<generated {seed}>")
         a, b = _race(p, lambda seed=seed: enumerate_all(seed))
         print(f"{k:7d}  {a:8.3f}  {b:13.2f}  {a / b:.4f}")
+    _graphs()
+
+
+def _graphs() -> None:
+    """Joint graph plans against each op planned alone (the first op's layout fixed)."""
+    from tcplan.planner.graph_plan import choose, evaluate, greedy
+    from tcplan.planner.kinds import Options
+    print(f"\n{'graph':<34} {'objective':>13} {'joint':>9} {'op by op':>9} {'ratio':>7} "
+          f"{'plans':>6} {'plan s':>7}")
+    for f in sorted((ROOT / "problems" / "graphs").glob("*.yaml")):
+        g = load_problem(f).params["graph"]
+        t0 = time.perf_counter()
+        table = evaluate(g, Options())
+        joint = choose(g, table)
+        secs = time.perf_counter() - t0
+        alone = greedy(g, table)
+        alone_c = None if alone is None else (
+            alone.sum_cycles if g.objective == "sum" else alone.critical_path_cycles)
+        ratio = "-" if alone_c is None else f"{alone_c / joint.cycles:.2f}x"
+        alone_t = "no plan" if alone_c is None else f"{alone_c:,}"
+        print(f"{f.stem[:34]:<34} {g.objective:>13} {joint.cycles:>9,} {alone_t:>9} "
+              f"{ratio:>7} {joint.evaluations:>6} {secs:>7.2f}")
 
 
 def _example_4() -> None:

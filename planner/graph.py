@@ -131,6 +131,8 @@ def load_graph(ctx: _Ctx, data: dict) -> Graph:
     tensors = _tensors(ctx, data.get("tensors"))
     ops = _ops(doc, data.get("ops"), tensors)
     g = Graph(doc, base, tensors, ops, objective)
+    for op in ops:
+        _same_axes(g, op)
     _dag(g)
     _disjoint(g)
     return g
@@ -250,6 +252,9 @@ def _ops(doc, spec: Any, tensors: dict[str, GraphTensor]) -> list[GraphOp]:
             raise doc.error(keys + ("name",), f"{name!r} is not a new op name",
                             "give every op its own name")
         names.add(name)
+        if "hops" in o:
+            raise doc.error(keys + ("hops",), "a graph's op moves in one hop",
+                            "add the intermediate tensor and a second op", at_key=True)
         roles = {}
         for role in roles_of[kind]:
             if role not in o:
@@ -309,7 +314,6 @@ def _op_problem(g: Graph, op: GraphOp, layout: dict[str, str]):
     roles = op_roles()[op.kind]
     data = {k: v for k, v in op.data.items() if k not in ("name", *roles)}
     axes = g.axes_of(op.roles.values())
-    _same_axes(g, op)
     data.update(name=op.name, axes=axes, dtype=data.get("dtype", g.base["dtype"]),
                 chips=g.base["chips"])
     place = {}

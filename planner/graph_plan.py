@@ -191,8 +191,7 @@ def conflict_error(g: Graph, table, core: list[GraphOp]) -> TcplanError:
         bad: dict[str, list[str]] = {}
         for r in table[op.index]:
             if r.error is not None:
-                rule = r.error.violations[0].rule if r.error.violations else r.error.code
-                bad.setdefault(rule, []).append(_layout_text(r.layout))
+                bad.setdefault(_rule(r.error), []).append(_layout_text(r.layout))
         need = ("has no plan with any layout" if not ok else "needs "
                 + " or ".join(_layout_text(lay) for lay in ok[:3])
                 + (f" (or {len(ok) - 3} more)" if len(ok) > 3 else ""))
@@ -204,11 +203,19 @@ def conflict_error(g: Graph, table, core: list[GraphOp]) -> TcplanError:
     err = fail("graph-no-layout", ops=", ".join(op.name for op in core),
                detail="; ".join(lines), tensors=", ".join(shared) or "none")
     err.graph_conflict = [{"op": op.name, "kind": op.kind, "rules": sorted(
-        {r.error.violations[0].rule if r.error.violations else r.error.code
-         for r in table[op.index] if r.error is not None}),
+        {_rule(r.error) for r in table[op.index] if r.error is not None}),
         "layouts_with_a_plan": [r.layout for r in table[op.index] if r.cycles is not None]}
         for op in core]
     return err
+
+
+def _rule(err: TcplanError) -> str:
+    """The rule that rejects an op's layout; for a stream search with no legal order, the
+    rules in its conflict too (``plan-no-layout: dma-hbm-dm-align``)."""
+    v = err.violations[0]
+    inner = v.detail.get("rules", "") if v.rule == "plan-no-layout" else ""
+    inner = str(inner).removeprefix("in conflict: ")
+    return f"{v.rule}: {inner}" if inner else v.rule
 
 
 def _layout_text(layout: dict[str, str]) -> str:

@@ -172,12 +172,12 @@ def explain_graph(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
             raise
         items = getattr(err, "graph_conflict", None)
         v = err.violations[0]
-        conflict = [{"rule": v.rule, "requirement": v.rule, "message": err.message,
-                     "fix": err.fix}] if items is None else [
+        conflict = [{"rule": v.rule, "requirement": v.rule, "message": v.message,
+                     "fix": v.fix}] if items is None else [
             {"rule": "graph-no-layout", "requirement": f"op {it['op']}",
              "op": it["op"], "rules": it["rules"],
              "layouts_with_a_plan": it["layouts_with_a_plan"],
-             "message": _need(it), "fix": err.fix} for it in items]
+             "message": _need(it), "fix": v.fix} for it in items]
         return EXIT_RULE, {"problem": problem.name, "feasible": False, "conflict": conflict}
     return EXIT_OK, {"problem": problem.name, "feasible": True, "cycles": gp.cycles,
                      "bottleneck": "critical path " + " -> ".join(gp.critical_path),
@@ -194,5 +194,5 @@ def _need(it: dict[str, Any]) -> str:
     return (f"op {it['op']} has a plan only with " + " or ".join(
         ", ".join(f"{n} {c}" for n, c in lay.items()) for lay in ok[:3])
         + (f" (or {len(ok) - 3} more)" if len(ok) > 3 else "")
-        + ("; " + ", ".join(it["rules"]) + " reject the others" if it["rules"] else ""))
+        + ("; the others are rejected by " + ", ".join(it["rules"]) if it["rules"] else ""))
 

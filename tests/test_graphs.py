@@ -1,0 +1,302 @@
+"""Graph problems (issue 18; docs/graphs.md): located errors, the joint choice against brute
+force over every assignment of the free tensors' layouts, minimal conflicts across ops, and
+the end-to-end run on one set of memories (it must fail when an op does not do its job)."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tcplan
+from tcplan.planner.cli import main
+from tcplan.planner.graph_plan import choose, evaluate, greedy
+from tcplan.planner.kinds import Options
+
+ROOT = Path(__file__).resolve().parents[1]
+GRAPHS = ROOT / "problems/graphs"
+KV = GRAPHS / "kv_cache_append_then_read.yaml"
+MLP = GRAPHS / "mlp_bias_activation.yaml"
+FANOUT = GRAPHS / "weight_loaded_three_times.yaml"
+
+
+def _load(text: str, name: str = "g.yaml"):
+    return tcplan.loads(text, name)
+
+
+def _error(text: str) -> tcplan.TcplanError:
+    with pytest.raises(tcplan.TcplanError) as e:
+        _load(text)
+    assert e.value.kind == "input"
+    return e.value
+
+
+HEAD = """format: 1
+kind: graph
+dtype: bf16
+axes: {S: 256, H: 8, D: 64}
+"""
+KNEW = "  k_new: {tier: dm, slice: 'm![H, S / 32]', element: 'm![S % 32, D]', given: true}\n"
+KDM = ("  k_dm: {tier: dm, slice: 'm![S / 4]', element: 'm![S % 4, H, D]', "
+       "address: 8192}\n")
+CACHE = "  k_cache: {tier: hbm, element: free, axes: [S, H, D]}\n"
+STREAM = "stream: {time: free, packet: free}"
+
+
+def _graph(tensors: str, ops: list[str]) -> str:
+    return HEAD + "tensors:\n" + tensors + "ops:\n" + "".join(f"  - {o}\n" for o in ops)
+
+
+# ---- located errors ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("tensors, ops, where, words", [
+    (KNEW + CACHE, ["{name: a, kind: dma, source: k_nw, destination: k_cache}"],
+     "g.yaml:9:", ["'k_nw' is not a tensor", "did you mean 'k_new'"]),
+    (KNEW + CACHE + KDM, ["{name: a, kind: dma, source: k_dm, destination: k_cache}"],
+     "g.yaml:10:", ["k_dm is read before it is written"]),
+    (KNEW + CACHE + KDM, ["{name: a, kind: dma, source: k_new, destination: k_cache}",
+                          "{name: b, kind: dma, source: k_dm, destination: k_cache}"],
+     "g.yaml:11:", ["k_cache is written by op a already"]),
+    (KNEW + CACHE + KDM, ["{name: a, kind: dma, source: k_cache, destination: k_dm}",
+                          "{name: b, kind: dma, source: k_dm, destination: k_cache}"],
+     "g.yaml:10:", ["cycle: a -> b -> a"]),
+    (KNEW + CACHE, ["{name: a, kind: dma, source: k_cache, destination: k_new}"],
+     "g.yaml:9:", ["k_new is given"]),
+    (KNEW + "  k_x: {tier: hbm, element: 'm![S, H]'}\n",
+     ["{name: a, kind: dma, source: k_new, destination: k_x}"],
+     "g.yaml:9:", ["carries the axes ['H', 'S']"]),
+    (KNEW + CACHE, ["{name: a, kind: dmaa, source: k_new, destination: k_cache}"],
+     "g.yaml:9:", ["'dmaa' is not a graph op", "did you mean 'dma'"]),
+    (KNEW + KDM.replace("address: 8192", "address: 0"), [
+        "{name: a, kind: dma, source: k_new, destination: k_dm}"],
+     "g.yaml:7:", ["k_dm (dm bytes 0 to 4,096) overlaps k_new", "address: 4096"]),
+    (KNEW + "  k_c: {tier: hbm, element: free}\n", [
+        "{name: a, kind: dma, source: k_new, destination: k_c}"],
+     "g.yaml:7:", ["a free Element orders the tensor's axes"]),
+    (KNEW + "  k_c: {tier: hbm, element: {digits: ['S', 'H'], orders: []}}\n", [
+        "{name: a, kind: dma, source: k_new, destination: k_c}"],
+     "g.yaml:7:", ["takes digits"]),
+])
+def test_graph_mistakes_are_located(tensors, ops, where, words):
+    e = _error(_graph(tensors, ops))
+    text = str(e)
+    assert e.message.startswith(where), e.message
+    for w in words:
+        assert w in text, text
+
+
+def test_too_many_candidates_is_a_size_limit():
+    text = _graph(KNEW + "  k_c: {tier: hbm, element: {digits: ['S / 128', 'S / 64 % 2', "
+                  "'S / 32 % 2', 'S % 32', 'H', 'D']}}\n",
+                  ["{name: a, kind: dma, source: k_new, destination: k_c}"])
+    with pytest.raises(tcplan.TcplanError) as e:
+        _load(text)
+    assert e.value.code == "size-limit" and "720" in e.value.message
+
+
+# ---- the joint choice against brute force -----------------------------------------------
+
+DM_SPECS = [  # DM layouts of (S: 256, H: 8, D: 64) bf16 that fit one slice's DM
+    "{tier: dm, slice: 'm![H, S / 32]', element: 'm![S % 32, D]'",
+    "{tier: dm, slice: 'm![S / 4]', element: 'm![S % 4, H, D]'",
+    "{tier: dm, slice: 'm![S / 4]', element: 'm![H, S % 4, D]'",
+    "{tier: dm, slice: 'm![S / 8, H / 4]', element: 'm![S % 8, H % 4, D]'",
+]
+
+
+def random_graph(seed: int) -> str:
+    """A small graph: a given DM tensor stored to one or two free HBM tensors, each read
+    into one to three DM layouts, some HBM tensors copied on (HBM to HBM is not a DMA the
+    seeds time, so copies go through DM)."""
+    rng = random.Random(seed)
+    tensors = ["  g: " + rng.choice(DM_SPECS) + ", given: true}\n"]
+    ops, addr = [], 8192
+    n_free = rng.choice([1, 1, 2])
+    for h in range(n_free):
+        orders = rng.sample(["m![S, H, D]", "m![H, S, D]", "m![S, D, H]", "m![H, D, S]"],
+                            rng.choice([2, 3, 4]))
+        tensors.append(f"  h{h}: {{tier: hbm, address: {h * 262144}, element: "
+                       f"{{orders: {json.dumps(orders)}}}}}\n")
+        src = "g" if h == 0 or rng.random() < 0.5 else f"d{h - 1}_0"
+        ops.append(f"{{name: store{h}, kind: dma, source: {src}, destination: h{h}, "
+                   f"{STREAM}}}")
+        for r in range(rng.choice([1, 2, 3])):
+            tensors.append(f"  d{h}_{r}: " + rng.choice(DM_SPECS) + f", address: {addr}}}\n")
+            addr += 8192
+            ops.append(f"{{name: load{h}_{r}, kind: dma, source: h{h}, "
+                       f"destination: d{h}_{r}, {STREAM}}}")
+    return _graph("".join(tensors), ops)
+
+
+def _brute_force(g, table, objective: str) -> int | None:
+    """The least cycles over every assignment of every free tensor's candidates, each op
+    costed by its row for that assignment, the critical path by its own longest path."""
+    free = g.free()
+    best = None
+    for combo in itertools.product(*(g.tensors[n].candidates for n in free)):
+        assign = dict(zip(free, combo))
+        cost = {}
+        for op in g.ops:
+            row = next(r for r in table[op.index]
+                       if all(assign[n] == c for n, c in r.layout.items()))
+            if row.cycles is None:
+                break
+            cost[op.index] = row.cycles
+        else:
+            if objective == "sum":
+                total = sum(cost.values())
+            else:
+                finish: dict[int, int] = {}
+                for op in g.ops:  # ops are listed after the ops they read from
+                    pre = [finish[u] for u, v in g.dag.in_edges(op.index)]
+                    finish[op.index] = max(pre, default=0) + cost[op.index]
+                total = max(finish.values())
+            best = total if best is None else min(best, total)
+    return best
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(8))
+def test_the_joint_choice_is_the_brute_force_optimum(seed):
+    p = _load(random_graph(seed), f"random{seed}.yaml")
+    g = p.params["graph"]
+    table = evaluate(g, Options())
+    for objective in ("sum", "critical_path"):
+        want = _brute_force(g, table, objective)
+        if want is None:
+            with pytest.raises(tcplan.TcplanError) as e:
+                choose(g, table, objective)
+            assert e.value.code == "graph-no-layout"
+            continue
+        got = choose(g, table, objective)
+        assert (got.sum_cycles if objective == "sum" else got.critical_path_cycles) == want
+        gr = greedy(g, table)
+        assert gr is None or gr.sum_cycles >= (got.sum_cycles if objective == "sum"
+                                               else want)
+
+
+def test_the_fanout_graph_beats_planning_each_op_alone():
+    """The writer prefers the S-major HBM layout; three readers the head-major one: the
+    joint plan takes the readers' (12,240 cycles), greedy the writer's (16,336), 1.33x."""
+    p = tcplan.load(FANOUT)
+    g = p.params["graph"]
+    table = evaluate(g, Options())
+    joint, alone = choose(g, table), greedy(g, table)
+    assert joint.layout == {"o_hbm": "m![H, S, D]"} and alone.layout == {
+        "o_hbm": "m![S, H, D]"}
+    assert (joint.sum_cycles, alone.sum_cycles) == (4596 + 3 * 2548, 2548 + 3 * 4596)
+    assert alone.sum_cycles / joint.sum_cycles >= 1.3
+    assert joint.sum_cycles == _brute_force(g, table, "sum")
+
+
+def test_an_op_costs_what_its_own_problem_costs():
+    """The graph's read op is the DMA one would write by hand with the chosen layout."""
+    solved = tcplan.solve(KV)
+    layout = solved.to_json()["plan"]["layouts"]["k_cache"]
+    alone = tcplan.loads(f"""kind: dma
+dtype: bf16
+axes: {{S: 256, H: 8, D: 64}}
+source: {{tier: hbm, address: 0, element: '{layout}'}}
+destination: {{tier: dm, slice: 'm![S / 4]', element: 'm![S % 4, H, D]', address: 8192}}
+stream: {{time: free, packet: free}}
+""", "read.yaml")
+    ops = {o["op"]: o for o in solved.to_json()["plan"]["ops"]}
+    assert tcplan.solve(alone).cycles == ops["read"]["cycles"]
+    assert solved.cycles == sum(o["cycles"] for o in ops.values())
+
+
+# ---- conflicts ----------------------------------------------------------------------------
+
+MLP_TEXT = MLP.read_text()
+
+
+def test_a_conflict_names_the_ops_that_disagree():
+    """The chain commits a_dm T-major (its Commit needs the packet innermost); a store to a
+    given F-major HBM layout plans only from an F % 8-major a_dm."""
+    text = MLP_TEXT.replace("a_hbm: {tier: hbm, address: 1048576, element: free, axes: "
+                            "[B, T, F]}", "a_hbm: {tier: hbm, address: 1048576, element: "
+                            "'m![B, F, T]'}")
+    p = _load(text, "conflict.yaml")
+    why = tcplan.explain(p)
+    assert not why.feasible and why.exit_code == 1
+    assert [c["op"] for c in why.conflict] == ["bias_relu", "store"]
+    msg = " ".join(c["message"] for c in why.conflict)
+    assert "innermost-access" in msg and "a_dm m![F % 8, T]" in msg
+    solved = tcplan.solve(p)
+    assert solved.status == "infeasible" and solved.error.code == "graph-no-layout"
+    # minimal: without either op, the other has a plan
+    g = p.params["graph"]
+    table = evaluate(g, Options())
+    for keep in ("bias_relu", "store"):
+        rows = table[next(o.index for o in g.ops if o.name == keep)]
+        assert any(r.cycles is not None for r in rows)
+
+
+def test_an_op_with_no_plan_at_all_is_the_conflict_alone():
+    text = _graph(KNEW + CACHE + KDM.replace("'m![S / 4]'", "'m![S / 8]'").replace(
+        "'m![S % 4, H, D]'", "'m![S % 8, H, D]'"),
+        [f"{{name: append, kind: dma, source: k_new, destination: k_cache, {STREAM}}}",
+         f"{{name: read, kind: dma, source: k_cache, destination: k_dm, {STREAM}}}"])
+    why = tcplan.explain(_load(text))
+    assert [c["op"] for c in why.conflict] == ["read"]
+    assert why.conflict[0]["rules"] == ["slice-size"]
+
+
+# ---- running it -----------------------------------------------------------------------------
+
+def test_solve_verify_and_explain_agree():
+    solved = tcplan.solve(KV)
+    assert solved.status == "optimal" and solved.verified and solved.cycles == 4072
+    checked = tcplan.verify(KV)
+    assert checked.verified and checked.cycles == 4072
+    assert checked.breakdown["critical_path"] == ["append", "read"]
+    assert tcplan.explain(KV).to_json()["cycles"] == 4072
+
+
+def test_a_run_that_does_not_move_fails_verification(monkeypatch):
+    from tcplan.executor import run as run_mod
+    monkeypatch.setattr(run_mod, "execute", lambda mem, plan, progress=None: 0)
+    checked = tcplan.verify(KV)
+    assert checked.verified is False and checked.error.code == "verify-mismatch"
+
+
+def test_a_clobbered_tensor_is_caught_at_the_end(monkeypatch):
+    """Two DM tensors at the same bytes (the overlap check switched off): each op checks
+    out as it runs, and the end-to-end read-back finds the input overwritten."""
+    from tcplan.planner import graph as graph_mod
+    monkeypatch.setattr(graph_mod, "_disjoint", lambda g: None)
+    text = KV.read_text().replace("address: 8192", "address: 0")
+    checked = tcplan.verify(_load(text, "clobber.yaml"))
+    assert checked.verified is False and "verify-mismatch" == checked.error.code
+
+
+def test_run_takes_the_given_tensors_and_writes_every_tensor(tmp_path):
+    rng = np.random.default_rng(5)
+    h = rng.standard_normal((16, 2, 2048)).astype(np.float32)
+    ran = tcplan.run(MLP, {"h_hbm": h})
+    assert set(ran.arrays) == {"h_hbm", "h_dm", "a_dm", "a_hbm"}
+    assert np.array_equal(ran.arrays["h_dm"], h)
+    assert np.array_equal(ran.arrays["a_hbm"], np.maximum(h + np.float32(0.5), 0))
+    out = io.StringIO()
+    np.save(tmp_path / "h.npy", h)
+    assert main(["run", str(MLP), "--input", f"h_hbm={tmp_path / 'h.npy'}", "--out",
+                 str(tmp_path / "out")], stdout=out) == 0
+    assert np.array_equal(np.load(tmp_path / "out" / "a_hbm.npy"), ran.arrays["a_hbm"])
+
+
+def test_the_cli_solves_lowers_and_batches_graphs(tmp_path):
+    out = io.StringIO()
+    assert main(["solve", str(KV), "--json"], stdout=out) == 0
+    r = json.loads(out.getvalue())
+    assert r["plan"]["layouts"] == {"k_cache": "m![H, S, D]"}
+    assert r["sum_cycles"] == r["critical_path_cycles"] == 4072
+    out = io.StringIO()
+    assert main(["lower", str(KV)], stdout=out) == 0 and "op read" in out.getvalue()
+    out = io.StringIO()
+    assert main(["batch", str(GRAPHS), "--json"], stdout=out) == 0
+    assert json.loads(out.getvalue())["ok"]
