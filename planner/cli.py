@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import gc
 import json
 import logging
@@ -23,7 +22,7 @@ from tcplan.model.mapping import parse, parse_axes, validate_axes
 from tcplan.model.rules import MODES, PROFILES, TcplanError, fail
 from tcplan.model import tiers
 from tcplan.model.sequencer import derive
-from tcplan.planner.inputs import Overlong, bounded_lines, open_lines, os_reason
+from tcplan.planner.inputs import Overlong, bounded_lines, open_lines
 from tcplan.planner.spec import load_problem
 
 from .render import format_table
@@ -160,15 +159,32 @@ def _build_parser() -> argparse.ArgumentParser:
     ba = sub.add_parser(
         "batch", help="solve and verify every problem under a directory",
         description="Solve (or verify) every *.yaml under DIR in parallel worker processes "
-                    "and check each against its expect block (status, cycles within 10%, "
-                    "invocations, verified, error and explanation rule ids). Exit 0 when "
-                    "every problem met its expectations, 1 otherwise.")
+                    "(this machine's, or a Dask cluster's: --backend dask) and check each "
+                    "against its expect block (status, cycles within 10%, invocations, "
+                    "verified, error and explanation rule ids). A crashing problem is a "
+                    "failed row; a lost worker's problem is retried once, then reported. "
+                    "Rows stream to --results as they finish; --resume skips the ones "
+                    "there. Exit 0 when every problem met its expectations, 1 otherwise.")
     ba.add_argument("dir", metavar="DIR")
     ba.add_argument("--jobs", type=_count, default=2, metavar="N",
-                    help="worker processes (default 2)")
+                    help="worker processes (default 2; with --backend dask and no --address, "
+                         "the local cluster's workers)")
     ba.add_argument("--json", action="store_true", help="print one JSON object")
     ba.add_argument("--verify", choices=("full", "sample", "none"), default="full",
                     help="how `solve` checks each planned problem (see tcplan solve --help)")
+    ba.add_argument("--seed", type=_seed, default=0,
+                    help="solver seed and seed of the verification data, for every problem")
+    ba.add_argument("--backend", choices=("local", "dask"), default="local",
+                    help="local: worker processes on this machine (default); dask: a Dask "
+                         "cluster, local or at --address (pip install 'tcplan[dask]')")
+    ba.add_argument("--address", metavar="HOST:PORT",
+                    help="the Dask scheduler to connect to (default: start a local cluster "
+                         "of --jobs workers)")
+    ba.add_argument("--results", metavar="FILE.jsonl",
+                    help="append each problem's row to this JSON Lines file as it finishes")
+    ba.add_argument("--resume", action="store_true",
+                    help="with --results: keep the rows already in the file and run only "
+                         "the problems missing from it")
     for parser in (p, *sub.choices.values()):  # before or after the command
         parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
                             help="no progress, only results and errors")
@@ -412,124 +428,52 @@ def _cmd_explain(args: argparse.Namespace, stdout: TextIO) -> int:
     return why.exit_code
 
 
-def _batch_one(path: str, check: str = "full") -> dict[str, Any]:
-    """One problem of a batch, in a worker process: solve or verify, then its expectations.
-    Whatever happens, a row: a problem that crashes tcplan is a failed row, never the end
-    of the batch."""
-    import time
-    import traceback
-    t0 = time.perf_counter()
-    try:
-        return _batch_row(path, t0, check)
-    except Exception as e:  # noqa: BLE001 - a tcplan bug: reported as the row's failure
-        where = traceback.extract_tb(e.__traceback__)[-1]
-        return {"problem": path, "status": "crashed", "ok": False,
-                "why": f"{type(e).__name__}: {str(e)[:200]} ({where.filename}:{where.lineno})",
-                "time": round(time.perf_counter() - t0, 3)}
-
-
-def _batch_row(path: str, t0: float, check: str = "full") -> dict[str, Any]:
-    import time
-    try:
-        problem = load_problem(path)
-    except TcplanError as err:
-        return {"problem": path, "status": "bad input", "ok": False,
-                "why": err.message, "time": 0.0}
-    try:
-        res = (api.solve(problem, verify=check) if kind_of(problem).solvable else
-               api.verify(problem))
-        r, code = res.to_json(), res.exit_code
-    except TcplanError as err:  # what the command line would print, with its exit code
-        r, code = _error_obj(err), _exit_for(err)
-    dt = time.perf_counter() - t0
-    exp = problem.expect
-    status = r.get("status") or ("verified" if r.get("verified") else "failed")
-    error = (r.get("explanation") or r.get("error") or {}).get("code")
-    if code == 1 and error and status not in ("infeasible",):
-        status = "infeasible" if r.get("verified") is not False else status
-    why = []
-    if "error" in exp:
-        if error != exp["error"]:
-            why.append(f"expected error {exp['error']}, got {error or 'a plan'}")
-    elif code != 0:
-        why.append(f"exit {code}: {error}")
-    if "explanation" in exp and not error:
-        why.append(f"expected the conflict {sorted(exp['explanation'])}, got a plan")
-    if "explanation" in exp and error:
-        try:
-            rep = api.explain(problem).to_json()
-            got = sorted({it.get("rule") or it["requirement"] for it in rep.get("conflict", [])})
-            if got != sorted(exp["explanation"]):
-                why.append(f"expected conflict {sorted(exp['explanation'])}, got {got}")
-        except TcplanError as e:
-            why.append(f"explain: {e.code}")
-    for k in ("status", "invocations", "verified"):
-        if k == "verified" and check == "none":
-            continue  # (not asked for: nothing ran)
-        if k in exp and r.get(k) != exp[k]:
-            why.append(f"{k}: expected {exp[k]}, got {r.get(k)}")
-    if "cycles" in exp and isinstance(r.get("cycles"), int):
-        if abs(r["cycles"] - exp["cycles"]) > 0.10 * exp["cycles"]:
-            why.append(f"cycles: expected {exp['cycles']:,} (10%), got {r['cycles']:,}")
-    return {"problem": problem.name, "status": status, "cycles": r.get("cycles"),
-            "lower_bound": r.get("lower_bound"), "solve_time": r.get("solve_time"),
-            "check": r.get("check", "full"), "times": r.get("times"),
-            "time": round(dt, 3), "ok": not why, "why": "; ".join(why)}
-
-
 def _cmd_batch(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    import multiprocessing
-    import pathlib
-    root = pathlib.Path(args.dir)
-    try:
-        if not root.is_dir():
-            raise fail("bad-request", detail=f"{args.dir} is not a directory",
-                       fix="give a directory of problem files")
-        paths = sorted(str(p) for p in root.rglob("*.yaml"))
-    except OSError as e:
-        raise fail("bad-request", detail=f"{args.dir}: cannot list it ({os_reason(e)})",
-                   fix="give a readable directory of problem files") from None
-    if not paths:
-        raise fail("bad-request", detail=f"no *.yaml under {args.dir}",
-                   fix="give a directory of problem files")
-    rows: list[dict[str, Any]] = []
-    ctx = multiprocessing.get_context("spawn")
+    from .batch import run_batch, tasks_under
+    tasks = tasks_under(args.dir)
     tty = hasattr(stderr, "isatty") and stderr.isatty()
     bar = None
     if tty and LOG.isEnabledFor(logging.INFO):  # a terminal: one bar, redrawn in place
         from tqdm import tqdm
-        bar = tqdm(total=len(paths), file=stderr, unit="problem", desc="batch")
-    with ctx.Pool(args.jobs) as pool:
-        work = functools.partial(_batch_one, check=args.verify)
-        for k, row in enumerate(pool.imap(work, paths), 1):
-            rows.append(row)
-            if bar is not None:
-                bar.set_postfix_str(row["problem"][:40])
-                bar.update()
-            else:  # a log: a plain line per problem
-                LOG.info("[%d/%d] %s", k, len(paths), row["problem"])
-            LOG.debug("  %s: %s in %.2f s (stages: %s)", row["problem"], row["status"],
-                      row.get("time") or 0.0, row.get("times"))
-    if bar is not None:
-        bar.close()
+        bar = tqdm(total=len(tasks), file=stderr, unit="problem", desc="batch")
+
+    def on_row(row: dict[str, Any], k: int, n: int) -> None:
+        if bar is not None:
+            bar.set_postfix_str(row["problem"][:40])
+            bar.update()
+        else:  # a log: a plain line per problem
+            LOG.info("[%d/%d] %s", k, n, row["problem"])
+        LOG.debug("  %s: %s in %.2f s (stages: %s)", row["problem"], row["status"],
+                  row.get("time") or 0.0, row.get("times"))
+    try:
+        rows = run_batch(tasks, args.backend, args.jobs, args.verify, args.seed,
+                         args.address, args.results, args.resume, on_row)
+    finally:
+        if bar is not None:
+            bar.close()
     ok = all(r["ok"] for r in rows)
     if args.json:
         print(json.dumps({"ok": ok, "problems": rows}), file=stdout)
     else:
-        lines = [f"{'problem':<34} {'status':<11} {'cycles':>10} {'bound':>10} "
-                 f"{'plan s':>7} {'lower':>6} {'exec':>6} {'verify':>6}  expectations"]
-        for r in rows:
-            c = f"{r['cycles']:,}" if isinstance(r.get("cycles"), int) else "-"
-            b = f"{r['lower_bound']:,}" if isinstance(r.get("lower_bound"), int) else "-"
-            tm = r.get("times") or {}
-            stages = " ".join(f"{tm[k]:>{w}.2f}" if isinstance(tm.get(k), (int, float))
-                              else f"{'-':>{w}}" for k, w in (("plan", 7), ("lower", 6),
-                                                               ("execute", 6), ("verify", 6)))
-            lines.append(f"{r['problem'][:34]:<34} {r['status'][:11]:<11} {c:>10} {b:>10} "
-                         f"{stages}  {'met' if r['ok'] else 'NOT met: ' + r['why']}")
-        lines.append(f"{sum(r['ok'] for r in rows)}/{len(rows)} met their expectations")
-        print("\n".join(lines), file=stdout)
+        print(format_batch(rows), file=stdout)
     return EXIT_OK if ok else EXIT_RULE
+
+
+def format_batch(rows: list[dict[str, Any]]) -> str:
+    """The batch table: one row per problem, then how many met their expectations."""
+    lines = [f"{'problem':<34} {'status':<11} {'cycles':>10} {'bound':>10} "
+             f"{'plan s':>7} {'lower':>6} {'exec':>6} {'verify':>6}  expectations"]
+    for r in rows:
+        c = f"{r['cycles']:,}" if isinstance(r.get("cycles"), int) else "-"
+        b = f"{r['lower_bound']:,}" if isinstance(r.get("lower_bound"), int) else "-"
+        tm = r.get("times") or {}
+        stages = " ".join(f"{tm[k]:>{w}.2f}" if isinstance(tm.get(k), (int, float))
+                          else f"{'-':>{w}}" for k, w in (("plan", 7), ("lower", 6),
+                                                           ("execute", 6), ("verify", 6)))
+        lines.append(f"{r['problem'][:34]:<34} {r['status'][:11]:<11} {c:>10} {b:>10} "
+                     f"{stages}  {'met' if r['ok'] else 'NOT met: ' + r['why']}")
+    lines.append(f"{sum(r['ok'] for r in rows)}/{len(rows)} met their expectations")
+    return "\n".join(lines)
 
 
 def _cmd_lower(args: argparse.Namespace, stdout: TextIO) -> int:

@@ -349,12 +349,12 @@ def test_an_endless_batch_line_ends_the_batch():
 
 
 def test_a_problem_that_crashes_is_a_failed_row(monkeypatch, tmp_path):
-    import tcplan.planner.cli as cli
+    from tcplan.planner import batch
 
-    def boom(path, t0, check="full"):
+    def boom(task, check="full", seed=0):
         raise ZeroDivisionError("a planted bug")
-    monkeypatch.setattr(cli, "_batch_row", boom)
-    row = cli._batch_one(EX1)
+    monkeypatch.setattr(batch, "_row", boom)
+    row = batch.solve_row(batch.Task(EX1, "kind: dma\n"))
     assert row["status"] == "crashed" and not row["ok"]
     assert "ZeroDivisionError: a planted bug" in row["why"]
     bad = (ROOT / "problems/seed/dma_example_1.yaml").read_text().replace(
