@@ -460,19 +460,23 @@ def _cmd_batch(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def format_batch(rows: list[dict[str, Any]]) -> str:
-    """The batch table: one row per problem, then how many met their expectations."""
-    lines = [f"{'problem':<34} {'status':<11} {'cycles':>10} {'bound':>10} "
-             f"{'plan s':>7} {'lower':>6} {'exec':>6} {'verify':>6}  expectations"]
+    """The batch's two tables: the expectations (one row per problem, then how many met
+    them: the same from every backend, byte for byte) and the seconds of each stage."""
+    lines = [f"{'problem':<34} {'status':<11} {'cycles':>10} {'bound':>10}  expectations"]
     for r in rows:
         c = f"{r['cycles']:,}" if isinstance(r.get("cycles"), int) else "-"
         b = f"{r['lower_bound']:,}" if isinstance(r.get("lower_bound"), int) else "-"
+        lines.append(f"{r['problem'][:34]:<34} {r['status'][:11]:<11} {c:>10} {b:>10}  "
+                     + ("met" if r["ok"] else "NOT met: " + r["why"]))
+    lines.append(f"{sum(r['ok'] for r in rows)}/{len(rows)} met their expectations")
+    lines += ["", f"{'seconds':<34} {'plan':>7} {'lower':>6} {'exec':>6} {'verify':>6} "
+              f"{'total':>7}"]
+    for r in rows:
         tm = r.get("times") or {}
         stages = " ".join(f"{tm[k]:>{w}.2f}" if isinstance(tm.get(k), (int, float))
                           else f"{'-':>{w}}" for k, w in (("plan", 7), ("lower", 6),
                                                            ("execute", 6), ("verify", 6)))
-        lines.append(f"{r['problem'][:34]:<34} {r['status'][:11]:<11} {c:>10} {b:>10} "
-                     f"{stages}  {'met' if r['ok'] else 'NOT met: ' + r['why']}")
-    lines.append(f"{sum(r['ok'] for r in rows)}/{len(rows)} met their expectations")
+        lines.append(f"{r['problem'][:34]:<34} {stages} {r.get('time') or 0.0:>7.2f}")
     return "\n".join(lines)
 
 

@@ -43,12 +43,22 @@ def _canonical(rows: list[dict]) -> str:
     return json.dumps([batch.untimed(r) for r in rows], sort_keys=True)
 
 
+def _table(*argv: str) -> str:
+    """The expectations table `batch` prints (without the seconds table after it)."""
+    out = io.StringIO()
+    main(["-q", "batch", *argv], stdout=out, stderr=io.StringIO())
+    return out.getvalue().split("\n\nseconds")[0]
+
+
 @pytest.mark.slow
 def test_every_backend_gives_the_same_rows(library):
     code_l, local = _batch(str(library), "--backend", "local", "--jobs", "2")
     code_d, dask = _batch(str(library), "--backend", "dask", "--jobs", "2")
     assert code_l == code_d == 1  # the broken file fails its row, in both
     assert _canonical(local["problems"]) == _canonical(dask["problems"])
+    table = _table(str(library), "--backend", "local", "--seed", "3")
+    assert table == _table(str(library), "--backend", "dask", "--seed", "3")
+    assert "1,183" in table and f"{len(QUICK)}/{len(QUICK) + 1} met" in table
     rows = {Path(r["path"]).name: r for r in local["problems"]}
     assert rows["broken.yaml"]["status"] == "bad input" and not rows["broken.yaml"]["ok"]
     assert rows["dma_slice_32.yaml"]["ok"]  # an expected error is met

@@ -84,7 +84,12 @@ def test_batch_reports_each_stages_time(tmp_path):
     assert set(verified) == {"lower", "verify"}
     table = io.StringIO()
     main(["batch", str(tmp_path), "--jobs", "1"], stdout=table, stderr=io.StringIO())
-    assert "plan s" in table.getvalue() and "verify" in table.getvalue()
+    seconds = table.getvalue().split("\n\nseconds")[1].splitlines()
+    assert seconds[0].split() == ["plan", "lower", "exec", "verify", "total"]
+    row = next(x for x in seconds if x.startswith("dma_example_5_free_source")).split()
+    assert len(row) == 6 and float(row[1]) > 0 and float(row[4]) > 0  # (another run's)
+    chip = next(x for x in seconds if x.startswith("chip_shuffle")).split()
+    assert chip[1] == "-" and chip[3] == "-" and float(chip[4]) >= 0  # verified, not planned
 
 
 class _Terminal(io.StringIO):
