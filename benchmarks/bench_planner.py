@@ -128,7 +128,8 @@ def _graphs() -> None:
         alone = greedy(g, table)
         alone_c = None if alone is None else (
             alone.sum_cycles if g.objective == "sum" else alone.critical_path_cycles)
-        ratio = "-" if alone_c is None else f"{alone_c / joint.cycles:.2f}x"
+        ratio = ("-" if alone_c is None or not joint.cycles
+                 else f"{alone_c / joint.cycles:.2f}x")
         alone_t = "no plan" if alone_c is None else f"{alone_c:,}"
         print(f"{f.stem[:34]:<34} {g.objective:>13} {joint.cycles:>9,} {alone_t:>9} "
               f"{ratio:>7} {joint.evaluations:>6} {secs:>7.2f}")

@@ -28,7 +28,7 @@ def run_graph(g, gp, seed: int = 0, inputs: dict[str, np.ndarray] | None = None,
     values: dict[str, np.ndarray] = {}
     for k, (n, t) in enumerate(tensors.items()):
         if g.tensors[n].given:
-            values[n] = _given(g, n, t, inputs.get(n), seed + k)
+            values[n] = _given(g, gp, n, t, inputs.get(n), seed + k)
             place(mem, t, g.axes_of([n]), values[n])
     for step, i in enumerate(g.order, 1):
         op, row = g.ops[i], gp.ops[i]
@@ -37,7 +37,7 @@ def run_graph(g, gp, seed: int = 0, inputs: dict[str, np.ndarray] | None = None,
                                         {r: tensors[n] for r, n in op.roles.items()},
                                         reads, seed)
         for role, v in out.items():
-            values[op.roles[role]] = v
+            values[op.roles[role]] = np.ascontiguousarray(v)
         if progress is not None:
             progress("ops", step, len(g.order), op.name)
     checked = 0
@@ -49,10 +49,19 @@ def run_graph(g, gp, seed: int = 0, inputs: dict[str, np.ndarray] | None = None,
                               "back against what it must hold (holding rule)"}
 
 
-def _given(g, name: str, t, user: np.ndarray | None, seed: int) -> np.ndarray:
-    """A given tensor's data: the user's (over its axes, in its dtype) or seeded bits."""
+def _given(g, gp, name: str, t, user: np.ndarray | None, seed: int) -> np.ndarray:
+    """A given tensor's data: the user's (over its axes, in its dtype), or seeded: as the
+    first op reading it asks (an index tensor: valid rows), else random bits."""
+    from tcplan.planner.kinds import REGISTRY
     axes = g.axes_of([name])
     if user is None:
+        for i in g.order:
+            op, row = g.ops[i], gp.ops[i]
+            for role in op.read_roles:
+                if op.roles[role] == name:
+                    v = REGISTRY[op.kind].given_values(row.problem, row.plan, role, seed)
+                    if v is not None:
+                        return v
         return tensor_bits(axes, t.dtype, seed)
     shape = tuple(axes.values())
     if user.shape != shape:

@@ -641,6 +641,13 @@ RULES: dict[str, Rule] = _rules(
         "docs/graphs.md; planner/graph_plan.py", scope="planner",
     ),
     Rule(
+        "graph-derived-layout", "input", "a graph's derived tensor is declared as it is made",
+        "{tensor} is declared {have}; op {op} leaves it {want}",
+        "declare {tensor} as {want}",
+        "docs/graphs.md; model/redistribute.py (the result of a redistribution)",
+        scope="input",
+    ),
+    Rule(
         "graph-chain-placement", "hardware",
         "a chain's tensors lie in DM on the slices it streams",
         "{tensor} is {have}; the chain of op {op} streams {want}",

@@ -33,7 +33,7 @@ def op_roles() -> dict[str, dict[str, tuple[bool, bool]]]:
     """The kinds a graph's op may be, with the keys it names tensors with: role -> (reads
     it, its spec goes into the op's problem), as each kind declares (``Kind.graph_roles``)."""
     from .kinds import REGISTRY
-    return {n: k.graph_roles for n, k in REGISTRY.items() if k.graph_roles}
+    return {n: k.graph_roles[n] for n, k in REGISTRY.items() if n in k.graph_roles}
 
 #: a tensor's keys in a graph beside those of a tensor in any problem
 GRAPH_TENSOR_KEYS = {"given", "axes"}
@@ -131,8 +131,10 @@ def load_graph(ctx: _Ctx, data: dict) -> Graph:
     tensors = _tensors(ctx, data.get("tensors"))
     ops = _ops(doc, data.get("ops"), tensors)
     g = Graph(doc, base, tensors, ops, objective)
+    from .kinds import REGISTRY
     for op in ops:
-        _same_axes(g, op)
+        if REGISTRY[op.kind].graph_same_axes:
+            _same_axes(g, op)
     _dag(g)
     _disjoint(g)
     return g

@@ -31,14 +31,22 @@ from .graph import Graph, GraphOp
 
 @dataclass
 class OpChoice:
-    """One op under one assignment of its free tensors' layouts: its plan and cycles, or
-    the error that rejects it."""
+    """One op under one assignment of its free tensors' layouts: its plan and cycles (None
+    for a kind whose cycles are not modelled: it counts 0), or the error that rejects it."""
 
     layout: dict[str, str]
     problem: Any = None
     plan: Any = None
     cycles: int | None = None
     error: TcplanError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def cost(self) -> int:
+        return self.cycles or 0
 
 
 @dataclass
@@ -52,6 +60,7 @@ class GraphPlan:
     status: str = "optimal"
     evaluations: int = 0
     times: dict[str, float] = field(default_factory=dict)
+    unmodelled: list[str] = field(default_factory=list)  # ops whose cycles count 0
 
     @property
     def cycles(self) -> int:
@@ -118,17 +127,17 @@ def choose(g: Graph, table: dict[int, list[OpChoice]], objective: str | None = N
     for op in g.ops:
         y[op.index] = []
         for row in table[op.index]:
-            if row.cycles is None:
+            if not row.ok:
                 continue
             lit = m.new_bool_var(f"{op.name} @ {row.layout}")
             for n, c in row.layout.items():
                 m.add_implication(lit, x[n][c])
             y[op.index].append((lit, row))
         m.add(sum(lit for lit, _ in y[op.index]) == 1).only_enforce_if(runs[op.index])
-    cyc = {i: sum(lit * row.cycles for lit, row in rows) for i, rows in y.items()}
+    cyc = {i: sum(lit * row.cost for lit, row in rows) for i, rows in y.items()}
     total = sum(cyc.values())
     if objective == "critical_path":
-        hi = sum(max((r.cycles for _, r in rows), default=0) for rows in y.values())
+        hi = sum(max((r.cost for _, r in rows), default=0) for rows in y.values())
         finish = {i: m.new_int_var(0, hi, f"finish {i}") for i in y}
         for i in g.order:
             m.add(finish[i] >= cyc[i])
@@ -149,11 +158,13 @@ def choose(g: Graph, table: dict[int, list[OpChoice]], objective: str | None = N
         raise fail("plan-time-limit", limit=f"{time_limit:g}", lowered=0)
     layout = {n: next(c for c, lit in lits.items() if sv.value(lit)) for n, lits in x.items()}
     chosen = [next(r for lit, r in y[op.index] if sv.value(lit)) for op in g.ops]
-    per_op = {op.index: chosen[op.index].cycles for op in g.ops}
+    per_op = {op.index: chosen[op.index].cost for op in g.ops}
     span_c, path = path_cycles(g, per_op)
     return GraphPlan(layout, chosen, objective, sum(per_op.values()), span_c, path,
                      "optimal" if st == cp_model.OPTIMAL else "feasible",
-                     sum(len(r) for r in table.values()))
+                     sum(len(r) for r in table.values()),
+                     unmodelled=[op.name for op in g.ops
+                                 if chosen[op.index].cycles is None])
 
 
 def _solver(time_limit: float, seed: int):
@@ -187,7 +198,7 @@ def conflict_error(g: Graph, table, core: list[GraphOp]) -> TcplanError:
     rejects the others."""
     lines = []
     for op in core:
-        ok = [r.layout for r in table[op.index] if r.cycles is not None]
+        ok = [r.layout for r in table[op.index] if r.ok]
         bad: dict[str, list[str]] = {}
         for r in table[op.index]:
             if r.error is not None:
@@ -197,14 +208,15 @@ def conflict_error(g: Graph, table, core: list[GraphOp]) -> TcplanError:
                 + (f" (or {len(ok) - 3} more)" if len(ok) > 3 else ""))
         why = "; ".join(f"[{rule}] rejects {', '.join(v[:2])}" + (
             f" and {len(v) - 2} more" if len(v) > 2 else "") for rule, v in bad.items())
-        lines.append(f"op {op.name} ({op.kind} {' -> '.join(op.roles.values())}) {need}"
+        lines.append(f"op {op.name} ({op.kind} {', '.join(op.reads)} -> "
+                     f"{', '.join(op.writes)}) {need}"
                      + (f" ({why})" if why else ""))
     shared = sorted({t for op in core for t in g.op_free(op)})
     err = fail("graph-no-layout", ops=", ".join(op.name for op in core),
                detail="; ".join(lines), tensors=", ".join(shared) or "none")
     err.graph_conflict = [{"op": op.name, "kind": op.kind, "rules": sorted(
         {_rule(r.error) for r in table[op.index] if r.error is not None}),
-        "layouts_with_a_plan": [r.layout for r in table[op.index] if r.cycles is not None]}
+        "layouts_with_a_plan": [r.layout for r in table[op.index] if r.ok]}
         for op in core]
     return err
 
@@ -239,14 +251,14 @@ def greedy(g: Graph, table: dict[int, list[OpChoice]]) -> GraphPlan | None:
     fixed: dict[str, str] = {}
     chosen: dict[int, OpChoice] = {}
     for i in g.order:
-        rows = [r for r in table[i] if r.cycles is not None
+        rows = [r for r in table[i] if r.ok
                 and all(fixed.get(n, c) == c for n, c in r.layout.items())]
         if not rows:
             return None
-        best = min(rows, key=lambda r: r.cycles)
+        best = min(rows, key=lambda r: r.cost)
         fixed.update(best.layout)
         chosen[i] = best
-    per_op = {i: chosen[i].cycles for i in chosen}
+    per_op = {i: chosen[i].cost for i in chosen}
     span, path = path_cycles(g, per_op)
     return GraphPlan(fixed, [chosen[op.index] for op in g.ops], g.objective,
                      sum(per_op.values()), span, path, "greedy")

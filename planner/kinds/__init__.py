@@ -22,6 +22,7 @@ method             what it does
 ``check_tensors``  the rules between an op and the graph's tensors it names (a chain's
                    Fetch and Commit of its DM tensors)
 ``execute``        run a graph's op on the graph's shared memories
+``given_values``   seed data for a given tensor the op reads, when random bits will not do
 ``trace_warnings`` the placement rules a tensor breaks (``tcplan trace``)
 =================  =========================================================================
 """
@@ -69,9 +70,12 @@ class Kind:
     keys: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
     output_word = "destination"  # what verification checks, in messages
     solvable = False  # `tcplan solve` plans it (`batch` solves it rather than verifies)
-    #: as a graph's op: role -> (it reads the tensor, the tensor's spec goes into the op's
-    #: own problem under the role's key); empty: not a graph op
-    graph_roles: dict[str, tuple[bool, bool]] = {}
+    #: as a graph's op, per name: role -> (it reads the tensor, the tensor's spec goes into
+    #: the op's own problem under the role's key); a name not here is not a graph op
+    graph_roles: dict[str, dict[str, tuple[bool, bool]]] = {}
+    #: as a graph's op: its tensors carry the same axes (a move or an elementwise chain;
+    #: a gather's table, index and rows do not)
+    graph_same_axes = True
     engine_stream = False  # its stream's Chip, Cluster and Slice select engines (a DMA)
 
     def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
@@ -123,6 +127,11 @@ class Kind:
         layout, ``values`` role -> the mathematical tensor each role it reads holds; returns
         role -> the mathematical tensor each role it writes must hold, checked."""
         raise NotImplementedError
+
+    def given_values(self, problem, plan, role: str, seed: int) -> Any:
+        """The data a given tensor the op reads under ``role`` is seeded with, when random
+        bits will not do (an index tensor: valid rows); None: random bits."""
+        return None
 
     def trace_warnings(self, problem, name: str, t) -> list:
         return tiers.placement_violations(t, problem.chips)

@@ -56,7 +56,7 @@ class _Chains(Kind):
 
 class Vector(_Chains):
     names = ("vector",)
-    graph_roles = {"x": (True, False), "out": (False, False)}
+    graph_roles = {"vector": {"x": (True, False), "out": (False, False)}}
     keys = {"vector": key_sets({"input", "vrf", "chain", "output", "reference"},
                                {"input", "chain"})}
 
@@ -123,7 +123,7 @@ class LaneFold(_Chains):
 
 class Expression(_Chains):
     names = ("expression",)
-    graph_roles = {"x": (True, False), "out": (False, False)}
+    graph_roles = {"expression": {"x": (True, False), "out": (False, False)}}
     keys = {"expression": key_sets({"input", "vrf", "expression", "output", "pair_axis"},
                                    {"input", "expression"})}
 

@@ -21,7 +21,8 @@ class Dma(Kind):
                              {"source", "destination"})}
     solvable = True
     engine_stream = True
-    graph_roles = {"source": (True, True), "destination": (False, True)}
+    graph_roles = {n: {"source": (True, True), "destination": (False, True)}
+                   for n in ("dma", "pcie")}
 
     def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
         from ..dma_spec import load_dma

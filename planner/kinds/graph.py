@@ -42,7 +42,7 @@ class GraphKind(Kind):
 
     def verify_lines(self, report: dict[str, Any]) -> list[str]:
         b = report["breakdown"]
-        return [f"  {o['op']} ({o['kind']}): {o['cycles']:,} cycles" for o in b["ops"]] + [
+        return [f"  {o['op']} ({o['kind']}): {_cycles(o['cycles'])}" for o in b["ops"]] + [
             f"  sum {b['sum_cycles']:,}; critical path {b['critical_path_cycles']:,} ("
             + " -> ".join(b["critical_path"]) + ")"]
 
@@ -77,6 +77,7 @@ register(GraphKind())
 def _breakdown(gp) -> dict[str, Any]:
     """A graph plan's numbers: each op's cycles, the sum and the critical path."""
     return {"objective": gp.objective, "sum_cycles": gp.sum_cycles,
+            "unmodelled": gp.unmodelled,
             "critical_path_cycles": gp.critical_path_cycles,
             "critical_path": gp.critical_path,
             "ops": [{"op": r.problem.name, "kind": r.problem.kind, "cycles": r.cycles,
@@ -120,10 +121,12 @@ def solve_graph(problem, opts: Options) -> Solved:
             verified = True
         except TcplanError as err:
             verified, error = False, err.to_json()
-    out = {"problem": problem.name, "status": gp.status, "cycles": gp.cycles,
+    modelled = len(gp.unmodelled) < len(g.ops)  # (else no figure to give)
+    out = {"problem": problem.name, "status": gp.status,
+           "cycles": gp.cycles if modelled else None,
            "objective": gp.objective, "sum_cycles": gp.sum_cycles,
            "critical_path_cycles": gp.critical_path_cycles,
-           "critical_path": gp.critical_path,
+           "critical_path": gp.critical_path, "unmodelled": gp.unmodelled,
            "plan": {"layouts": gp.layout, "ops": [_op_json(r) for r in gp.ops]},
            "verified": verified, "checked": checked,
            "check": "none" if opts.verify == "none" else "full",
@@ -140,7 +143,8 @@ def graph_text(problem, gp) -> str:
     lines = [f"{problem.name}: {len(g.ops)} op(s) over {len(g.tensors)} tensor(s); "
              f"{gp.cycles:,} cycles ({gp.status}; objective {gp.objective}: sum "
              f"{gp.sum_cycles:,}, critical path {gp.critical_path_cycles:,} through "
-             + " -> ".join(gp.critical_path) + f"; {gp.evaluations} op plan(s) evaluated)"]
+             + (" -> ".join(gp.critical_path) or "no op with modelled cycles")
+             + f"; {gp.evaluations} op plan(s) evaluated)"]
     for n, c in gp.layout.items():
         lines.append(f"  {n}: Element {c} (of {len(g.tensors[n].candidates)} candidates)")
     for i in g.order:
@@ -149,9 +153,18 @@ def graph_text(problem, gp) -> str:
         how = (f"; Time {j['stream']['time']}, Packet {j['stream']['packet']}"
                if "stream" in j else f"; {j['invocations']} invocation(s)"
                if "invocations" in j else "")
-        lines.append(f"  op {op.name} ({op.kind} " + " -> ".join(op.roles.values())
-                     + f"): {row.cycles:,} cycles{how}")
+        lines.append(f"  op {op.name} ({op.kind} {_flow(op)}): {_cycles(row.cycles)}{how}")
+    if gp.unmodelled:
+        lines.append("  (cycles not modelled, counted 0: " + ", ".join(gp.unmodelled) + ")")
     return "\n".join(lines)
+
+
+def _flow(op) -> str:
+    return ", ".join(op.reads) + " -> " + ", ".join(op.writes)
+
+
+def _cycles(c: int | None) -> str:
+    return "cycles not modelled" if c is None else f"{c:,} cycles"
 
 
 def _verified(r: dict[str, Any]) -> str:
@@ -181,7 +194,7 @@ def explain_graph(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         return EXIT_RULE, {"problem": problem.name, "feasible": False, "conflict": conflict}
     return EXIT_OK, {"problem": problem.name, "feasible": True, "cycles": gp.cycles,
                      "bottleneck": "critical path " + " -> ".join(gp.critical_path),
-                     "binding": [{"title": f"op {r.problem.name}: {r.cycles:,} cycles with "
+                     "binding": [{"title": f"op {r.problem.name}: {_cycles(r.cycles)} with "
                                   + (", ".join(f"{n} {c}" for n, c in r.layout.items())
                                      or "its given layouts")} for r in gp.ops]}
 

@@ -11,12 +11,58 @@ from tcplan.model import gather, redistribute
 from tcplan.model.rules import fail
 
 from ..render import format_indexed, format_redistribution
-from . import Kind, key_sets, register
+from . import Kind, Options, key_sets, register
 
 
-class Redistribute(Kind):
+class _RunsAlone(Kind):
+    """A graph op that runs on memories of its own (its kind's executor, on the values the
+    graph's tensors hold), its output then placed in the graph's memories and checked
+    there; its cycles are not modelled (docs/graphs.md)."""
+
+    graph_same_axes = False
+    #: per name: graph role -> the key of the tensor in what ``run`` takes and returns
+    run_keys: dict[str, dict[str, str]] = {}
+
+    def plan(self, problem, opts: Options) -> tuple[Any, int | None]:
+        return self.lower(problem), None
+
+    def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
+        from tcplan.executor.run import place
+        keys = self.run_keys[problem.kind]
+        inputs = {keys[r]: v for r, v in values.items()}
+        self.check_run(problem, plan, inputs, seed)
+        got = self.run(problem, plan, inputs, seed)
+        out = {}
+        for role, (reads, _) in self.graph_roles[problem.kind].items():
+            if not reads:
+                t = tensors[role]
+                axes = {a: problem.axes[a] for a in problem.axes
+                        if a in {x for m in t.dims.values() for x in m.used_axes}}
+                out[role] = np.ascontiguousarray(got[keys[role]])
+                place(mem, t, axes, out[role])
+        return out
+
+
+    def check_run(self, problem, plan, inputs: dict, seed: int) -> None:
+        """Verify the op's plan by its kind's own check (raises a mismatch)."""
+        self.verify(problem, plan, seed)
+
+
+class Redistribute(_RunsAlone):
     names = ("redistribute",)
     keys = {"redistribute": key_sets({"source", "steps"}, {"source", "steps"})}
+    graph_roles = {"redistribute": {"source": (True, True), "result": (False, False)}}
+    run_keys = {"redistribute": {"source": "source", "result": "result"}}
+
+    def check_tensors(self, problem, plan, tensors: dict) -> None:
+        """The graph's result tensor is laid out as the redistribution leaves it."""
+        t, want = tensors["result"], plan.result
+        have = {d: m.text() for d, m in t.dims.items()}
+        need = {d: m.text() for d, m in want.dims.items()}
+        if t.tier != want.tier or have != need or t.address != want.address:
+            raise fail("graph-derived-layout", (t.name,), tensor=t.name, op=problem.name,
+                       have=_layout(t.tier, have, t.address),
+                       want=_layout(want.tier, need, want.address))
 
     def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
         tensors["source"] = ctx.tensor(("source",), data["source"], "source")
@@ -45,10 +91,20 @@ class Redistribute(Kind):
         return format_redistribution(problem.name, plan)
 
 
-class Indexed(Kind):
+def _layout(tier: str, dims: dict[str, str], address: int) -> str:
+    return "{tier: " + tier + ", " + ", ".join(f"{d}: '{v}'" for d, v in dims.items()) + (
+        f", address: {address}" if address else "") + "}"
+
+
+class Indexed(_RunsAlone):
     """Gather (table rows by index into DM) and scatter (rows from DM by index)."""
 
     names = ("gather", "scatter")
+    graph_roles = {"gather": {"table": (True, True), "index": (True, True),
+                              "destination": (False, True)},
+                   "scatter": {"source": (True, True), "index": (True, True),
+                               "destination": (False, True)}}
+    run_keys = {n: {r: r for r in roles} for n, roles in graph_roles.items()}
     keys = {"gather": key_sets({"variant", "table", "index", "destination"},
                                {"variant", "table", "index", "destination"}),
             "scatter": key_sets({"source", "index", "destination"},
@@ -99,6 +155,34 @@ class Indexed(Kind):
 
     def render(self, problem, plan) -> str:
         return format_indexed(problem.name, plan)
+
+    def check_run(self, problem, plan, inputs: dict, seed: int) -> None:
+        """The moves on the graph's data checked row by row (the holding rule)."""
+        from tcplan.executor import forms, run
+        name = self.inputs(problem)[0]
+        data_t = plan.table if name == "table" else plan.rows_side
+        T = run.embed(inputs.get(name), data_t, problem.axes, name, seed)
+        forms.verify_indexed(problem, plan, seed, T=T,
+                             keys=forms.index_keys(plan, inputs["index"]))
+
+    def given_values(self, problem, plan, role: str, seed: int) -> Any:
+        """A given index tensor: valid rows of the table, seeded (scaled: byte offsets);
+        a scatter's distinct, as a scatter needs."""
+        if role != "index":
+            return None
+        from tcplan.executor.run import carried_axes
+        rng = np.random.default_rng(seed)
+        shape = tuple(problem.axes[a] for a in carried_axes(plan.index, problem.axes))
+        n, rows = int(np.prod(shape)), plan.table.dims["element"].size // plan.row_elements
+        if problem.kind == "scatter":
+            if n > rows:
+                raise fail("verify-mismatch", detail=f"{n} scattered rows do not fit "
+                           f"{rows} table rows")
+            keys = rng.permutation(rows)[:n]
+        else:
+            keys = rng.integers(0, rows, size=n)
+        vals = keys * plan.row_bytes if plan.variant == "scaled" else keys
+        return vals.astype(np.int32).reshape(shape)
 
 
 register(Redistribute())
