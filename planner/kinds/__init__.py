@@ -64,6 +64,7 @@ class Kind:
     output_word = "destination"  # what verification checks, in messages
     solvable = False  # `tcplan solve` plans it (`batch` solves it rather than verifies)
     engine_stream = False  # its stream's Chip, Cluster and Slice select engines (a DMA)
+    pictures = False  # `--plot` / `--report` draw its plan (planner/plot.py: a DMA's breakdown)
 
     def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
         """Read the kind's keys of ``data`` (checked against ``keys``) into ``tensors`` and

@@ -21,6 +21,7 @@ class Dma(Kind):
                              {"source", "destination"})}
     solvable = True
     engine_stream = True
+    pictures = True
 
     def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
         from ..dma_spec import load_dma
