@@ -40,9 +40,11 @@ WIDTH = 16.0  # inches, every picture
 DPI = 100  # a .png is WIDTH x DPI pixels wide
 #: while a figure is built and written: SVG text stays text; the hash salt is fixed so that
 #: the same plan draws the same SVG byte for byte (clip-path ids); matplotlib's own font
-#: first (the same metrics everywhere), with a short fallback list in the SVG
+#: first (the same metrics everywhere), with a short fallback list in the SVG; text is
+#: never read as mathtext (a problem's name may hold `$`)
 RC = {"svg.fonttype": "none", "svg.hashsalt": "tcplan", "font.size": 8,
-      "font.family": "sans-serif", "font.sans-serif": ["DejaVu Sans", "Helvetica", "Arial"]}
+      "font.family": "sans-serif", "font.sans-serif": ["DejaVu Sans", "Helvetica", "Arial"],
+      "text.parse_math": False}
 
 _READ, _WRITE, _START, _HBM, _MARK = "#4878d0", "#ee854a", "#b0b0b0", "#956cb4", "#d62728"
 

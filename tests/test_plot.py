@@ -229,6 +229,17 @@ def test_the_api_draws(tmp_path, v_head_major):
     assert e.value.code == "bad-request" and e.value.kind == "input"
 
 
+def test_a_name_is_text_not_markup_nor_math(tmp_path):
+    """A problem's name goes into the picture as it is: no mathtext (``$...$``), escaped
+    in the SVG."""
+    name = r"a$\frac{$ and $x^2$ <b>&"
+    text = (SEED / "dma_example_1.yaml").read_text().replace(
+        "name: dma_example_1", "name: '" + name + "'")
+    path = tcplan.verify(tcplan.loads(text, "odd.yaml")).plot(tmp_path / "odd.svg")
+    assert f"{name}: HBM -> HBM, 628 cycles, bottleneck: serialized read and write" in texts(
+        path.read_text())
+
+
 def test_without_matplotlib_the_fix_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib fails
     path = tmp_path / "x.svg"
