@@ -58,6 +58,7 @@ class CycleReport:
     hbm: dict[str, Any] = field(default_factory=dict)  # the hottest HBM channel's requests
     channels: list[dict[str, Any]] = field(default_factory=list)  # every HBM channel used
     dmns: list[dict[str, Any]] = field(default_factory=list)  # every DMN used
+    banks: list[dict[str, Any]] = field(default_factory=list)  # per channel, its banks used
 
     def to_json(self) -> dict[str, Any]:
         return {"cycles": self.cycles, "startup": self.startup, "read": round(self.read, 1),
@@ -65,6 +66,7 @@ class CycleReport:
                 "penalties": self.penalties, "engines": self.engines,
                 **({"hbm": self.hbm} if self.hbm else {}),
                 **({"hbm_channels": self.channels} if self.channels else {}),
+                **({"hbm_banks": self.banks} if self.banks else {}),
                 **({"dmns": self.dmns} if self.dmns else {})}
 
 
@@ -118,12 +120,19 @@ def _decode(addr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class RowOpens:
     """Per HBM channel (arrays of 32): the requests it serves, the rows its banks open for
     the first time in the transfer (first opens), the rows they open again after closing
-    them (re-opens), and the most opens of any one of its banks."""
+    them (re-opens), and the most opens of any one of its banks.  The same per bank
+    (``bank_*``: arrays of 32 channels x 32 banks, the bank id of :func:`_decode`); the
+    channel figures are their sums over the banks (the most opens: their maximum)."""
 
     requests: np.ndarray
     first: np.ndarray
     reopens: np.ndarray
     bank_opens: np.ndarray
+    bank_requests: np.ndarray = field(
+        default_factory=lambda: np.zeros((HBM_CHANNELS, HBM_BANKS)))
+    bank_first: np.ndarray = field(default_factory=lambda: np.zeros((HBM_CHANNELS, HBM_BANKS)))
+    bank_reopens: np.ndarray = field(
+        default_factory=lambda: np.zeros((HBM_CHANNELS, HBM_BANKS)))
 
     def times(self) -> np.ndarray:
         """Each channel's busy time under docs/decisions.md item 73."""
@@ -145,7 +154,7 @@ def row_opens(channel: np.ndarray, bank: np.ndarray, row: np.ndarray, stamp: np.
     """Classify every request, per (channel, bank) in issue order (``stamp``): a request
     opens a row when its bank's previous request was in another row (or it is the bank's
     first); an open is a first open when the bank has not opened that row before, else a
-    re-open."""
+    re-open.  Counted per bank, summed per channel."""
     if not channel.size:
         z = np.zeros(HBM_CHANNELS)
         return RowOpens(z, z, z, z)
@@ -158,20 +167,25 @@ def row_opens(channel: np.ndarray, bank: np.ndarray, row: np.ndarray, stamp: np.
     key = bank_of[opens] * span + r[opens]  # in issue order within each bank
     first = np.zeros(key.size, bool)
     first[np.unique(key, return_index=True)[1]] = True
-    oc = c[opens]
-    per_bank = np.bincount(bank_of[opens], minlength=HBM_CHANNELS * HBM_BANKS)
-    return RowOpens(np.bincount(c, minlength=HBM_CHANNELS).astype(float),
-                    np.bincount(oc[first], minlength=HBM_CHANNELS).astype(float),
-                    np.bincount(oc[~first], minlength=HBM_CHANNELS).astype(float),
-                    per_bank.reshape(HBM_CHANNELS, HBM_BANKS).max(axis=1).astype(float))
+    ob = bank_of[opens]
+    grid = (HBM_CHANNELS, HBM_BANKS)
+
+    def per_bank(ids: np.ndarray) -> np.ndarray:
+        return np.bincount(ids, minlength=HBM_CHANNELS * HBM_BANKS).reshape(grid).astype(float)
+
+    b_req, b_first, b_re = per_bank(bank_of), per_bank(ob[first]), per_bank(ob[~first])
+    return RowOpens(b_req.sum(axis=1), b_first.sum(axis=1), b_re.sum(axis=1),
+                    (b_first + b_re).max(axis=1), b_req, b_first, b_re)
 
 
 def _hbm_time(reqs: list[tuple[int, np.ndarray, np.ndarray]], penalties: list[str],
-              channels: list[dict[str, Any]] | None = None
+              channels: list[dict[str, Any]] | None = None,
+              banks: list[dict[str, Any]] | None = None
               ) -> tuple[float, dict[int, float], dict[str, Any]]:
     """Busiest channel's time over all requests (chip, byte addresses, issue stamps), and
     what its hottest channel did (requests, first opens, re-opens); every channel used is
-    added to ``channels``, with the same numbers."""
+    added to ``channels``, with the same numbers, and to ``banks`` with its banks used and
+    their requests, first opens and re-opens (one list each, in bank order)."""
     worst, per_chip, hot_report = 0.0, {}, {}
     by_chip: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
     for chip, addr, stamp in reqs:
@@ -191,6 +205,14 @@ def _hbm_time(reqs: list[tuple[int, np.ndarray, np.ndarray]], penalties: list[st
                           "most_opens_of_a_bank": int(ro.bank_opens[c]),
                           "busy_cycles": round(float(busy[c]), 1)}
                          for c in np.flatnonzero(ro.requests).tolist()]
+        if banks is not None:
+            for c in np.flatnonzero(ro.requests).tolist():
+                used_banks = np.flatnonzero(ro.bank_requests[c])
+                banks.append({"chip": chip, "channel": c, "banks": used_banks.tolist(),
+                              **{key: ro_bank[c, used_banks].astype(int).tolist()
+                                 for key, ro_bank in (("requests", ro.bank_requests),
+                                                      ("first_opens", ro.bank_first),
+                                                      ("reopens", ro.bank_reopens))}})
         t = float(busy.max())
         per_chip[chip] = t
         hot = int(busy.argmax())
@@ -213,14 +235,18 @@ def _hbm_time(reqs: list[tuple[int, np.ndarray, np.ndarray]], penalties: list[st
     return worst, per_chip, hot_report
 
 
-def _data_time(plan, e, c, sides: dict[int, float]) -> float:
-    """A command's data time from its read (1) and write (2) sides: they pipeline across
-    tiers and serialize HBM -> HBM (Example 1) and within one cluster's DM."""
+def _serial(plan, e, c) -> bool:
+    """Whether a command's read and write serialize: HBM -> HBM (Example 1) and within one
+    cluster's DM; across tiers they pipeline."""
     src, dst = plan.source.tier, plan.destination.tier
-    serial = src == dst == "hbm" or (src == dst == "dm" and e.read_chip == e.write_chip
-                                     and (c.read_base >> CLUSTER_SHIFT)
-                                     == (c.write_base >> CLUSTER_SHIFT))
-    return sides[1] + sides[2] if serial else max(sides[1], sides[2])
+    return src == dst == "hbm" or (src == dst == "dm" and e.read_chip == e.write_chip
+                                   and (c.read_base >> CLUSTER_SHIFT)
+                                   == (c.write_base >> CLUSTER_SHIFT))
+
+
+def _data_time(plan, e, c, sides: dict[int, float]) -> float:
+    """A command's data time from its read (1) and write (2) sides (:func:`_serial`)."""
+    return sides[1] + sides[2] if _serial(plan, e, c) else max(sides[1], sides[2])
 
 
 def dma_cycles(plan) -> CycleReport:
@@ -237,6 +263,7 @@ def dma_cycles(plan) -> CycleReport:
         t_engine = 0.0
         stamp0 = 0
         r_sum = w_sum = 0.0
+        steps = []  # per command: its start-up, read, write and whether they serialize
         for c in e.commands:
             pbytes = c.packet * eb
             sides = {}
@@ -271,6 +298,9 @@ def dma_cycles(plan) -> CycleReport:
                 sides[k] = t
             stamp0 += max(sides.values())
             data = _data_time(plan, e, c, sides)
+            steps.append({"startup": STARTUP, "read": round(sides[1], 1),
+                          "write": round(sides[2], 1),
+                          "serial": _serial(plan, e, c)})
             r_sum += sides[1]
             w_sum += sides[2]
             t_engine += STARTUP + data
@@ -279,11 +309,12 @@ def dma_cycles(plan) -> CycleReport:
                         "cycles": round(t_engine), "read_cycles": round(r_sum, 1),
                         "write_cycles": round(w_sum, 1), "bytes": sum(
                             limits.product(x[0] for x in _digits(c.entries, c.packet))
-                            * c.packet * eb for c in e.commands)})
+                            * c.packet * eb for c in e.commands), "timeline": steps})
         if t_engine > worst_engine:
             worst_engine, worst_read, worst_write = t_engine, r_sum, w_sum
     channels: list[dict[str, Any]] = []
-    hbm, _, hot = _hbm_time(hbm_reqs, penalties, channels)
+    banks: list[dict[str, Any]] = []
+    hbm, _, hot = _hbm_time(hbm_reqs, penalties, channels, banks)
     hbm_total = STARTUP + hbm  # the channels serve every engine of the chip
     if hbm_total > worst_engine:
         cycles, bottleneck = hbm_total, "HBM channels"
@@ -304,7 +335,7 @@ def dma_cycles(plan) -> CycleReport:
             for (chip, d), b in sorted(dmn_bytes.items())]
     return CycleReport(math.ceil(cycles), STARTUP * n_cmd_max, worst_read, worst_write,
                        bottleneck, list(dict.fromkeys(_summarize(penalties))), engines, hot,
-                       channels, dmns)
+                       channels, dmns, banks)
 
 
 def _summarize(penalties: list[str]) -> list[str]:

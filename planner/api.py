@@ -81,6 +81,18 @@ class SolveResult:
         return kind_of(self.problem).solve_text(
             self.problem, Solved(self.record, self.plan, self.error, self.exit_code))
 
+    def plot(self, path: str | pathlib.Path) -> pathlib.Path:
+        """Draw the plan of a DMA or PCIe problem to ``path`` (.svg or .png; needs
+        matplotlib, ``pip install 'tcplan[plot]'``): docs/pictures.md."""
+        from .plot import plot_result
+        return plot_result(self, path, "plot()")
+
+    def report(self, directory: str | pathlib.Path) -> pathlib.Path:
+        """Write ``directory/index.html``, one self-contained page of the plan: layouts,
+        lowered configs, cycles, pictures, the lower bound (docs/pictures.md)."""
+        from .report import write_report
+        return write_report(self, directory, "report()")
+
 
 @dataclass
 class VerifyResult:
@@ -128,6 +140,12 @@ class VerifyResult:
         if r.get("breakdown"):
             lines += kind.verify_lines(r)
         return "\n".join(lines)
+
+    def plot(self, path: str | pathlib.Path) -> pathlib.Path:
+        """Draw the plan of a DMA or PCIe problem to ``path`` (.svg or .png; needs
+        matplotlib, ``pip install 'tcplan[plot]'``): docs/pictures.md."""
+        from .plot import plot_result
+        return plot_result(self, path, "plot()")
 
 
 @dataclass

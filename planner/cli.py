@@ -191,7 +191,64 @@ def _build_parser() -> argparse.ArgumentParser:
         parser.add_argument("-v", "--verbose", action="store_true",
                             default=argparse.SUPPRESS,
                             help="also say where the time goes (search rounds, stages)")
+    _picture_flags(sub.choices)
     return p
+
+
+PLOT_HELP = ("also draw the plan of a DMA or PCIe problem to FILE (.svg or .png; needs "
+             "matplotlib: pip install 'tcplan[plot]'): per chip, the HBM requests, first row "
+             "opens and row re-opens of every channel and bank (a heatmap, with per-channel "
+             "totals); each DMA engine's commands on a timeline in cycles (start-up, read, "
+             "write), with the total cycles and the bottleneck marked; the bytes and cycles "
+             "of every DMN (docs/pictures.md)")
+
+
+def _picture_flags(commands: dict[str, argparse.ArgumentParser]) -> None:
+    """``--plot`` on verify and solve, ``--report`` on solve (planner/plot.py,
+    planner/report.py)."""
+    for name in ("verify", "solve"):
+        commands[name].add_argument("--plot", metavar="FILE", help=PLOT_HELP)
+    commands["solve"].add_argument(
+        "--report", metavar="DIR",
+        help="also write DIR/index.html, one self-contained page (a DMA or PCIe problem): "
+             "the chosen layouts, the lowered configs, the cycles and their breakdown, the "
+             "pictures of --plot (inline SVG) and the plan against its lower bound")
+
+
+def _pictures_asked(args: argparse.Namespace) -> None:
+    """Before any work: what ``--plot`` / ``--report`` need (the suffix, matplotlib, a DMA
+    or PCIe problem), so that a long solve does not end in a picture it cannot draw."""
+    from . import plot
+    asked = [(flag, getattr(args, dest, None)) for flag, dest in (("--plot", "plot"),
+                                                                  ("--report", "report"))]
+    asked = [(flag, target) for flag, target in asked if target is not None]
+    if asked:
+        problem = load_problem(args.problem)
+        for flag, target in asked:
+            plot.check(problem, target if flag == "--plot" else None, flag)
+
+
+def _pictures(args: argparse.Namespace, result: Any) -> int:
+    """After the verb's output: draw the picture and write the report; say where on standard
+    error.  Nothing to draw (no plan) is a warning; a file that cannot be written is an
+    error (exit 2, said on standard error: standard output keeps the verb's one answer)."""
+    from . import plot
+    from .report import write_report
+    for flag, target, write in (("--plot", getattr(args, "plot", None), plot.plot_result),
+                                ("--report", getattr(args, "report", None), write_report)):
+        if target is None:
+            continue
+        if not (result.record.get("breakdown") or {}).get("engines"):
+            LOG.warning("%s: nothing written: %s has no timed plan", flag,
+                        result.problem.name)
+            continue
+        try:
+            path = write(result, target, flag)
+        except TcplanError as err:
+            LOG.error("%s", _format_error(err))
+            return _exit_for(err)
+        LOG.info("%s: wrote %s", flag, path)
+    return EXIT_OK
 
 
 LOG = logging.getLogger("tcplan")
@@ -407,19 +464,21 @@ def _progress(stderr: TextIO) -> Iterator[Any]:
 
 
 def _cmd_verify(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    _pictures_asked(args)
     with _progress(stderr) as progress:
         checked = api.verify(load_problem(args.problem), seed=args.seed, progress=progress)
     print(json.dumps(checked.to_json()) if args.json else checked.text(), file=stdout)
-    return checked.exit_code
+    return _pictures(args, checked) or checked.exit_code
 
 
 def _cmd_solve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    _pictures_asked(args)
     with _progress(stderr) as progress:
         solved = api.solve(load_problem(args.problem), time_limit=args.time_limit,
                            workers=args.workers, seed=args.seed, verify=args.verify,
                            progress=progress)
     print(json.dumps(solved.to_json()) if args.json else solved.text(), file=stdout)
-    return solved.exit_code
+    return _pictures(args, solved) or solved.exit_code
 
 
 def _cmd_explain(args: argparse.Namespace, stdout: TextIO) -> int:

@@ -77,6 +77,7 @@ class Kind:
     #: a gather's table, index and rows do not)
     graph_same_axes = True
     engine_stream = False  # its stream's Chip, Cluster and Slice select engines (a DMA)
+    pictures = False  # `--plot` / `--report` draw its plan (planner/plot.py: a DMA's breakdown)
 
     def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
         """Read the kind's keys of ``data`` (checked against ``keys``) into ``tensors`` and

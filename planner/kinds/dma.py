@@ -23,6 +23,7 @@ class Dma(Kind):
     engine_stream = True
     graph_roles = {n: {"source": (True, True), "destination": (False, True)}
                    for n in ("dma", "pcie")}
+    pictures = True
 
     def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
         from ..dma_spec import load_dma

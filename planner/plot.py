@@ -1,0 +1,479 @@
+"""Pictures of a DMA or PCIe plan (issue 17, item 5; docs/pictures.md): one home for drawing.
+
+Three pictures, each a pure function of the plan's cycle breakdown (``CycleReport.to_json()``
+of model/cost.py, what ``verify --json`` prints as ``breakdown``) and the two sides' tiers:
+
+* :func:`hbm_figure`: per chip the transfer touches, three heatmaps of its HBM banks (rows:
+  the banks used, by bank id) x its 32 channels (columns): requests, first row opens and row
+  re-opens, every used cell with its number, and each channel's totals above its column;
+* :func:`timeline_figure`: per DMA engine a row of its commands, back to back: start-up,
+  then the read (upper half) and the write (lower half), side by side where they pipeline
+  and one after the other where they serialize; a row for the busiest HBM channel; the
+  total cycles, the bottleneck and (when given) the lower bound marked;
+* :func:`dmn_figure`: the bytes each DMN moves and their cycles at 128 B/cycle.
+
+:func:`figure` puts the three in one figure, :func:`save` writes it (.svg with text kept as
+text, or .png), :func:`svg_text` gives the SVG for an HTML page (planner/report.py);
+:func:`plot_result` draws a solve's or verify's plan (``--plot``).
+matplotlib is an optional dependency (``pip install 'tcplan[plot]'``): it is imported when a
+picture is drawn, never by ``import tcplan``, and drawn on the Agg canvas without pyplot (no
+global state, no display).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import os
+import pathlib
+import tempfile
+from typing import Any
+
+from tcplan.model import hardware as hw
+from tcplan.model.rules import fail
+
+SUFFIXES = (".svg", ".png")
+INSTALL = "pip install 'tcplan[plot]'"
+WHAT = ("a DMA or PCIe plan's HBM load per channel and bank, its DMA engines' timeline and "
+        "its DMN load")
+WIDTH = 16.0  # inches, every picture
+DPI = 100  # a .png is WIDTH x DPI pixels wide
+#: while a figure is built and written: SVG text stays text; the hash salt is fixed so that
+#: the same plan draws the same SVG byte for byte (clip-path ids); matplotlib's own font
+#: first (the same metrics everywhere), with a short fallback list in the SVG; text is
+#: never read as mathtext (a problem's name may hold `$`)
+RC = {"svg.fonttype": "none", "svg.hashsalt": "tcplan", "font.size": 8,
+      "font.family": "sans-serif", "font.sans-serif": ["DejaVu Sans", "Helvetica", "Arial"],
+      "text.parse_math": False}
+
+_READ, _WRITE, _START, _HBM, _MARK = "#4878d0", "#ee854a", "#b0b0b0", "#956cb4", "#d62728"
+
+
+# ---- the checks a command makes before it works -------------------------------------------
+def require_matplotlib():
+    """The matplotlib module, or the ``bad-request`` error that says how to install it."""
+    try:
+        import matplotlib
+        import matplotlib.backends.backend_agg  # the canvas we draw on
+        import matplotlib.figure
+    except ImportError:
+        raise fail("bad-request", detail="pictures need matplotlib, which is not installed",
+                   fix=f"{INSTALL} (or pip install 'matplotlib>=3.7')") from None
+    return matplotlib
+
+
+def check_path(path: str | os.PathLike, flag: str = "--plot") -> pathlib.Path:
+    """A picture's path: its suffix says the format (.svg or .png)."""
+    p = pathlib.Path(path)
+    if p.suffix.lower() not in SUFFIXES:
+        got = f"'{p.suffix}'" if p.suffix else "no suffix"
+        raise fail("bad-request", detail=f"{flag} {str(path)[:200]}: a picture is written as "
+                   f".svg or .png, and the file has {got}",
+                   fix="name the file NAME.svg (text stays text) or NAME.png")
+    return p
+
+
+def check_problem(problem, flag: str = "--plot") -> None:
+    """A problem whose plan can be drawn: a DMA or PCIe transfer, one hop."""
+    from .kinds import kind_of
+    if not kind_of(problem).pictures:
+        raise fail("bad-request", detail=f"{flag} draws {WHAT}; {problem.name} is a "
+                   f"{problem.kind} problem, which has none",
+                   fix=f"use {flag} on a dma or pcie problem (tcplan verify prints this "
+                   "kind's cycles)")
+    hops = problem.params.get("hops", 1)
+    if hops > 1:
+        raise fail("bad-request", detail=f"{flag} draws one transfer's plan; {problem.name} "
+                   f"may go through an intermediate HBM layout (hops: {hops})",
+                   fix="leave out hops to draw the direct transfer, or write a hop as its "
+                   "own problem and draw that")
+
+
+def check(problem, path: str | os.PathLike | None = None, flag: str = "--plot") -> None:
+    """Everything a command checks before it works: the path's suffix (when a picture is
+    asked for), matplotlib, and the problem's kind."""
+    if path is not None:
+        check_path(path, flag)
+    require_matplotlib()
+    check_problem(problem, flag)
+
+
+def sides_of(problem, plan=None) -> tuple[str, str]:
+    """The tiers a transfer reads and writes (the plan's where there is one)."""
+    src = plan.source if plan is not None else problem.tensors["source"]
+    dst = plan.destination if plan is not None else problem.tensors["destination"]
+    return src.tier, dst.tier
+
+
+def breakdown_of(record: dict[str, Any], flag: str = "--plot") -> dict[str, Any]:
+    """The cycle breakdown of a verify or solve record, or the error that says why there is
+    nothing to draw."""
+    b = record.get("breakdown")
+    if not b or "engines" not in b:
+        why = (record.get("explanation") or record.get("error") or {}).get("code")
+        raise fail("bad-request", detail=f"{flag}: {record.get('problem', 'the problem')} has "
+                   "no timed plan to draw" + (f" ([{why}])" if why else ""),
+                   fix="draw a problem that verifies (its output says what stops it)")
+    return b
+
+
+# ---- drawing -------------------------------------------------------------------------------
+def _new(height: float):
+    require_matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(WIDTH, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _styled(build):
+    """Build a figure under :data:`RC`."""
+    @functools.wraps(build)
+    def styled(*args, **kwargs):
+        with require_matplotlib().rc_context(RC):
+            return build(*args, **kwargs)
+    return styled
+
+
+def _n(v: float) -> str:
+    return f"{v:,.0f}"
+
+
+def _hbm_chips(b: dict[str, Any]) -> list[int]:
+    return sorted({r["chip"] for r in b.get("hbm_banks", [])})
+
+
+def _hbm_height(b: dict[str, Any]) -> float:
+    return sum(3 * (1.3 + 0.2 * len(_chip_banks(b, chip))) + 0.4 for chip in _hbm_chips(b))
+
+
+def _chip_banks(b: dict[str, Any], chip: int) -> list[int]:
+    return sorted({k for r in b["hbm_banks"] if r["chip"] == chip for k in r["banks"]})
+
+
+QUANTITIES = (("requests", "requests", "Blues"), ("first_opens", "first row opens", "Greens"),
+              ("reopens", "row re-opens", "Reds"))
+
+
+def _draw_hbm(target, b: dict[str, Any]) -> None:
+    import numpy as np
+    from matplotlib import colormaps
+    from matplotlib.colors import Normalize
+    from matplotlib.ticker import MaxNLocator
+    chips = _hbm_chips(b)
+    if not chips:
+        ax = target.subplots()
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "no HBM side: this transfer makes no HBM requests", ha="center")
+        return
+    heights = [3 * (1.3 + 0.2 * len(_chip_banks(b, c))) + 0.4 for c in chips]
+    subs = target.subfigures(len(chips), 1, height_ratios=heights) if len(chips) > 1 else [
+        target]
+    channels = {(r["chip"], r["channel"]): r for r in b.get("hbm_channels", [])}
+    for sub, chip in zip(subs, chips):
+        banks = _chip_banks(b, chip)
+        row_of = {k: i for i, k in enumerate(banks)}
+        grids = {key: np.zeros((len(banks), hw.HBM_CHANNELS)) for key, _, _ in QUANTITIES}
+        used = np.zeros((len(banks), hw.HBM_CHANNELS), bool)
+        for r in b["hbm_banks"]:
+            if r["chip"] != chip:
+                continue
+            for j, k in enumerate(r["banks"]):
+                used[row_of[k], r["channel"]] = True
+                for key, _, _ in QUANTITIES:
+                    grids[key][row_of[k], r["channel"]] = r[key][j]
+        mine = [r for (c, _), r in channels.items() if c == chip]
+        hot = max(mine, key=lambda r: (r["busy_cycles"], -r["channel"]))
+        total = {key: sum(r[key] for r in mine) for key, _, _ in QUANTITIES}
+        sub.suptitle(
+            f"HBM of chip {chip}: {total['requests']:,} requests on {len(mine)} of "
+            f"{hw.HBM_CHANNELS} channels and {len(banks)} of {hw.HBM_BANKS} banks; "
+            f"{total['first_opens']:,} first row opens, {total['reopens']:,} re-opens; "
+            f"busiest channel {hot['channel']}: {_n(hot['busy_cycles'])} cycles",
+            fontsize=10, fontweight="bold")
+        axes = sub.subplots(3, 1)
+        for ax, (key, label, cmap) in zip(axes, QUANTITIES):
+            grid = grids[key]
+            vmax = max(1.0, float(grid.max()))
+            norm = Normalize(0.0, vmax)
+            shown = np.ma.masked_array(grid, ~used)
+            # (interpolation "none": an SVG holds the cells at their own resolution, drawn
+            # pixelated, so they stay sharp when zoomed)
+            im = ax.imshow(shown, aspect="auto", norm=norm, interpolation="none",
+                           cmap=colormaps[cmap].with_extremes(bad="#f4f4f4"))
+            ax.set_xticks(range(hw.HBM_CHANNELS), [str(c) for c in range(hw.HBM_CHANNELS)],
+                          fontsize=7)
+            ax.set_yticks(range(len(banks)), [str(k) for k in banks], fontsize=6)
+            ax.set_xlabel("HBM channel (16 x stack + channel)", fontsize=7)
+            ax.set_ylabel("bank id", fontsize=7)
+            ax.set_title(f"{label} per bank", fontsize=9, loc="left")
+            for i, j in zip(*np.nonzero(used)):
+                v = grid[i, j]
+                ax.text(j, i, _n(v), ha="center", va="center", fontsize=5.5,
+                        color="white" if norm(v) > 0.6 else "black", in_layout=False)
+            top = ax.secondary_xaxis("top")
+            col = {r["channel"]: r[key] for r in mine}
+            sums = [f"{col[c]:,}" if c in col else "-" for c in range(hw.HBM_CHANNELS)]
+            top.set_xticks(range(hw.HBM_CHANNELS), sums, fontsize=6.5,
+                           rotation=0 if max(map(len, sums)) <= 7 else 90)
+            top.set_xlabel(f"{label} per channel", fontsize=7)
+            ax.add_patch(_outline(hot["channel"], len(banks)))
+            bar = sub.colorbar(im, ax=ax, pad=0.005, fraction=0.015, aspect=10)
+            bar.set_label(label, fontsize=7)
+            bar.ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            bar.ax.yaxis.set_major_formatter(_comma())
+            bar.ax.tick_params(labelsize=6.5)
+
+
+def _outline(channel: int, rows: int):
+    from matplotlib.patches import Rectangle
+    return Rectangle((channel - 0.5, -0.5), 1, rows, fill=False, edgecolor=_MARK, lw=1.2)
+
+
+def _engine_name(engine: list[int], pcie: bool) -> str:
+    if pcie:
+        return f"PCIe engine, chip {engine[0]}"
+    return f"engine chip {engine[0]}, cluster {engine[1]}, DMN pair {engine[2]}"
+
+
+def _timeline_height(b: dict[str, Any]) -> float:
+    return 1.9 + 0.34 * (len(b["engines"]) + (1 if b.get("hbm") else 0))
+
+
+def _draw_timeline(target, b: dict[str, Any], sides: tuple[str, str],
+                   lower_bound: int | None) -> None:
+    from matplotlib.patches import Patch
+    pcie = "host" in sides
+    ax = target.subplots()
+    engines = b["engines"]
+    names = [_engine_name(e["engine"], pcie) for e in engines]
+    ends = []
+    startup = 0
+    for y, e in enumerate(engines):
+        t = 0.0
+        for k, step in enumerate(e["timeline"]):
+            startup = step["startup"]
+            r, w = step["read"], step["write"]
+            ax.barh(y, startup, left=t, height=0.8, color=_START)
+            ax.barh(y - 0.2, r, left=t + startup, height=0.4, color=_READ)
+            ax.barh(y + 0.2, w, left=t + startup + (r if step["serial"] else 0.0), height=0.4,
+                    color=_WRITE)
+            t += startup + (r + w if step["serial"] else max(r, w))
+            if k < len(e["timeline"]) - 1:  # where the next command starts
+                ax.plot([t, t], [y - 0.45, y + 0.45], color="black", lw=0.8)
+        ends.append(t)
+        ax.text(t, y, f"  {e['cycles']:,}" + (f" ({len(e['timeline'])} commands)"
+                                                if len(e["timeline"]) > 1 else ""),
+                va="center", fontsize=7)
+    hot = b.get("hbm")
+    if hot:  # the busiest HBM channel serves every engine of its chip
+        y = len(engines)
+        names.append(f"HBM chip {hot['chip']}, channel {hot['channel']} (busiest)")
+        ax.barh(y, startup or 500, left=0, height=0.8, color=_START)
+        ax.barh(y, hot["cycles"], left=startup or 500, height=0.8, color=_HBM)
+        ends.append((startup or 500) + hot["cycles"])
+        ax.text(ends[-1], y, f"  {_n(ends[-1])}", va="center", fontsize=7)
+    cycles = b["cycles"]
+    if b["bottleneck"] == "HBM channels" and hot:
+        marked = {len(engines)}
+    else:
+        most = max(e["cycles"] for e in engines) if engines else 0
+        marked = {y for y, e in enumerate(engines) if e["cycles"] == most}
+    ax.set_yticks(range(len(names)), names, fontsize=7)
+    for y, label in enumerate(ax.get_yticklabels()):
+        if y in marked:
+            label.set_color(_MARK)
+            label.set_fontweight("bold")
+    ax.invert_yaxis()
+    ax.axvline(cycles, color=_MARK, ls="--", lw=1.2)
+    ax.text(cycles, -1.1, f"total {cycles:,} cycles (bottleneck: {b['bottleneck']}) ",
+            color=_MARK, fontsize=8, ha="right", va="center")
+    if lower_bound:
+        ax.axvline(lower_bound, color="#2ca02c", ls=":", lw=1.2)
+        ax.text(lower_bound, -0.65, f"lower bound {lower_bound:,} ", color="#2ca02c",
+                fontsize=8, ha="right", va="center")
+    right = max([cycles, lower_bound or 0, *ends])
+    ax.set_xlim(0, right * 1.12)
+    ax.set_ylim(len(names) - 0.4, -1.45)
+    ax.set_xlabel("cycles", fontsize=8)
+    ax.xaxis.set_major_formatter(_comma())
+    ax.set_title(f"DMA engines' timeline: {cycles:,} cycles; bottleneck: {b['bottleneck']} "
+                 "(marked in red)", fontsize=10, fontweight="bold", loc="left")
+    read, write = sides
+    handles = [Patch(color=_START, label=f"start-up {startup or 500} cycles per command"),
+               Patch(color=_READ, label=f"read ({read.upper()})"),
+               Patch(color=_WRITE, label=f"write ({write.upper()})")]
+    if hot:
+        handles.append(Patch(color=_HBM, label="busiest HBM channel busy"))
+    ax.legend(handles=handles, loc="lower right", fontsize=7, ncol=len(handles),
+              bbox_to_anchor=(1.0, 1.0), frameon=False)
+    ax.grid(axis="x", color="#e0e0e0", lw=0.5)
+    ax.set_axisbelow(True)
+
+
+DMN_HEIGHT = 4.8  # inches: the bars, their numbers above them, the DMNs' names below
+
+
+def _dmn_height(b: dict[str, Any]) -> float:
+    return DMN_HEIGHT if b.get("dmns") else 1.0
+
+
+def _draw_dmns(target, b: dict[str, Any]) -> None:
+    ax = target.subplots()
+    dmns = b.get("dmns", [])
+    if not dmns:
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "no DM side: this transfer moves no bytes through DMNs",
+                ha="center", va="center")
+        return
+    xs = range(len(dmns))
+    ax.bar(xs, [d["bytes"] for d in dmns], color=_READ, width=0.7)
+    top = max(d["bytes"] for d in dmns)
+    labels = [f"{d['bytes']:,} B, {_n(d['cycles'])} cycles" for d in dmns]
+    for x, d, label in zip(xs, dmns, labels):
+        ax.text(x, d["bytes"] + top * 0.02, label, rotation=90, ha="center", va="bottom",
+                fontsize=6.5, in_layout=False)
+    # room above the bars for the longest number (about 0.6 em a character, on an axes of
+    # the figure's height less its names and title)
+    room = max(map(len, labels)) * 6.5 * 0.6 / 72 / (DMN_HEIGHT - 2.2) + 0.06
+    ax.set_ylim(0, top / max(0.2, 1.0 - room))
+    ax.set_xticks(xs, [f"chip {d['chip']}, cluster {d['cluster']}, DMN {d['dmn']}"
+                       for d in dmns], rotation=90, fontsize=6.5)
+    ax.set_xlim(-0.6, len(dmns) - 0.4)
+    ax.set_ylabel("bytes", fontsize=8)
+    ax.yaxis.set_major_formatter(_comma())
+    bpc = hw.DMN_BYTES_PER_CYCLE
+    sec = ax.secondary_yaxis("right", functions=(lambda v: v / bpc, lambda v: v * bpc))
+    sec.set_ylabel(f"cycles at {bpc} B/cycle", fontsize=8)
+    sec.yaxis.set_major_formatter(_comma())
+    busiest = max(d["cycles"] for d in dmns)
+    ax.set_title(f"DMN load: {len(dmns)} DMNs, {sum(d['bytes'] for d in dmns):,} bytes; "
+                 f"busiest {_n(busiest)} cycles at {bpc} B/cycle", fontsize=10,
+                 fontweight="bold", loc="left")
+    ax.grid(axis="y", color="#e0e0e0", lw=0.5)
+    ax.set_axisbelow(True)
+
+
+def _comma():
+    from matplotlib.ticker import FuncFormatter
+    return FuncFormatter(lambda v, _: f"{v:,.0f}")
+
+
+@_styled
+def hbm_figure(breakdown: dict[str, Any], title: str = ""):
+    """Per chip the transfer touches: requests, first row opens and re-opens per bank x
+    channel, with per-channel totals; the busiest channel outlined in red."""
+    fig = _new(max(1.0, _hbm_height(breakdown)) + (0.4 if title else 0.0))
+    if title:
+        fig.suptitle(title, fontsize=11)
+    _draw_hbm(fig, breakdown)
+    return fig
+
+
+@_styled
+def timeline_figure(breakdown: dict[str, Any], sides: tuple[str, str] = ("hbm", "dm"),
+                    title: str = "", lower_bound: int | None = None):
+    """Each DMA engine's commands (start-up, read, write) and the busiest HBM channel, in
+    cycles, with the total, the bottleneck and the lower bound marked."""
+    fig = _new(_timeline_height(breakdown) + (0.4 if title else 0.0))
+    if title:
+        fig.suptitle(title, fontsize=11)
+    _draw_timeline(fig, breakdown, sides, lower_bound)
+    return fig
+
+
+@_styled
+def dmn_figure(breakdown: dict[str, Any], title: str = ""):
+    """Bytes and cycles per DMN."""
+    fig = _new(_dmn_height(breakdown) + (0.4 if title else 0.0))
+    if title:
+        fig.suptitle(title, fontsize=11)
+    _draw_dmns(fig, breakdown)
+    return fig
+
+
+@_styled
+def figure(breakdown: dict[str, Any], sides: tuple[str, str] = ("hbm", "dm"),
+           title: str = "", lower_bound: int | None = None):
+    """The three pictures in one figure, one below the other: the HBM load, the engines'
+    timeline, the DMN load."""
+    heights = [max(1.0, _hbm_height(breakdown)), _timeline_height(breakdown),
+               _dmn_height(breakdown)]
+    fig = _new(sum(heights) + 0.6)
+    fig.suptitle(title or f"{breakdown['cycles']:,} cycles", fontsize=12, fontweight="bold")
+    hbm, timeline, dmns = fig.subfigures(3, 1, height_ratios=heights)
+    _draw_hbm(hbm, breakdown)
+    _draw_timeline(timeline, breakdown, sides, lower_bound)
+    _draw_dmns(dmns, breakdown)
+    return fig
+
+
+def title_of(name: str, b: dict[str, Any], sides: tuple[str, str]) -> str:
+    return (f"{name}: {sides[0].upper()} -> {sides[1].upper()}, {b['cycles']:,} cycles, "
+            f"bottleneck: {b['bottleneck']}")
+
+
+# ---- writing ---------------------------------------------------------------------------------
+def _render(fig, out, fmt: str) -> None:
+    mpl = require_matplotlib()
+    with mpl.rc_context(RC):
+        fig.savefig(out, format=fmt, dpi=DPI,
+                    metadata={"Date": None} if fmt == "svg" else {"Software": "tcplan"})
+
+
+def save(fig, path: str | os.PathLike, flag: str = "--plot") -> pathlib.Path:
+    """Write a figure to ``path`` (.svg or .png, from the suffix), atomically."""
+    p = check_path(path, flag)
+    fmt = p.suffix.lower()[1:]
+    buf = io.BytesIO()
+    _render(fig, buf, fmt)
+    return write_file(p, buf.getvalue(), flag)
+
+
+def write_file(path: pathlib.Path, data: bytes, flag: str) -> pathlib.Path:
+    """Write ``data`` to ``path`` through a temporary file renamed into place: a failed
+    write leaves no file behind and an old one as it was.  The file gets the mode ``open``
+    would give it."""
+    from .inputs import _file_mode, os_reason
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as out:
+            os.fchmod(out.fileno(), _file_mode())
+            out.write(data)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise fail("bad-request", detail=f"{flag} {str(path)[:200]}: cannot write it "
+                   f"({os_reason(e)})",
+                   fix="give a path in a folder that exists and can be written") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def svg_text(fig) -> str:
+    """A figure as an ``<svg>`` element, for inlining in an HTML page."""
+    buf = io.StringIO()
+    _render(fig, buf, "svg")
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def draw(path: str | os.PathLike, breakdown: dict[str, Any], sides: tuple[str, str],
+         name: str, lower_bound: int | None = None, flag: str = "--plot") -> pathlib.Path:
+    """Draw a plan's three pictures into one file."""
+    check_path(path, flag)
+    fig = figure(breakdown, sides, title_of(name, breakdown, sides), lower_bound)
+    return save(fig, path, flag)
+
+
+def plot_result(result, path: str | os.PathLike, flag: str = "--plot") -> pathlib.Path:
+    """Draw the plan of a ``SolveResult`` or ``VerifyResult`` (planner/api.py) to ``path``;
+    a solve's lower bound is marked on the timeline."""
+    check(result.problem, path, flag)
+    b = breakdown_of(result.record, flag)
+    return draw(path, b, sides_of(result.problem, result.plan), result.problem.name,
+                result.record.get("lower_bound"), flag)
