@@ -23,6 +23,11 @@ SLOW_TESTS = (
     "test_a_row_major_stream_never_costs_more_than_one_that_interleaves_rows",
     "test_vectorized_sixteen_million_positions",
     "test_views_and_index_arrays_agree_byte_for_byte",
+    "test_rows_stream_to_a_results_file_and_resume_runs_only_what_is_missing",
+    "test_the_cli_solves_lowers_and_batches_graphs",
+    "test_example_4_against_the_recount",
+    "test_the_report_is_deterministic_and_escapes_the_problem",
+    "test_batch_reports_each_stages_time",
 )
 
 
