@@ -258,6 +258,7 @@ def dma_cycles(plan) -> CycleReport:
     hbm_reqs: list[tuple[int, np.ndarray, np.ndarray]] = []
     engines, startup_total = [], 0
     dmn_bytes: dict[tuple[int, int], int] = {}  # (chip, cluster x 8 + DMN) -> bytes
+    dmn_users: dict[tuple[int, int], set] = {}  # ... -> the engines reading or writing it
     worst_engine, worst_read, worst_write = 0.0, 0.0, 0.0
     for e in plan.engines:
         t_engine = 0.0
@@ -282,6 +283,7 @@ def dma_cycles(plan) -> CycleReport:
                     for off in np.flatnonzero(per).tolist():
                         key = (chip_dm, int(dmn.min()) + off)
                         dmn_bytes[key] = dmn_bytes.get(key, 0) + int(per[off])
+                        dmn_users.setdefault(key, set()).add(tuple(e.engine))
                     t_dm = float(per.max()) / DMN_BYTES_PER_CYCLE
                     if t_dm > t and len(np.unique(dmn)) == 1:
                         penalties.append(f"engine {e.engine}: {'reads' if k == 1 else 'writes'}"
@@ -328,6 +330,10 @@ def dma_cycles(plan) -> CycleReport:
         serial_any = hbm_hbm or (src == dst == "dm")
         bottleneck = ("engine requests and DM" if not serial_any else
                       "serialized read and write")
+    shared = _shared_dmn(dmn_bytes, dmn_users)
+    if shared is not None and shared[0] > cycles:
+        cycles, bottleneck = shared[0], "a DMN shared by several engines"
+        penalties.append(shared[1])
     n_cmd_max = max((len(e.commands) for e in plan.engines), default=0)
     dmns = [{"chip": chip, "cluster": d // hw.DMNS_PER_CLUSTER,
              "dmn": d % hw.DMNS_PER_CLUSTER, "bytes": b,
@@ -336,6 +342,22 @@ def dma_cycles(plan) -> CycleReport:
     return CycleReport(math.ceil(cycles), STARTUP * n_cmd_max, worst_read, worst_write,
                        bottleneck, list(dict.fromkeys(_summarize(penalties))), engines, hot,
                        channels, dmns, banks)
+
+
+def _shared_dmn(dmn_bytes: dict[tuple[int, int], float],
+                dmn_users: dict[tuple[int, int], set]) -> tuple[float, str] | None:
+    """A DMN moves 128 B/cycle for all its 32 slices (docs/hardware.md section 4), whichever
+    engines read or write them: the busiest DMN's bytes over the transfer, at 128 B/cycle,
+    after one start-up.  (An engine's own time counts only its bytes; this counts every
+    engine's.)  None when no DMN is touched; else (cycles, the penalty's words)."""
+    if not dmn_bytes:
+        return None
+    (chip, d), most = max(dmn_bytes.items(), key=lambda kv: kv[1])
+    users = len(dmn_users[(chip, d)])
+    t = STARTUP + most / DMN_BYTES_PER_CYCLE
+    return t, (f"chip {chip} cluster {d // hw.DMNS_PER_CLUSTER} DMN "
+               f"{d % hw.DMNS_PER_CLUSTER}: {most:,.0f} bytes from {users} engine(s) at 128 "
+               f"B/cycle: {most / DMN_BYTES_PER_CYCLE:,.0f} cycles")
 
 
 def _summarize(penalties: list[str]) -> list[str]:
@@ -427,6 +449,7 @@ def _estimate(plan, floor: bool) -> CycleReport:
     spread: dict[int, float] = {}  # floor: per chip, least requests of sampled commands
     sampled = False
     n_cmd_max = max((len(e.commands) for e in plan.engines), default=0)
+    dmn_load: dict[tuple[int, int], float] = {}  # (chip, cluster x 8 + DMN) -> bytes
     for e in plan.engines:
         t_engine = 0.0
         stamp0 = 0.0
@@ -464,6 +487,9 @@ def _estimate(plan, floor: bool) -> CycleReport:
                     dmn = paddr >> DMN_SHIFT
                     per = np.bincount(dmn - dmn.min(), minlength=1) * pbytes * scale
                     t = max(t, float(per.max()) / DMN_BYTES_PER_CYCLE)
+                    for off in np.flatnonzero(per).tolist():
+                        key = (chip, int(dmn.min()) + off)
+                        dmn_load[key] = dmn_load.get(key, 0.0) + float(per[off])
                 if tier == "hbm":
                     first = np.repeat(np.cumsum(np.r_[0, rpp[:-1]]), rpp)
                     j = np.arange(req.size) - first
@@ -533,6 +559,9 @@ def _estimate(plan, floor: bool) -> CycleReport:
         cycles, bottleneck = hbm_total, "HBM channels"
     else:
         cycles, bottleneck = worst_engine, "engine requests and DM"
+    if dmn_load and STARTUP + max(dmn_load.values()) / DMN_BYTES_PER_CYCLE > cycles:
+        cycles = STARTUP + max(dmn_load.values()) / DMN_BYTES_PER_CYCLE
+        bottleneck = "a DMN shared by several engines"
     return CycleReport(math.ceil(cycles), STARTUP * n_cmd_max, 0.0, 0.0, bottleneck)
 
 
@@ -638,13 +667,14 @@ def hbm_bytes(plan) -> tuple[dict[int, int], dict[int, int]]:
 def lower_bound(plan) -> int:
     """Bytes over the bottleneck bandwidth, plus one start-up: the busiest engine at one
     256-byte request per cycle and each DMN it writes or reads at 128 B/cycle (per command,
-    back to back), each chip's HBM requests spread evenly over the channels its addresses can
-    reach (the bus floor), and each HBM bank opening each of its rows once, one per 40
-    cycles (order-independent).  No layout of the same tensors with the same engines
-    beats it."""
+    back to back), each DMN's bytes from every engine at 128 B/cycle, each chip's HBM
+    requests spread evenly over the channels its addresses can reach (the bus floor), and
+    each HBM bank opening each of its rows once, one per 40 cycles (order-independent).  No
+    layout of the same tensors with the same engines beats it."""
     eb = plan.elem_bytes
     best = 0.0
     per_chip: dict[int, list[np.ndarray]] = {}
+    dmn_all: dict[tuple[int, int], float] = {}
     for e in plan.engines:
         t_e = 0.0
         for c in e.commands:
@@ -660,11 +690,15 @@ def lower_bound(plan) -> int:
                     dmn = paddr >> DMN_SHIFT
                     per = np.bincount(dmn - dmn.min(), minlength=1) * pbytes
                     t_c = max(t_c, float(per.max()) / DMN_BYTES_PER_CYCLE)
+                    for off in np.flatnonzero(per).tolist():
+                        key = (chip, int(dmn.min()) + off)
+                        dmn_all[key] = dmn_all.get(key, 0.0) + float(per[off])
                 if tier == "hbm":
                     req, _ = _requests(paddr, pbytes)
                     per_chip.setdefault(chip, []).append(req)
             t_e += t_c
         best = max(best, t_e)
+    best = max(best, max(dmn_all.values(), default=0.0) / DMN_BYTES_PER_CYCLE)
     for reqs in per_chip.values():
         req = np.concatenate(reqs)
         channel, bank, row = _decode(req)

@@ -47,6 +47,7 @@ RC = {"svg.fonttype": "none", "svg.hashsalt": "tcplan", "font.size": 8,
       "text.parse_math": False}
 
 _READ, _WRITE, _START, _HBM, _MARK = "#4878d0", "#ee854a", "#b0b0b0", "#956cb4", "#d62728"
+_DMN = "#6acc64"  # the busiest DMN, when several engines share it
 
 
 # ---- the checks a command makes before it works -------------------------------------------
@@ -237,8 +238,12 @@ def _engine_name(engine: list[int], pcie: bool) -> str:
     return f"engine chip {engine[0]}, cluster {engine[1]}, DMN pair {engine[2]}"
 
 
+SHARED_DMN = "a DMN shared by several engines"  # (model/cost.py's bottleneck)
+
+
 def _timeline_height(b: dict[str, Any]) -> float:
-    return 1.9 + 0.34 * (len(b["engines"]) + (1 if b.get("hbm") else 0))
+    return 1.9 + 0.34 * (len(b["engines"]) + (1 if b.get("hbm") else 0)
+                         + (1 if b["bottleneck"] == SHARED_DMN else 0))
 
 
 def _draw_timeline(target, b: dict[str, Any], sides: tuple[str, str],
@@ -274,9 +279,19 @@ def _draw_timeline(target, b: dict[str, Any], sides: tuple[str, str],
         ax.barh(y, hot["cycles"], left=startup or 500, height=0.8, color=_HBM)
         ends.append((startup or 500) + hot["cycles"])
         ax.text(ends[-1], y, f"  {_n(ends[-1])}", va="center", fontsize=7)
+    if b["bottleneck"] == SHARED_DMN and b.get("dmns"):  # every engine's bytes in it
+        d = max(b["dmns"], key=lambda x: x["bytes"])
+        names.append(f"DMN {d['dmn']} of chip {d['chip']}, cluster {d['cluster']} "
+                     "(busiest, shared)")
+        ax.barh(len(names) - 1, startup or 500, left=0, height=0.8, color=_START)
+        ax.barh(len(names) - 1, d["cycles"], left=startup or 500, height=0.8, color=_DMN)
+        ends.append((startup or 500) + d["cycles"])
+        ax.text(ends[-1], len(names) - 1, f"  {_n(ends[-1])}", va="center", fontsize=7)
     cycles = b["cycles"]
     if b["bottleneck"] == "HBM channels" and hot:
         marked = {len(engines)}
+    elif b["bottleneck"] == SHARED_DMN and b.get("dmns"):
+        marked = {len(names) - 1}
     else:
         most = max(e["cycles"] for e in engines) if engines else 0
         marked = {y for y, e in enumerate(engines) if e["cycles"] == most}
@@ -306,6 +321,8 @@ def _draw_timeline(target, b: dict[str, Any], sides: tuple[str, str],
                Patch(color=_WRITE, label=f"write ({write.upper()})")]
     if hot:
         handles.append(Patch(color=_HBM, label="busiest HBM channel busy"))
+    if b["bottleneck"] == SHARED_DMN and b.get("dmns"):
+        handles.append(Patch(color=_DMN, label="busiest DMN busy (all its engines)"))
     ax.legend(handles=handles, loc="lower right", fontsize=7, ncol=len(handles),
               bbox_to_anchor=(1.0, 1.0), frameon=False)
     ax.grid(axis="x", color="#e0e0e0", lw=0.5)

@@ -5,7 +5,7 @@ The API (docs/api.md)::
     import tcplan
     problem = tcplan.load("problems/planning/attention_v_head_major.yaml")
     solved = tcplan.solve(problem)          # plan, lower, execute, check, time
-    print(solved.status, solved.cycles)     # optimal 1183
+    print(solved.status, solved.cycles)     # optimal 2548
     print(solved.to_json()["plan"]["stream"])
 
 ``load``/``loads`` read a problem; ``solve``, ``verify``, ``explain``, ``lower`` and ``run``

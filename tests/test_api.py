@@ -46,10 +46,10 @@ def test_solve_result_is_what_solve_prints():
     code, printed = _cli("solve", V)
     assert (solved.exit_code, _untimed(solved.to_json())) == (code, _untimed(printed))
     assert (solved.status, solved.cycles, solved.lower_bound, solved.verified) == \
-        ("optimal", 1183, 1183, True)  # the README's quick start: at the lower bound
+        ("optimal", 2548, 2548, True)  # the README's quick start: at its 2-DMN bound
     assert solved.plan.source.dtype == "bf16" and solved.error is None
     text = solved.text()
-    assert text.startswith("attention_v_head_major: stream") and "cycles: 1,183" in text
+    assert text.startswith("attention_v_head_major: stream") and "cycles: 2,548" in text
 
 
 def test_verify_result_is_what_verify_prints():

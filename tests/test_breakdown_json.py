@@ -48,3 +48,24 @@ def test_example_4s_hot_channel_is_in_the_list():
     assert (row["requests"], row["first_opens"], row["reopens"]) == (16_384, 2_048, 14_336)
     assert len(b["hbm_channels"]) == 32
     assert sum(c["requests"] for c in b["hbm_channels"]) == 2**27 // 256
+
+
+def test_a_dmn_shared_by_several_engines_moves_128_bytes_a_cycle_for_all():
+    """docs/hardware.md section 4: a DMN moves 128 B/cycle for its 32 slices, whichever
+    engines use them (docs/decisions.md item 91).  attention_v_head_major's destination,
+    Slice m![H, S / 64], is 64 slices of cluster 0: DMNs 0 and 1.  Whatever the plan, each
+    takes 512 x 8 x 64 x 2 / 2 = 262,144 bytes: 2,048 cycles, plus one start-up."""
+    import tcplan
+    from tcplan.model.cost import dma_cycles, estimate, lower_bound
+    solved = tcplan.solve(ROOT / "problems/planning/attention_v_head_major.yaml",
+                          verify="none")
+    plan = solved.plan
+    report = dma_cycles(plan)
+    per_dmn = 512 * 8 * 64 * 2 // 2
+    assert [(d["dmn"], d["bytes"]) for d in report.dmns] == [(0, per_dmn), (1, per_dmn)]
+    assert report.cycles == estimate(plan).cycles == lower_bound(plan) == \
+        500 + per_dmn // 128
+    assert report.bottleneck == "a DMN shared by several engines"
+    users = {tuple(e["engine"]) for e in report.engines if e["bytes"]}
+    assert len(users) > 2  # more engines than DMNs: their bytes add up in each DMN
+    assert any("from 4 engine(s)" in p for p in report.penalties)

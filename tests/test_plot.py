@@ -173,21 +173,21 @@ def v_head_major():
 
 
 def test_solve_report_and_plot(tmp_path, v_head_major):
-    """The report of attention_v_head_major: its cycles and lower bound (1,183, at the
+    """The report of attention_v_head_major: its cycles and lower bound (2,548, at the
     bound), the chosen stream, the lowered configs, three inline SVGs, nothing external."""
     code, out, err = cli("solve", str(V_HEAD_MAJOR), "--report", str(tmp_path / "rep"),
                          "--plot", str(tmp_path / "v.svg"))
     assert code == 0 and "--report: wrote" in err and "--plot: wrote" in err
     page = (tmp_path / "rep/index.html").read_text()
     chosen = v_head_major.to_json()["plan"]["stream"]
-    assert v_head_major.cycles == v_head_major.lower_bound == 1183
-    assert "<b>1,183 cycles</b>, lower bound 1,183" in page
-    assert "1,183 cycles against a lower bound of 1,183" in page
+    assert v_head_major.cycles == v_head_major.lower_bound == 2548
+    assert "<b>2,548 cycles</b>, lower bound 2,548" in page
+    assert "2,548 cycles against a lower bound of 2,548" in page
     assert "cycles / lower bound = <b>1.000</b>, at its lower bound" in page
     for key in ("time", "packet", "cluster", "slice"):
         assert f"<code>{html.escape(chosen[key])}</code>" in page
     lowered = tcplan.lower(V_HEAD_MAJOR).text()
-    assert html.escape(lowered) in page and "-&gt; 2 : 65,536" in page
+    assert html.escape(lowered) in page and "packet 32 elements (64 B)" in page
     assert page.count("<svg") == 3 and page.count("</svg>") == 3
     assert "<script" not in page and "<link" not in page and " src=" not in page
     # references only inside the page: its own definitions and the heatmaps' cells, held
@@ -196,7 +196,10 @@ def test_solve_report_and_plot(tmp_path, v_head_major):
     svg_texts = texts(page[page.index("<svg"):page.index("</svg>") + 6])
     assert "HBM channel (16 x stack + channel)" in svg_texts
     t = texts((tmp_path / "v.svg").read_text())
-    assert "lower bound 1,183" in t and "total 1,183 cycles (bottleneck: HBM channels)" in t
+    assert "lower bound 2,548" in t
+    assert "total 2,548 cycles (bottleneck: a DMN shared by several engines)" in t
+    # the shared DMN's own row: 262,144 bytes at 128 B/cycle after one start-up
+    assert "DMN 0 of chip 0, cluster 0 (busiest, shared)" in t and "2,548" in t
 
 
 def _hrefs(page: str) -> list[str]:
@@ -220,7 +223,7 @@ def test_the_report_is_deterministic_and_escapes_the_problem(tmp_path):
 
 def test_the_api_draws(tmp_path, v_head_major):
     p = v_head_major.plot(tmp_path / "s.svg")
-    assert p == tmp_path / "s.svg" and "lower bound 1,183" in texts(p.read_text())
+    assert p == tmp_path / "s.svg" and "lower bound 2,548" in texts(p.read_text())
     checked = tcplan.verify(SEED / "dma_example_1.yaml")
     p = checked.plot(tmp_path / "v.png")
     assert p.read_bytes()[:4] == b"\x89PNG"
