@@ -377,13 +377,19 @@ def _comma():
     return FuncFormatter(lambda v, _: f"{v:,.0f}")
 
 
+def _titled(height: float, title: str):
+    """A new figure of ``height`` inches, with room for its title when it has one."""
+    fig = _new(height + (0.4 if title else 0.0))
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
+
+
 @_styled
 def hbm_figure(breakdown: dict[str, Any], title: str = ""):
     """Per chip the transfer touches: requests, first row opens and re-opens per bank x
     channel, with per-channel totals; the busiest channel outlined in red."""
-    fig = _new(max(1.0, _hbm_height(breakdown)) + (0.4 if title else 0.0))
-    if title:
-        fig.suptitle(title, fontsize=11)
+    fig = _titled(max(1.0, _hbm_height(breakdown)), title)
     _draw_hbm(fig, breakdown)
     return fig
 
@@ -393,9 +399,7 @@ def timeline_figure(breakdown: dict[str, Any], sides: tuple[str, str] = ("hbm", 
                     title: str = "", lower_bound: int | None = None):
     """Each DMA engine's commands (start-up, read, write) and the busiest HBM channel, in
     cycles, with the total, the bottleneck and the lower bound marked."""
-    fig = _new(_timeline_height(breakdown) + (0.4 if title else 0.0))
-    if title:
-        fig.suptitle(title, fontsize=11)
+    fig = _titled(_timeline_height(breakdown), title)
     _draw_timeline(fig, breakdown, sides, lower_bound)
     return fig
 
@@ -403,9 +407,7 @@ def timeline_figure(breakdown: dict[str, Any], sides: tuple[str, str] = ("hbm", 
 @_styled
 def dmn_figure(breakdown: dict[str, Any], title: str = ""):
     """Bytes and cycles per DMN."""
-    fig = _new(_dmn_height(breakdown) + (0.4 if title else 0.0))
-    if title:
-        fig.suptitle(title, fontsize=11)
+    fig = _titled(_dmn_height(breakdown), title)
     _draw_dmns(fig, breakdown)
     return fig
 
