@@ -636,8 +636,7 @@ RULES: dict[str, Rule] = _rules(
     Rule(
         "graph-no-layout", "hardware", "a graph's shared tensors have layouts every op plans",
         "no choice of the free tensors' layouts plans the ops {ops} together: {detail}",
-        "give the shared tensor(s) ({tensors}) a candidate layout each of these ops has a "
-        "plan with, or change what rejects the others (run `tcplan explain`)",
+        "{remedy}",
         "docs/graphs.md; planner/graph_plan.py", scope="planner",
     ),
     Rule(
@@ -646,6 +645,13 @@ RULES: dict[str, Rule] = _rules(
         "declare {tensor} as {want}",
         "docs/graphs.md; model/redistribute.py (the result of a redistribution)",
         scope="input",
+    ),
+    Rule(
+        "graph-dtype", "hardware", "a graph's chain op reads and writes tensors of its dtypes",
+        "{tensor} is {have}; op {op} {verb} {want}",
+        "declare {tensor} with dtype: {want}, or convert in the chain",
+        "seed 003 (a chain streams i32 or f32; its steps convert); docs/graphs.md",
+        scope="planner",
     ),
     Rule(
         "graph-chain-placement", "hardware",

@@ -218,6 +218,9 @@ def solve(problem: Problem | str | pathlib.Path, *, time_limit: float = 10.0,
     p = _problem(problem)
     if verify not in ("full", "sample", "none"):
         raise ValueError(f"verify must be full, sample or none, not {verify!r}")
+    if not time_limit > 0 or workers < 1:
+        raise ValueError(f"time_limit must be above 0 and workers at least 1, not "
+                         f"{time_limit!r} and {workers!r}")
     s = kind_of(p).solve(p, Options(time_limit, workers, seed, verify, progress))
     return SolveResult(p, s.record, s.plan, s.error, s.exit)
 

@@ -22,6 +22,7 @@ import os
 import pathlib
 import time
 import traceback
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -78,6 +79,7 @@ def solve_row(task: Task, check: str = "full", seed: int = 0) -> dict[str, Any]:
         row = {"problem": task.path, "status": "crashed", "ok": False,
                "why": f"{type(e).__name__}: {str(e)[:200]} ({where.filename}:{where.lineno})"}
     row.setdefault("time", round(time.perf_counter() - t0, 3))
+    row.setdefault("why", "")
     return {"path": task.path, **row}
 
 
@@ -110,10 +112,13 @@ def _fault_injection(task: Task) -> None:
     os._exit(70)  # as a worker killed by the OS would vanish: no row, no exception
 
 
-def lost_row(task: Task) -> dict[str, Any]:
+def lost_row(task: Task, retries: int = 1) -> dict[str, Any]:
+    """A problem whose worker process died on every try: killed, out of memory, or a crash
+    below Python."""
     return {"path": task.path, "problem": task.path, "status": "lost", "ok": False,
-            "why": "its worker process was lost twice (retried once, alone): killed, out "
-                   "of memory, or a crash below Python", "time": 0.0}
+            "why": f"its worker process was lost {retries + 1} times (retried "
+                   f"{'once' if retries == 1 else f'{retries} times'}): killed, out of "
+                   "memory, or a crash below Python", "time": 0.0}
 
 
 class Backend:
@@ -177,10 +182,12 @@ class LocalBackend(Backend):
 class DaskBackend(Backend):
     """A Dask cluster (dask.distributed): ``address`` connects to a running scheduler;
     without one, a local cluster of ``jobs`` single-threaded worker processes is started.
-    Each task ships the problem's text and returns its row (a few KiB each way).  The
-    scheduler retries a task whose worker dies once (``allowed-failures: 1``) and then
-    reports it lost; at most one task waits on a worker at a time (``worker-saturation:
-    1.0``), so a dying worker takes no innocent problem down with it."""
+    Each task ships the problem's text and returns its row (a few KiB each way); its key is
+    unique to this batch.  The local cluster's scheduler retries a task whose worker dies
+    once (``allowed-failures: 1``) and then reports it lost, and holds at most one task on
+    a worker at a time (``worker-saturation: 1.0``), so a dying worker takes no innocent
+    problem down with it.  A running cluster keeps its own settings; the row says how many
+    times it retried."""
 
     name = "dask"
 
@@ -202,25 +209,37 @@ class DaskBackend(Backend):
                                        dashboard_address=None)
                 client = Client(cluster)
             try:
-                futures = {client.submit(solve_row, t, check, seed, pure=False,
-                                         key=f"tcplan-{i}-{t.path}"): t
+                retries = _allowed_failures(client)
+                run = uuid.uuid4().hex  # (keys of this batch only: a shared scheduler
+                futures = {client.submit(solve_row, t, check, seed, pure=False,  # caches)
+                                         key=f"tcplan-{run}-{i}"): t
                            for i, t in enumerate(tasks)}
                 for f in as_completed(futures):
                     t = futures[f]
                     try:
                         yield f.result()
                     except KilledWorker:
-                        yield lost_row(t)
+                        yield lost_row(t, retries)
             finally:
                 client.close()
                 if cluster is not None:
                     cluster.close()
 
 
+def _allowed_failures(client) -> int:
+    """How many times the scheduler retries a task whose worker dies (a running cluster
+    keeps its own setting; the local one started here retries once)."""
+    try:
+        return int(client.run_on_scheduler(lambda dask_scheduler: dask_scheduler
+                                           .allowed_failures))
+    except Exception:  # noqa: BLE001 - an older scheduler: its documented default
+        return 3
+
+
 def _connect(client_cls, address: str):
     try:
         return client_cls(address, timeout="5s")
-    except (OSError, TimeoutError) as e:
+    except (OSError, TimeoutError, ValueError) as e:
         raise fail("bad-request", detail=f"--address {address}: no Dask scheduler answers "
                    f"({type(e).__name__})", fix="start one (dask scheduler) or drop "
                    "--address for a local cluster") from None
@@ -234,13 +253,13 @@ def read_results(path: str) -> dict[str, dict[str, Any]]:
     row, is left out: its problem runs again)."""
     rows: dict[str, dict[str, Any]] = {}
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:
                 try:
                     row = json.loads(line)
                 except ValueError:
                     continue
-                if isinstance(row, dict) and isinstance(row.get("path"), str):
+                if _is_row(row):
                     rows[row["path"]] = row
     except FileNotFoundError:
         pass
@@ -250,6 +269,15 @@ def read_results(path: str) -> dict[str, dict[str, Any]]:
     return rows
 
 
+#: what a row holds, with its type: a line without them is no row (its problem runs again)
+ROW_FIELDS = {"path": str, "problem": str, "status": str, "ok": bool, "why": str}
+
+
+def _is_row(row: Any) -> bool:
+    return isinstance(row, dict) and all(isinstance(row.get(k), t)
+                                         for k, t in ROW_FIELDS.items())
+
+
 def run_batch(tasks: list[Task], backend: str = "local", jobs: int = 2, check: str = "full",
               seed: int = 0, address: str | None = None, results: str | None = None,
               resume: bool = False, on_row: Callable[[dict, int, int], None] | None = None
@@ -257,6 +285,9 @@ def run_batch(tasks: list[Task], backend: str = "local", jobs: int = 2, check: s
     """Every task's row, sorted by path; with ``results``, each row appended to that JSON
     Lines file as it finishes (flushed), and with ``resume``, the rows already there kept and
     their problems not run again."""
+    if resume and not results:
+        raise fail("bad-request", detail="--resume keeps the rows of a results file; none "
+                   "was given", fix="add --results FILE.jsonl")
     done = read_results(results) if (results and resume) else {}
     todo = [t for t in tasks if t.path not in done]
     if done:

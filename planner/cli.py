@@ -143,7 +143,8 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="check every destination position (full), a seeded random sample "
                          "of them (sample), or nothing, not even a run (none)")
     so.add_argument("--time-limit", type=_positive, default=10.0, metavar="S",
-                    help="solver time limit in seconds (default 10)")
+                    help="solver time limit in seconds (default 10), per search: a graph "
+                         "gives it to each op plan it evaluates")
     so.add_argument("--workers", type=_count, default=1, metavar="N",
                     help="solver worker threads (default 1: deterministic)")
     so.add_argument("--seed", type=_seed, default=0,
@@ -570,6 +571,7 @@ def _parse_index(text: str, axes: dict[str, int]) -> dict[str, int]:
 
 def _cmd_trace(args: argparse.Namespace, stdout: TextIO) -> int:
     problem = load_problem(args.problem)
+    kind_of(problem).trace_check(problem)
     index = _parse_index(args.index, problem.axes)
     full = {a: index.get(a, 0) for a in problem.axes}
     rows = {name: tiers.trace(t, full) for name, t in problem.tensors.items()}

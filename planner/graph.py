@@ -142,14 +142,16 @@ def load_graph(ctx: _Ctx, data: dict) -> Graph:
 
 def _disjoint(g: Graph) -> None:
     """Tensors of one tier must not share bytes: each reaches, in every unit (chip,
-    cluster, slice) it spans, the bytes from its address over its Element.  Every layout
-    spans units from index 0 up, so two tensors of a tier meet exactly when those byte
-    ranges do (a candidate order changes no size: any candidate tells)."""
+    cluster, slice) it spans, the bytes from its address over its Element (its largest
+    candidate's, when free: a padded order reaches further).  Every layout spans units from
+    index 0 up, so two tensors of a tier meet exactly when those byte ranges do."""
     spans: dict[str, list[tuple[int, int, str]]] = {}
     for n, t in g.tensors.items():
-        obj = g.tensor(n, {n: t.candidates[0]} if t.candidates else {})
-        lo = obj.address
-        hi = lo + obj.dims["element"].size * obj.elem_bytes
+        objs = [g.tensor(n, {n: c}) for c in t.candidates] if t.candidates else \
+            [g.tensor(n, {})]
+        obj = objs[0]
+        lo = obj.address  # (a padded candidate reaches further: the furthest counts)
+        hi = lo + max(o.dims["element"].size for o in objs) * obj.elem_bytes
         for a, b, other in spans.get(obj.tier, []):
             if lo < b and a < hi:
                 raise g.doc.error(("tensors", n, "address") if "address" in t.spec else
@@ -217,6 +219,10 @@ def _candidates(ctx: _Ctx, keys: tuple, t: dict) -> list[str] | None:
             raise doc.error(keys + ("axes",), "axes name what a free Element orders; this "
                             "Element is given", "drop axes, or write element: free")
         return None
+    if len(set(terms)) != len(terms):
+        dup = next(x for x in terms if terms.count(x) > 1)
+        raise doc.error(keys + ("axes" if el == "free" else "element",), f"{dup} is listed "
+                        "twice", "name each axis or digit once")
     count = 1
     for k in range(2, len(terms) + 1):
         count *= k
@@ -244,7 +250,7 @@ def _ops(doc, spec: Any, tensors: dict[str, GraphTensor]) -> list[GraphOp]:
             raise doc.error(keys, "expected an op: a mapping with its kind and tensors",
                             "{name: load, kind: dma, source: x, destination: y}")
         kind, roles_of = o.get("kind"), op_roles()
-        if kind not in roles_of:
+        if not isinstance(kind, str) or kind not in roles_of:
             what = (f"{kind!r} is not a graph op" + _did_you_mean(kind, roles_of)
                     if "kind" in o else "missing")
             raise doc.error(keys + ("kind",), what, "graph ops are " + ", ".join(roles_of)
@@ -257,6 +263,10 @@ def _ops(doc, spec: Any, tensors: dict[str, GraphTensor]) -> list[GraphOp]:
         if "hops" in o:
             raise doc.error(keys + ("hops",), "a graph's op moves in one hop",
                             "add the intermediate tensor and a second op", at_key=True)
+        for k in ("axes", "chips", "expect", "format"):
+            if k in o:
+                raise doc.error(keys + (k,), f"{k} is the graph's, not an op's",
+                                f"set {k} at the graph's top level", at_key=True)
         roles = {}
         for role in roles_of[kind]:
             if role not in o:
@@ -278,7 +288,8 @@ def _dag(g: Graph) -> None:
     writer: dict[str, GraphOp] = {}
     for op in g.ops:
         for t in op.writes:
-            role = next(r for r, n in op.roles.items() if n == t)
+            role = next(r for r, n in op.roles.items()
+                        if n == t and r not in op.read_roles)
             if g.tensors[t].given:
                 raise doc.error(("ops", op.index, role), f"{t} is given (an input of the "
                                 "graph); no op writes it", "write to another tensor, or "
@@ -298,6 +309,11 @@ def _dag(g: Graph) -> None:
                                 f"write {t} in an earlier op, or mark it given: true")
             if t in writer:
                 dag.add_edge(writer[t].index, op.index, tensor=t)
+    for n, t in g.tensors.items():
+        if not t.given and n not in writer:
+            raise doc.error(("tensors", n), f"{n} is neither given nor written by an op: "
+                            "nothing would hold its data", "mark it given: true, write it "
+                            "in an op, or drop it")
     try:
         cycle = nx.find_cycle(dag)
     except nx.NetworkXNoCycle:
@@ -320,8 +336,9 @@ def _op_problem(g: Graph, op: GraphOp, layout: dict[str, str]):
                 chips=g.base["chips"])
     place = {}
     for role, t in op.roles.items():
-        if roles[role][1]:  # the tensor is part of the op's own problem
-            data[role] = g.tensors[t].with_element(layout.get(t))
+        if roles[role][1]:  # the tensor is part of the op's own problem, in its own dtype
+            spec = g.tensors[t].with_element(layout.get(t))
+            data[role] = {"dtype": g.base["dtype"], **spec}
             place[role] = ("tensors", t)
 
     def where(k: tuple) -> tuple:

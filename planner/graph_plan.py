@@ -39,6 +39,7 @@ class OpChoice:
     plan: Any = None
     cycles: int | None = None
     error: TcplanError | None = None
+    proven: bool = True  # the op's own plan proven optimal (not cut by its time limit)
 
     @property
     def ok(self) -> bool:
@@ -66,6 +67,18 @@ class GraphPlan:
     def cycles(self) -> int:
         return self.sum_cycles if self.objective == "sum" else self.critical_path_cycles
 
+    def to_json(self) -> dict[str, Any]:
+        """What `tcplan lower --json` prints of a graph: the layouts and each op's plan."""
+        return {"status": self.status, "objective": self.objective, "cycles": self.cycles,
+                "sum_cycles": self.sum_cycles,
+                "critical_path_cycles": self.critical_path_cycles,
+                "critical_path": self.critical_path, "unmodelled": self.unmodelled,
+                "layouts": self.layout,
+                "ops": [{"op": r.problem.name, "kind": r.problem.kind, "cycles": r.cycles,
+                         "layout": r.layout, "proven": r.proven,
+                         **({"plan": r.plan.to_json()} if hasattr(r.plan, "to_json")
+                            else {})} for r in self.ops]}
+
 
 def evaluate(g: Graph, opts) -> dict[int, list[OpChoice]]:
     """Every op under every combination of its free tensors' candidate layouts."""
@@ -83,12 +96,12 @@ def evaluate(g: Graph, opts) -> dict[int, list[OpChoice]]:
             try:
                 row.problem = g.op_problem(op, layout)
                 kind = REGISTRY[op.kind]
-                row.plan, row.cycles = kind.plan(row.problem, opts)
+                row.plan, row.cycles, row.proven = kind.plan(row.problem, opts)
                 kind.check_tensors(row.problem, row.plan, {
                     r: g.tensor(t, layout) for r, t in op.roles.items()})
             except TcplanError as e:
-                if e.kind == "input":
-                    raise
+                if e.kind in ("input", "limit") or e.code == "plan-time-limit":
+                    raise  # (not a rule rejecting the layout: no answer for it)
                 row.plan, row.cycles, row.error = None, None, e
             rows.append(row)
             done += 1
@@ -160,8 +173,9 @@ def choose(g: Graph, table: dict[int, list[OpChoice]], objective: str | None = N
     chosen = [next(r for lit, r in y[op.index] if sv.value(lit)) for op in g.ops]
     per_op = {op.index: chosen[op.index].cost for op in g.ops}
     span_c, path = path_cycles(g, per_op)
+    proven = st == cp_model.OPTIMAL and all(r.proven for r in chosen)
     return GraphPlan(layout, chosen, objective, sum(per_op.values()), span_c, path,
-                     "optimal" if st == cp_model.OPTIMAL else "feasible",
+                     "optimal" if proven else "feasible",
                      sum(len(r) for r in table.values()),
                      unmodelled=[op.name for op in g.ops
                                  if chosen[op.index].cycles is None])
@@ -212,10 +226,16 @@ def conflict_error(g: Graph, table, core: list[GraphOp]) -> TcplanError:
                      f"{', '.join(op.writes)}) {need}"
                      + (f" ({why})" if why else ""))
     shared = sorted({t for op in core for t in g.op_free(op)})
+    remedy = (f"give the shared tensor(s) ({', '.join(shared)}) a candidate layout each of "
+              "these ops has a plan with, or change what rejects the others" if shared else
+              f"op {core[0].name} has no plan in its given layouts: change what its rule "
+              "names (run tcplan explain on the op written as a problem of its own)")
     err = fail("graph-no-layout", ops=", ".join(op.name for op in core),
-               detail="; ".join(lines), tensors=", ".join(shared) or "none")
+               detail="; ".join(lines), remedy=remedy)
     err.graph_conflict = [{"op": op.name, "kind": op.kind, "rules": sorted(
         {_rule(r.error) for r in table[op.index] if r.error is not None}),
+        "examples": {_rule(r.error): r.error.violations[0].message[:160]
+                     for r in reversed(table[op.index]) if r.error is not None},
         "layouts_with_a_plan": [r.layout for r in table[op.index] if r.ok]}
         for op in core]
     return err

@@ -451,9 +451,10 @@ class _Ctx:
             tiers = "host, hbm, dm, trf, vrf" + (", stream" if allow_stream else "")
             near = "".join(_did_you_mean(k, ["tier"]) and f" ({k!r} is not 'tier')"
                            for k in spec if k != "tier")[:80]
+            what = ("a stream is no tier for this tensor" if t == "stream" else
+                    f"{t!r} is not a tier" + _did_you_mean(t, TIER_DIMS))
             raise self.doc.error(keys + ("tier",) if "tier" in spec else keys,
-                                 (f"{t!r} is not a tier" + _did_you_mean(t, TIER_DIMS))
-                                 if "tier" in spec else "missing tier" + near,
+                                 what if "tier" in spec else "missing tier" + near,
                                  f"tier: one of {tiers}")
         dims_allowed = TIER_DIMS[t]
         for k in spec:

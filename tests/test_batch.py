@@ -129,3 +129,21 @@ def test_no_scheduler_at_the_address_is_a_bad_request(library):
     assert main(["batch", str(library), "--backend", "dask", "--address",
                  "tcp://127.0.0.1:9"], stdout=io.StringIO(), stderr=err) == 2
     assert "no Dask scheduler answers" in err.getvalue()
+
+
+def test_resume_ignores_what_is_not_a_whole_row(library, tmp_path):
+    results = tmp_path / "rows.jsonl"
+    paths = [t.path for t in batch.tasks_under(str(library))]
+    results.write_bytes(
+        (json.dumps({"path": paths[0]}) + "\n"   # no fields
+         + json.dumps({"path": paths[1], "problem": 5, "status": "x", "ok": True,
+                       "why": ""}) + "\n"       # a field of the wrong type
+         + json.dumps(["not", "a", "row"]) + "\n").encode() + b"\xff\xfe junk\n")
+    assert batch.read_results(str(results)) == {}
+    ran: list[str] = []
+    rows = batch.run_batch(batch.tasks_under(str(library)), results=str(results),
+                           resume=True, on_row=lambda row, k, n: ran.append(row["path"]))
+    assert len(ran) == len(paths) and all(batch._is_row(r) for r in rows)
+    err = io.StringIO()
+    assert main(["batch", str(library), "--resume"], stdout=io.StringIO(), stderr=err) == 2
+    assert "add --results" in err.getvalue()

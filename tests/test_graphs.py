@@ -81,6 +81,24 @@ def _graph(tensors: str, ops: list[str]) -> str:
     (KNEW + "  k_c: {tier: hbm, element: {digits: ['S', 'H'], orders: []}}\n", [
         "{name: a, kind: dma, source: k_new, destination: k_c}"],
      "g.yaml:7:", ["takes digits"]),
+    (KNEW + CACHE + "  spare: {tier: hbm, address: 4194304, element: 'm![S, H, D]'}\n",
+     [f"{{name: a, kind: dma, source: k_new, destination: k_cache, {STREAM}}}"],
+     "g.yaml:8:", ["spare is neither given nor written by an op"]),
+    (KNEW + "  k_c: {tier: hbm, element: free, axes: [S, H, D, D]}\n", [
+        "{name: a, kind: dma, source: k_new, destination: k_c}"],
+     "g.yaml:7:", ["D is listed twice"]),
+    (KNEW + CACHE, ["{name: a, kind: dma, axes: {S: 4}, source: k_new, destination: k_cache}"],
+     "g.yaml:9:", ["axes is the graph's, not an op's"]),
+    (KNEW + CACHE, ["{name: a, kind: [dma], source: k_new, destination: k_cache}"],
+     "g.yaml:9:", ["['dma'] is not a graph op"]),
+    (KNEW + CACHE + KDM, [
+        f"{{name: a, kind: dma, source: k_new, destination: k_cache, {STREAM}}}",
+        f"{{name: b, kind: dma, source: k_cache, destination: k_cache, {STREAM}}}"],
+     "g.yaml:11:", ["ops.1.destination: k_cache is written by op a already"]),
+    (KNEW + "  other: {tier: hbm, address: 262144, element: 'm![S, H, D]', given: true}\n"
+     "  k_c: {tier: hbm, element: {orders: ['m![H, S, D]', 'm![H # 16, S, D]']}}\n",
+     [f"{{name: a, kind: dma, source: k_new, destination: k_c, {STREAM}}}"],
+     "g.yaml:", ["overlaps other"]),
 ])
 def test_graph_mistakes_are_located(tensors, ops, where, words):
     e = _error(_graph(tensors, ops))
@@ -345,3 +363,55 @@ def test_a_lane_fold_is_not_a_graph_op():
     assert "'lane_fold' is not a graph op" in e.message
     for kind in ("dma", "pcie", "expression", "vector", "gather", "scatter", "redistribute"):
         assert kind in str(e)
+
+
+def test_a_chain_op_of_another_dtype_than_its_tensors_is_refused():
+    """An out tensor in bf16 would take the chain's f32 output two bytes at a time."""
+    text = MLP_TEXT.replace("a_dm: {tier: dm,", "a_dm: {tier: dm, dtype: bf16,").replace(
+        "a_hbm: {tier: hbm,", "a_hbm: {tier: hbm, dtype: bf16,")
+    solved = tcplan.solve(_load(text, "bf16_out.yaml"))
+    assert solved.status == "infeasible" and "graph-dtype" in solved.error.message
+    assert "a_dm is bf16; op bias_relu writes f32" in str(
+        tcplan.explain(_load(text, "bf16_out.yaml")).to_json())
+
+
+def test_a_vector_op_needs_its_reference():
+    text = (GRAPHS / "layer_norm_scale_shift.yaml").read_text()
+    i = text.index("  - name: scale_shift")
+    j = text.index("  - {name: store")
+    vec = """  - name: scale_shift
+    kind: vector
+    x: x_dm
+    out: y_dm
+    input: {cluster: 'm![B]', slice: 'm![R / 8]', time: 'm![N]', packet: 'm![R % 8]'}
+    chain: [{tag: zero}, {fxp: {op: AddFxp, operand: 1}}, final]
+"""
+    text = (text[:i] + vec + text[j:]).replace("dtype: f32", "dtype: i32")
+    with pytest.raises(tcplan.TcplanError) as e:
+        tcplan.solve(_load(text, "noref.yaml"))
+    assert e.value.kind == "input" and "no reference formula" in str(e.value)
+
+
+def test_a_time_limit_is_never_taken_for_a_rule(tmp_path):
+    """A search the limit stops is 'unknown' (no plan found) or 'feasible' (not proven),
+    never 'infeasible' or 'optimal'."""
+    text = _graph("  s: {tier: hbm, element: 'm![S, H, D]', given: true}\n"
+                  "  d: {tier: dm, slice: 'm![S / 4]', element: 'm![S % 4, H, D]'}\n",
+                  [f"{{name: a, kind: dma, source: s, destination: d, "
+                   "stream: {cluster: free, slice: free, time: free, packet: free}}"])
+    for limit in (0.01, 0.05, 10.0):
+        solved = tcplan.solve(_load(text), time_limit=limit, verify="none")
+        assert solved.status in ("unknown", "feasible", "optimal")
+        if solved.status == "unknown":
+            assert solved.error.code == "plan-time-limit"
+    assert solved.status == "optimal"
+
+
+def test_lower_json_and_trace_of_a_graph(tmp_path):
+    out = io.StringIO()
+    assert main(["lower", str(KV), "--json"], stdout=out) == 0
+    r = json.loads(out.getvalue())
+    assert r["layouts"] == {"k_cache": "m![H, S, D]"} and r["ops"][1]["plan"]["engines"]
+    err = io.StringIO()
+    assert main(["trace", str(KV), "--index", "S=1"], stdout=io.StringIO(), stderr=err) == 2
+    assert "tcplan lower the graph" in err.getvalue()

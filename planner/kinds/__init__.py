@@ -18,7 +18,8 @@ method             what it does
 ``solve``          plan the free choices, lower, verify, time: a :class:`Solved`
 ``solve_text``     what ``tcplan solve`` prints of it
 ``explain``        (exit code, report): the conflict, or what binds a feasible plan
-``plan``           (plan, modelled cycles), free choices planned, nothing run: a graph's op
+``plan``           (plan, modelled cycles, proven optimal), free choices planned, nothing
+                   run: a graph's op
 ``check_tensors``  the rules between an op and the graph's tensors it names (a chain's
                    Fetch and Commit of its DM tensors)
 ``execute``        run a graph's op on the graph's shared memories
@@ -116,7 +117,7 @@ class Kind:
         raise fail("bad-request", detail=f"tcplan explain covers DMA and expression problems, "
                    f"not {problem.kind}", fix="use tcplan verify")
 
-    def plan(self, problem, opts: Options) -> tuple[Any, int]:
+    def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
         raise fail("bad-request", detail=f"a {problem.kind} problem is not a graph op",
                    fix="graph ops are dma, pcie, expression and vector (docs/graphs.md)")
 
@@ -133,6 +134,9 @@ class Kind:
         """The data a given tensor the op reads under ``role`` is seeded with, when random
         bits will not do (an index tensor: valid rows); None: random bits."""
         return None
+
+    def trace_check(self, problem) -> None:
+        """Whether `tcplan trace` can follow an index through the problem's tensors."""
 
     def trace_warnings(self, problem, name: str, t) -> list:
         return tiers.placement_violations(t, problem.chips)

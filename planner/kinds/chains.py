@@ -29,9 +29,14 @@ class _Chains(Kind):
         stream = problem.tensors["input"]
         out = {**{d: stream.dims[d] for d in ("time", "packet")},
                **problem.params.get("output", {})}
+        dtypes = {"x": problem.dtype, "out": self.out_dtype(plan)}
         for role, maps, mode, engine in (("x", stream.dims, "read", "fetch"),
                                          ("out", out, "write", "commit")):
             t = tensors[role]
+            if t.dtype != dtypes[role]:
+                raise fail("graph-dtype", (t.name,), tensor=t.name, have=t.dtype,
+                           op=problem.name, verb="reads" if role == "x" else "writes",
+                           want=dtypes[role])
             want = {d: stream.dims[d].text() for d in ("chip", "cluster", "slice")}
             have = {d: t.dims[d].text() for d in want if d in t.dims}
             if t.tier != "dm" or have != want:
@@ -77,9 +82,16 @@ class Vector(_Chains):
         rep.pop("run")
         return rep
 
-    def plan(self, problem, opts: Options) -> tuple[Any, int]:
+    def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
+        if problem.params.get("reference") is None:
+            raise fail("bad-request", detail=f"a graph checks every op; the vector op "
+                       f"{problem.name} has no reference formula to check its chain by",
+                       fix="add reference: '<formula of x>' to the op")
         an = self.lower(problem)
-        return an, an.cycles
+        return an, an.cycles, True
+
+    def out_dtype(self, plan) -> str:
+        return plan.infos[-1].dtype  # (the dtype after the last step)
 
     def _checked(self, problem, plan, X, seed: int) -> dict[str, Any]:
         from tcplan.executor.chains import verify_vector
@@ -149,10 +161,13 @@ class Expression(_Chains):
     def solve(self, problem, opts: Options) -> Solved:
         return solve_expression(problem, opts)
 
-    def plan(self, problem, opts: Options) -> tuple[Any, int]:
+    def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
         from ..chains import plan_expression
         plan = plan_expression(problem, opts.time_limit, opts.workers, opts.seed)
-        return plan, plan.cycles
+        return plan, plan.cycles, plan.solution.status == "optimal"
+
+    def out_dtype(self, plan) -> str:
+        return plan.analyses[-1].infos[-1].dtype  # (the dtype after the last step)
 
     def _checked(self, problem, plan, X, seed: int) -> dict[str, Any]:
         from tcplan.executor.chains import verify_plan

@@ -78,16 +78,19 @@ class Dma(Kind):
         from ..explain import explain_dma
         return explain_dma(problem, seed)
 
-    def plan(self, problem, opts: Options) -> tuple[Any, int]:
+    def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
         from tcplan.model.cost import dma_cycles
 
         from ..layout import plan_free, planned
         if problem.params.get("hops", 1) > 1:
             raise fail("bad-request", detail="a graph's DMA op moves in one hop",
                        fix="drop hops, or add the intermediate tensor and a second op")
-        plan = (plan_free(problem, opts.time_limit, opts.seed, workers=opts.workers)[0]
-                .best.plan if planned(problem) else self.lower(problem))
-        return plan, dma_cycles(plan).cycles
+        if not planned(problem):
+            plan = self.lower(problem)
+            return plan, dma_cycles(plan).cycles, True
+        found = plan_free(problem, opts.time_limit, opts.seed, workers=opts.workers)[0]
+        return found.best.plan, dma_cycles(found.best.plan).cycles, \
+            found.status == "optimal"
 
     def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
         from tcplan.executor.run import execute, place, verify

@@ -31,9 +31,9 @@ class GraphKind(Kind):
         from ..graph_plan import plan_graph
         return plan_graph(_graph(problem), opts or Options())
 
-    def plan(self, problem, opts: Options) -> tuple[Any, int]:
+    def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
         gp = self.lower(problem, opts)
-        return gp, gp.cycles
+        return gp, gp.cycles, gp.status == "optimal"
 
     def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.graph import run_graph
@@ -69,6 +69,13 @@ class GraphKind(Kind):
 
     def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         return explain_graph(problem, seed)
+
+    def trace_check(self, problem) -> None:
+        from tcplan.model.rules import fail
+        raise fail("bad-request", detail="tcplan trace follows an index through one "
+                   "problem's tensors; a graph's tensors take their layouts from its plan",
+                   fix="tcplan lower the graph for its layouts, or trace one op written as "
+                       "a problem of its own")
 
 
 register(GraphKind())
@@ -108,7 +115,8 @@ def solve_graph(problem, opts: Options) -> Solved:
     except TcplanError as err:
         if err.kind == "input":
             raise
-        status = "unknown" if err.code == "plan-time-limit" else "infeasible"
+        status = ("unknown" if err.code == "plan-time-limit" or err.kind == "limit"
+                  else "infeasible")
         return Solved({"problem": problem.name, "status": status, "cycles": None,
                        "plan": None, "verified": None, "explanation": err.to_json()},
                       error=err, exit=EXIT_RULE)
@@ -202,10 +210,13 @@ def explain_graph(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
 def _need(it: dict[str, Any]) -> str:
     ok = it["layouts_with_a_plan"]
     if not ok:
-        return f"op {it['op']} has no plan with any candidate layout (" + ", ".join(
-            it["rules"]) + ")"
+        return f"op {it['op']} has no plan with any candidate layout (" + "; ".join(
+            f"{r}: {it['examples'][r]}" if r in it.get("examples", {}) else r
+            for r in it["rules"]) + ")"
     return (f"op {it['op']} has a plan only with " + " or ".join(
         ", ".join(f"{n} {c}" for n, c in lay.items()) for lay in ok[:3])
         + (f" (or {len(ok) - 3} more)" if len(ok) > 3 else "")
-        + ("; the others are rejected by " + ", ".join(it["rules"]) if it["rules"] else ""))
+        + ("; the others are rejected by " + "; ".join(
+            f"{r} ({it['examples'][r]})" if r in it.get("examples", {}) else r
+            for r in it["rules"]) if it["rules"] else ""))
 

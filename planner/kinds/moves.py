@@ -23,8 +23,8 @@ class _RunsAlone(Kind):
     #: per name: graph role -> the key of the tensor in what ``run`` takes and returns
     run_keys: dict[str, dict[str, str]] = {}
 
-    def plan(self, problem, opts: Options) -> tuple[Any, int | None]:
-        return self.lower(problem), None
+    def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
+        return self.lower(problem), None, True
 
     def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
         from tcplan.executor.run import place
