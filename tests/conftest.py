@@ -28,6 +28,10 @@ SLOW_TESTS = (
     "test_example_4_against_the_recount",
     "test_the_report_is_deterministic_and_escapes_the_problem",
     "test_batch_reports_each_stages_time",
+    "test_solve_report_and_plot",
+    "test_verify_plot_writes_an_svg_and_keeps_the_output",
+    "test_the_api_draws",
+    "test_a_time_limit_is_never_taken_for_a_rule",
 )
 
 
