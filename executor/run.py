@@ -376,8 +376,7 @@ def extents(tensors: list[Tensor]) -> dict[str, tuple[int, int]]:
     return out
 
 
-#: positions `--verify sample` checks
-SAMPLE_POSITIONS = 1 << 16
+SAMPLE_POSITIONS = limits.SAMPLE_POSITIONS  # (model/limits.py)
 
 
 def run_dma(problem, plan, seed: int = 0, check: str = "full",

@@ -59,6 +59,11 @@ FORMULA_MAX_OPS = 64
 #: choices the graph planner evaluates in all (one per op and combination of the
 #: candidates of its free tensors: each is a plan of that op).
 GRAPH_CANDIDATES_MAX = 120
+#: Positions `--verify sample` checks (a seeded random draw of the destination's live ones).
+SAMPLE_POSITIONS = 1 << 16
+#: Failed (source order, option) pairs of a free HBM source whose conflicts are joined into
+#: one minimal conflict (beyond, the rules that rejected them are named with their counts).
+JOINT_CORE_MOST = 120
 GRAPH_EVALUATIONS_MAX = 2000
 PLANNER = "the graph planner"
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from tcplan.model import hardware as hw
+from tcplan.model import limits
 from tcplan.model.cost import engine_floor, hbm_bytes
 from tcplan.model.mapping import parse
 from tcplan.model.rules import TcplanError, fail
@@ -27,9 +28,7 @@ from tcplan.model.tiers import Tensor
 from .bits import Digit, SourceMaster
 
 REQUEST_BYTES = hw.DMA_REQUEST_BYTES
-#: when every (order, option) pair fails, their conflict is joined across at most this many
-#: (beyond, the rules that rejected them are named with their counts)
-JOINT_CORE_MOST = 120
+JOINT_CORE_MOST = limits.JOINT_CORE_MOST  # (model/limits.py)
 
 
 @dataclass
