@@ -154,10 +154,12 @@ def input_coverage(an) -> np.ndarray:
     return held
 
 
-def verify_vector(problem, an, seed: int, X: np.ndarray | None = None) -> dict[str, Any]:
-    """Execute a chain on seeded inputs with edge values (or on ``X``) and check it against
-    its reference formula; the report carries the run (``run``)."""
-    r = run_vector(problem, an, seed, None if X is None else {"x": X})
+def verify_vector(problem, an, seed: int, X: np.ndarray | None = None,
+                  vrf: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """Execute a chain on seeded inputs with edge values (or on ``X`` and ``vrf``) and check
+    it against its reference formula; the report carries the run (``run``)."""
+    given = {**({} if X is None else {"x": X}), **(vrf or {})}
+    r = run_vector(problem, an, seed, given or None)
     f: ex.Formula | None = problem.params.get("reference") or problem.params.get("expression")
     report: dict[str, Any] = {"cycles": an.cycles, "breakdown": an.breakdown(),
                               "alus": an.alus}
@@ -237,11 +239,13 @@ def verify_lane_fold(problem, lf, seed: int) -> dict[str, Any]:
                       "the position the output mappings give it (no summing)"}
 
 
-def run_plan(problem, plan, seed: int, X: np.ndarray | None = None) -> dict[str, Any]:
-    """Run a planned expression: each invocation's output tensor is the next one's input."""
+def run_plan(problem, plan, seed: int, X: np.ndarray | None = None,
+             vrf_given: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """Run a planned expression: each invocation's output tensor is the next one's input.
+    VRF operands not given are seeded."""
     if X is None:
         X = with_edges(problem.axes, problem.dtype, seed, held_parts(problem, plan.analyses[0]))
-    vrf = vrf_values(problem, seed)
+    vrf = {**vrf_values(problem, seed), **(vrf_given or {})}
     cur = X
     dtype = problem.dtype
     written = None
@@ -252,11 +256,12 @@ def run_plan(problem, plan, seed: int, X: np.ndarray | None = None) -> dict[str,
     return {"x": X, "vrf": vrf, "out": cur, "written": written, "dtype": dtype}
 
 
-def verify_plan(problem, plan, seed: int, X: np.ndarray | None = None) -> dict[str, Any]:
-    """Execute a plan on seeded inputs with edge values (or on ``X``); compare with the
-    formula.  The report carries the run (``run``)."""
+def verify_plan(problem, plan, seed: int, X: np.ndarray | None = None,
+                vrf: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """Execute a plan on seeded inputs with edge values (or on ``X`` and ``vrf``); compare
+    with the formula.  The report carries the run (``run``)."""
     f: ex.Formula = problem.params["expression"]
-    r = run_plan(problem, plan, seed, X)
+    r = run_plan(problem, plan, seed, X, vrf)
     pair_axis = problem.params.get("pair_axis") if f.pair else None
     ins, frame = formula_inputs(problem, r["x"], r["vrf"], pair_axis)
     want = ex.evaluate(f, ins, frame)

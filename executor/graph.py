@@ -20,7 +20,8 @@ from .run import as_dtype, extents, place, tensor_bits, verify
 
 def run_graph(g, gp, seed: int = 0, inputs: dict[str, np.ndarray] | None = None,
               progress=None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Run a planned graph: (every tensor's mathematical values, the report)."""
+    """Run a planned graph: (every tensor's mathematical values, the report).  ``inputs``:
+    given tensors by name, and a chain op's VRF operands as ``OP.NAME``."""
     from tcplan.planner.kinds import REGISTRY
     inputs = inputs or {}
     tensors = {n: g.tensor(n, gp.layout) for n in g.tensors}
@@ -33,6 +34,8 @@ def run_graph(g, gp, seed: int = 0, inputs: dict[str, np.ndarray] | None = None,
     for step, i in enumerate(g.order, 1):
         op, row = g.ops[i], gp.ops[i]
         reads = {r: values[op.roles[r]] for r in op.read_roles}
+        reads.update({"vrf:" + k.split(".", 1)[1]: v for k, v in inputs.items()
+                      if k.startswith(op.name + ".")})  # (a chain's VRF operands)
         out = REGISTRY[op.kind].execute(row.problem, row.plan, mem,
                                         {r: tensors[n] for r, n in op.roles.items()},
                                         reads, seed)

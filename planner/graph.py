@@ -62,6 +62,12 @@ class GraphOp:
     roles: dict[str, str]  # role -> tensor name
 
     @property
+    def vrf(self) -> list[str]:
+        """A chain op's VRF operands (its own, not the graph's tensors)."""
+        vrf = self.data.get("vrf")
+        return [str(n) for n in vrf] if isinstance(vrf, dict) else []
+
+    @property
     def read_roles(self) -> list[str]:
         return [r for r in self.roles if op_roles()[self.kind][r][0]]
 

@@ -415,3 +415,32 @@ def test_lower_json_and_trace_of_a_graph(tmp_path):
     err = io.StringIO()
     assert main(["trace", str(KV), "--index", "S=1"], stdout=io.StringIO(), stderr=err) == 2
     assert "tcplan lower the graph" in err.getvalue()
+
+
+def test_run_takes_a_chain_ops_vrf_operands(tmp_path):
+    """layer_norm_scale_shift: x * gamma + beta with the user's gamma and beta."""
+    lnorm = GRAPHS / "layer_norm_scale_shift.yaml"
+    p = tcplan.load(lnorm)
+    assert kind_inputs(p) == ("x_hbm", "scale_shift.gamma", "scale_shift.beta")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2048, 2, 16)).astype(np.float32)  # (R, B, N)
+    gamma = rng.standard_normal((2048, 2)).astype(np.float32)  # (R, B): per feature
+    beta = rng.standard_normal((2048, 2)).astype(np.float32)
+    for name, arr in (("x", x), ("g", gamma), ("b", beta)):
+        np.save(tmp_path / f"{name}.npy", arr)
+    out = tmp_path / "out"
+    assert main(["run", str(lnorm), "--input", f"x_hbm={tmp_path / 'x.npy'}",
+                 "--input", f"scale_shift.gamma={tmp_path / 'g.npy'}",
+                 "--input", f"scale_shift.beta={tmp_path / 'b.npy'}", "--out", str(out)],
+                stdout=io.StringIO()) == 0
+    y = np.load(out / "y_hbm.npy")
+    want = x * gamma[:, :, None] + beta[:, :, None]  # (the chain's fused multiply-add:
+    assert np.allclose(y, want, rtol=1e-6, atol=1e-6)  # one rounding, not two)
+    with pytest.raises(tcplan.TcplanError) as e:
+        tcplan.run(p, {"scale_shift.gamma": gamma[:10]})
+    assert "scale_shift.gamma: expected shape (2048, 2)" in str(e.value)
+
+
+def kind_inputs(p):
+    from tcplan.planner.kinds import kind_of
+    return kind_of(p).inputs(p)

@@ -50,7 +50,9 @@ class _Chains(Kind):
         """Run the chain(s) on what ``x`` holds, check the result against the formula, and
         commit it to ``out``."""
         from tcplan.executor.run import place
-        rep = self._checked(problem, plan, values["x"], seed)
+        vrf = checked_inputs(problem, {k[4:]: v for k, v in values.items()
+                                       if k.startswith("vrf:")}, f"{problem.name}.")
+        rep = self._checked(problem, plan, values["x"], seed, vrf)
         r = rep["run"]
         if not r["written"].all():
             raise fail("verify-mismatch", detail=f"op {problem.name} leaves positions of "
@@ -93,9 +95,9 @@ class Vector(_Chains):
     def out_dtype(self, plan) -> str:
         return plan.infos[-1].dtype  # (the dtype after the last step)
 
-    def _checked(self, problem, plan, X, seed: int) -> dict[str, Any]:
+    def _checked(self, problem, plan, X, seed: int, vrf: dict) -> dict[str, Any]:
         from tcplan.executor.chains import verify_vector
-        return verify_vector(problem, plan, seed, X)
+        return verify_vector(problem, plan, seed, X, vrf)
 
     def verify_lines(self, report: dict[str, Any]) -> list[str]:
         b = report["breakdown"]
@@ -169,9 +171,9 @@ class Expression(_Chains):
     def out_dtype(self, plan) -> str:
         return plan.analyses[-1].infos[-1].dtype  # (the dtype after the last step)
 
-    def _checked(self, problem, plan, X, seed: int) -> dict[str, Any]:
+    def _checked(self, problem, plan, X, seed: int, vrf: dict) -> dict[str, Any]:
         from tcplan.executor.chains import verify_plan
-        return verify_plan(problem, plan, seed, X)
+        return verify_plan(problem, plan, seed, X, vrf)
 
     def solve_text(self, problem, solved: Solved) -> str:
         if solved.error is None:
@@ -248,21 +250,30 @@ def expression_text(problem, solved: Solved) -> str:
     return "\n".join(lines)
 
 
-def _run_chains(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
-    """Vector chains, planned expressions and lane folds on the user's tensors: x over the
-    problem's axes (a pair's grouping axis is an ordinary axis), VRF operands over theirs."""
-    from tcplan.executor import chains, run
+def checked_inputs(problem: Any, inputs: dict, label: str = "") -> dict:
+    """A chain's given tensors (x over the problem's axes, VRF operands over theirs) in
+    the right shapes and dtypes; ``label`` prefixes their names in messages."""
+    from tcplan.executor import run
     shapes = {"x": tuple(problem.axes.values())}
     for n, t in problem.tensors.items():
         if n.startswith("vrf:"):
             shapes[n[4:]] = tuple(problem.axes[a] for a in run.carried_axes(t, problem.axes))
+    out = {}
     for name, arr in inputs.items():
         dtype = problem.dtype if name == "x" else problem.tensors["vrf:" + name].dtype
         if arr.shape != shapes[name]:
-            raise fail("bad-request", detail=f"--input {name}: expected shape "
+            raise fail("bad-request", detail=f"--input {label}{name}: expected shape "
                        f"{shapes[name]} (the axes in the problem's order), got {arr.shape}",
                        fix="save the tensor with numpy.save in that shape")
-        inputs[name] = run.as_dtype(arr, dtype, name)
+        out[name] = run.as_dtype(arr, dtype, label + name)
+    return out
+
+
+def _run_chains(problem: Any, plan: Any, inputs: dict, seed: int) -> dict:
+    """Vector chains, planned expressions and lane folds on the user's tensors: x over the
+    problem's axes (a pair's grouping axis is an ordinary axis), VRF operands over theirs."""
+    from tcplan.executor import chains
+    inputs = checked_inputs(problem, inputs)
     if problem.kind == "lane_fold":
         X, out, _ = chains.run_lane_fold(problem, plan, seed, inputs.get("x"))
         return {"x": X, "result": out}

@@ -47,8 +47,10 @@ class GraphKind(Kind):
             + " -> ".join(b["critical_path"]) + ")"]
 
     def inputs(self, problem) -> tuple[str, ...]:
+        """The given tensors, and each chain op's VRF operands as OP.NAME."""
         g = _graph(problem)
-        return tuple(n for n, t in g.tensors.items() if t.given)
+        return tuple(n for n, t in g.tensors.items() if t.given) + tuple(
+            f"{op.name}.{v}" for op in g.ops for v in op.vrf)
 
     def run(self, problem, plan, inputs: dict, seed: int) -> dict:
         from tcplan.executor.graph import run_graph
