@@ -32,6 +32,9 @@ SLOW_TESTS = (
     "test_verify_plot_writes_an_svg_and_keeps_the_output",
     "test_the_api_draws",
     "test_a_time_limit_is_never_taken_for_a_rule",
+    "test_docs_example_runs",
+    "test_run_takes_a_chain_ops_vrf_operands",
+    "test_the_index_path_reports_too",
 )
 
 
