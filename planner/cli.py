@@ -135,8 +135,10 @@ def _build_parser() -> argparse.ArgumentParser:
                     "HBM tensor's layout and address, and hops through an intermediate HBM "
                     "layout, as the problem frees them (CP-SAT; the plan is the cycle "
                     "estimate's minimum). An expression problem: the fewest Tensor Unit "
-                    "invocations and a valid Intra-Slice Chain for each. Exit 1 naming the "
-                    "conflicting rules when no plan exists.")
+                    "invocations and a valid Intra-Slice Chain for each. A graph: every free "
+                    "tensor's layout and every op's plan, jointly (docs/graphs.md), then the "
+                    "whole graph run end to end. Exit 1 naming the conflicting rules when no "
+                    "plan exists.")
     so.add_argument("problem", metavar="PROBLEM.yaml")
     so.add_argument("--json", action="store_true", help="print one JSON object")
     so.add_argument("--verify", choices=("full", "sample", "none"), default="full",
