@@ -343,18 +343,7 @@ def verify(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray,
         live = status == LIVE
         if not live.any():
             continue
-        got = mem.space(dst.tier, chip).read(addr[live], eb)
-        want = flat[lin[live]]
-        bad = (got != want).any(axis=1)
-        if bad.any():
-            k = int(np.flatnonzero(bad)[0])
-            index = dict(zip(axes, np.unravel_index(int(lin[live][k]), tuple(axes.values()))))
-            exp = want[k].view(T.dtype)[0]
-            act = got[k].view(T.dtype)[0]
-            raise TcplanError(Violation("verify-mismatch", (), {"detail": (
-                f"destination index {', '.join(f'{a}={int(v)}' for a, v in index.items())} "
-                f"at chip {chip} address {int(addr[live][k]):,} holds {act!r}, expected "
-                f"{exp!r}" + (" (never written)" if (got[k] == UNWRITTEN).all() else ""))}))
+        _holds(mem.space(dst.tier, chip), chip, addr[live], lin[live], flat, axes, T.dtype)
         checked += int(live.sum())
     if moved is not None and landed != moved:
         raise TcplanError(Violation("verify-mismatch", (), {"detail": (
@@ -363,6 +352,25 @@ def verify(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray,
     if progress is not None:
         progress("verify", total, total, "")
     return {"checked": checked}
+
+
+def _holds(space, chip: int, addr: np.ndarray, lin: np.ndarray, flat: np.ndarray,
+           axes: dict[str, int], dtype, note: str = "") -> None:
+    """The holding rule at live positions: the bytes at ``addr`` equal T's element ``lin``
+    (``flat``: T as rows of bytes); else ``verify-mismatch`` naming the first that does
+    not, its index, address and both values."""
+    got = space.read(addr, flat.shape[1])
+    want = flat[lin]
+    bad = (got != want).any(axis=1)
+    if not bad.any():
+        return
+    k = int(np.flatnonzero(bad)[0])
+    index = dict(zip(axes, np.unravel_index(int(lin[k]), tuple(axes.values()))))
+    raise TcplanError(Violation("verify-mismatch", (), {"detail": (
+        f"destination index {', '.join(f'{a}={int(v)}' for a, v in index.items())} "
+        f"at chip {chip} address {int(addr[k]):,} holds {got[k].view(dtype)[0]!r}, "
+        f"expected {want[k].view(dtype)[0]!r}"
+        + (" (never written)" if (got[k] == UNWRITTEN).all() else "") + note)}))
 
 
 def extents(tensors: list[Tensor]) -> dict[str, tuple[int, int]]:
@@ -460,17 +468,8 @@ def verify_sample(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarra
     checked = 0
     for chip in np.unique(chips[live]).tolist():
         at = live & (chips == chip)
-        got = mem.space(dst.tier, chip).read(addr[at], eb)
-        want = flat_T[lin[at]]
-        bad = (got != want).any(axis=1)
-        if bad.any():
-            j = int(np.flatnonzero(bad)[0])
-            index = dict(zip(axes, np.unravel_index(int(lin[at][j]), tuple(axes.values()))))
-            raise TcplanError(Violation("verify-mismatch", (), {"detail": (
-                f"destination index {', '.join(f'{a}={int(v)}' for a, v in index.items())} "
-                f"at chip {chip} address {int(addr[at][j]):,} holds "
-                f"{got[j].view(T.dtype)[0]!r}, expected {want[j].view(T.dtype)[0]!r} "
-                f"(a sampled position)")}))
+        _holds(mem.space(dst.tier, chip), chip, addr[at], lin[at], flat_T, axes, T.dtype,
+               " (a sampled position)")
         checked += int(at.sum())
     return {"checked": checked, "sampled": k}
 

@@ -257,7 +257,7 @@ def dma_cycles(plan) -> CycleReport:
     penalties: list[str] = []
     hbm_reqs: list[tuple[int, np.ndarray, np.ndarray]] = []
     engines, startup_total = [], 0
-    dmn_bytes: dict[tuple[int, int], int] = {}  # (chip, cluster x 8 + DMN) -> bytes
+    dmn_bytes: dict[tuple[int, int], float] = {}  # (chip, cluster x 8 + DMN) -> bytes
     dmn_users: dict[tuple[int, int], set] = {}  # ... -> the engines reading or writing it
     worst_engine, worst_read, worst_write = 0.0, 0.0, 0.0
     for e in plan.engines:
@@ -277,15 +277,11 @@ def dma_cycles(plan) -> CycleReport:
                 if plan.pcie:
                     t = max(t, paddr.size * pbytes / PCIE_BYTES_PER_CYCLE)
                 if tier == "dm":
-                    dmn = paddr >> DMN_SHIFT  # cluster * 8 + dmn (docs/hardware.md R10)
-                    per = np.bincount(dmn - dmn.min(), minlength=1) * pbytes  # bytes moved
-                    chip_dm = e.read_chip if k == 1 else e.write_chip
-                    for off in np.flatnonzero(per).tolist():
-                        key = (chip_dm, int(dmn.min()) + off)
-                        dmn_bytes[key] = dmn_bytes.get(key, 0) + int(per[off])
+                    most, keys = _dmn_loads(paddr, pbytes, chip, dmn_bytes)
+                    for key in keys:
                         dmn_users.setdefault(key, set()).add(tuple(e.engine))
-                    t_dm = float(per.max()) / DMN_BYTES_PER_CYCLE
-                    if t_dm > t and len(np.unique(dmn)) == 1:
+                    t_dm = most / DMN_BYTES_PER_CYCLE
+                    if t_dm > t and len(keys) == 1:
                         penalties.append(f"engine {e.engine}: {'reads' if k == 1 else 'writes'}"
                                          f" stay in one DMN: {t_dm:,.0f} cycles at 128 B/cycle")
                     t = max(t, t_dm)
@@ -336,12 +332,27 @@ def dma_cycles(plan) -> CycleReport:
         penalties.append(shared[1])
     n_cmd_max = max((len(e.commands) for e in plan.engines), default=0)
     dmns = [{"chip": chip, "cluster": d // hw.DMNS_PER_CLUSTER,
-             "dmn": d % hw.DMNS_PER_CLUSTER, "bytes": b,
+             "dmn": d % hw.DMNS_PER_CLUSTER, "bytes": round(b),
              "cycles": round(b / DMN_BYTES_PER_CYCLE, 1)}
             for (chip, d), b in sorted(dmn_bytes.items())]
     return CycleReport(math.ceil(cycles), STARTUP * n_cmd_max, worst_read, worst_write,
                        bottleneck, list(dict.fromkeys(_summarize(penalties))), engines, hot,
                        channels, dmns, banks)
+
+
+def _dmn_loads(paddr: np.ndarray, pbytes: int, chip: int,
+               acc: dict[tuple[int, int], float], scale: float = 1.0
+               ) -> tuple[float, list[tuple[int, int]]]:
+    """One command side's bytes per DMN (a packet at each address; ``scale``: packets per
+    sampled packet), added to ``acc`` by (chip, cluster x 8 + DMN) (docs/hardware.md R10):
+    (the busiest DMN's bytes from this side, the DMNs it touches)."""
+    dmn = paddr >> DMN_SHIFT
+    low = int(dmn.min())
+    per = np.bincount(dmn - low, minlength=1) * pbytes * scale
+    keys = [(chip, low + off) for off in np.flatnonzero(per).tolist()]
+    for key in keys:
+        acc[key] = acc.get(key, 0.0) + float(per[key[1] - low])
+    return float(per.max()), keys
 
 
 def _shared_dmn(dmn_bytes: dict[tuple[int, int], float],
@@ -484,12 +495,8 @@ def _estimate(plan, floor: bool) -> CycleReport:
                 if plan.pcie:
                     t = max(t, n * pbytes / PCIE_BYTES_PER_CYCLE)
                 if tier == "dm":
-                    dmn = paddr >> DMN_SHIFT
-                    per = np.bincount(dmn - dmn.min(), minlength=1) * pbytes * scale
-                    t = max(t, float(per.max()) / DMN_BYTES_PER_CYCLE)
-                    for off in np.flatnonzero(per).tolist():
-                        key = (chip, int(dmn.min()) + off)
-                        dmn_load[key] = dmn_load.get(key, 0.0) + float(per[off])
+                    most, _ = _dmn_loads(paddr, pbytes, chip, dmn_load, scale)
+                    t = max(t, most / DMN_BYTES_PER_CYCLE)
                 if tier == "hbm":
                     first = np.repeat(np.cumsum(np.r_[0, rpp[:-1]]), rpp)
                     j = np.arange(req.size) - first
@@ -687,12 +694,8 @@ def lower_bound(plan) -> int:
                 n_bytes = paddr.size * pbytes
                 t_c = max(t_c, n_bytes / hw.DMA_ENGINE_BYTES_PER_CYCLE)
                 if tier == "dm":  # each DMN moves 128 B/cycle, whatever the order
-                    dmn = paddr >> DMN_SHIFT
-                    per = np.bincount(dmn - dmn.min(), minlength=1) * pbytes
-                    t_c = max(t_c, float(per.max()) / DMN_BYTES_PER_CYCLE)
-                    for off in np.flatnonzero(per).tolist():
-                        key = (chip, int(dmn.min()) + off)
-                        dmn_all[key] = dmn_all.get(key, 0.0) + float(per[off])
+                    most, _ = _dmn_loads(paddr, pbytes, chip, dmn_all)
+                    t_c = max(t_c, most / DMN_BYTES_PER_CYCLE)
                 if tier == "hbm":
                     req, _ = _requests(paddr, pbytes)
                     per_chip.setdefault(chip, []).append(req)

@@ -275,17 +275,17 @@ def _draw_timeline(target, b: dict[str, Any], sides: tuple[str, str],
     if hot:  # the busiest HBM channel serves every engine of its chip
         y = len(engines)
         names.append(f"HBM chip {hot['chip']}, channel {hot['channel']} (busiest)")
-        ax.barh(y, startup or 500, left=0, height=0.8, color=_START)
-        ax.barh(y, hot["cycles"], left=startup or 500, height=0.8, color=_HBM)
-        ends.append((startup or 500) + hot["cycles"])
+        ax.barh(y, startup or hw.DMA_STARTUP_CYCLES, left=0, height=0.8, color=_START)
+        ax.barh(y, hot["cycles"], left=startup or hw.DMA_STARTUP_CYCLES, height=0.8, color=_HBM)
+        ends.append((startup or hw.DMA_STARTUP_CYCLES) + hot["cycles"])
         ax.text(ends[-1], y, f"  {_n(ends[-1])}", va="center", fontsize=7)
     if b["bottleneck"] == SHARED_DMN and b.get("dmns"):  # every engine's bytes in it
         d = max(b["dmns"], key=lambda x: x["bytes"])
         names.append(f"DMN {d['dmn']} of chip {d['chip']}, cluster {d['cluster']} "
                      "(busiest, shared)")
-        ax.barh(len(names) - 1, startup or 500, left=0, height=0.8, color=_START)
-        ax.barh(len(names) - 1, d["cycles"], left=startup or 500, height=0.8, color=_DMN)
-        ends.append((startup or 500) + d["cycles"])
+        ax.barh(len(names) - 1, startup or hw.DMA_STARTUP_CYCLES, left=0, height=0.8, color=_START)
+        ax.barh(len(names) - 1, d["cycles"], left=startup or hw.DMA_STARTUP_CYCLES, height=0.8, color=_DMN)
+        ends.append((startup or hw.DMA_STARTUP_CYCLES) + d["cycles"])
         ax.text(ends[-1], len(names) - 1, f"  {_n(ends[-1])}", va="center", fontsize=7)
     cycles = b["cycles"]
     if b["bottleneck"] == "HBM channels" and hot:
@@ -316,7 +316,7 @@ def _draw_timeline(target, b: dict[str, Any], sides: tuple[str, str],
     ax.set_title(f"DMA engines' timeline: {cycles:,} cycles; bottleneck: {b['bottleneck']} "
                  "(marked in red)", fontsize=10, fontweight="bold", loc="left")
     read, write = sides
-    handles = [Patch(color=_START, label=f"start-up {startup or 500} cycles per command"),
+    handles = [Patch(color=_START, label=f"start-up {startup or hw.DMA_STARTUP_CYCLES} cycles per command"),
                Patch(color=_READ, label=f"read ({read.upper()})"),
                Patch(color=_WRITE, label=f"write ({write.upper()})")]
     if hot:

@@ -18,6 +18,7 @@ import os
 import pathlib
 from typing import Any
 
+from tcplan.model import hardware as hw
 from tcplan.model.rules import fail
 
 from . import plot
@@ -98,9 +99,10 @@ def _bound(record: dict[str, Any]) -> str:
                  f'{round(width * bound / cycles)}px"></span> {bound:,}'),
                 ("estimate (the planner's objective)", _num(record.get("estimate")))]),
         "<p>The lower bound is the transfer's bytes over its bottleneck bandwidth plus one "
-        "start-up: the busiest engine at one 256-byte request per cycle and each DMN at "
-        "128 B/cycle, each chip's HBM requests spread evenly over the channels its addresses "
-        "can reach, and each HBM bank opening each of its rows once, one per 40 cycles "
+        f"start-up: the busiest engine at one {hw.DMA_REQUEST_BYTES}-byte request per cycle "
+        f"and each DMN at {hw.DMN_BYTES_PER_CYCLE} B/cycle, each chip's HBM requests spread "
+        "evenly over the channels its addresses can reach, and each HBM bank opening each of "
+        f"its rows once, one per {hw.HBM_ROW_SWITCH_CYCLES} cycles "
         "(model/cost.py <code>lower_bound</code>). No layout of the same tensors with the "
         "same engines beats it.</p>"])
 
@@ -157,7 +159,8 @@ def page(problem, record: dict[str, Any], plan) -> str:
          "read (upper half) and the write (lower half), overlapping where they pipeline; the "
          "busiest HBM channel's busy time; the total cycles and the bottleneck in red, the "
          "lower bound in green.", plot.timeline_figure(b, sides, lower_bound=lb)),
-        ("DMN load", "Bytes each DMN moves, and their cycles at 128 B/cycle.",
+        ("DMN load", f"Bytes each DMN moves, and their cycles at {hw.DMN_BYTES_PER_CYCLE} "
+         "B/cycle.",
          plot.dmn_figure(b))]
     tensors = [(f"{_e(n)}", f"<code>{_e(problem.tensors[n].describe())}</code>")
                for n in ("source", "destination") if n in problem.tensors]

@@ -24,6 +24,7 @@ method             what it does
                    Fetch and Commit of its DM tensors)
 ``execute``        run a graph's op on the graph's shared memories
 ``given_values``   seed data for a given tensor the op reads, when random bits will not do
+``graph_summary``  what a graph's plan says of the op beside its cycles
 ``trace_warnings`` the placement rules a tensor breaks (``tcplan trace``)
 =================  =========================================================================
 """
@@ -129,6 +130,10 @@ class Kind:
         layout, ``values`` role -> the mathematical tensor each role it reads holds; returns
         role -> the mathematical tensor each role it writes must hold, checked."""
         raise NotImplementedError
+
+    def graph_summary(self, plan) -> dict[str, Any]:
+        """What a graph's plan says of this op beside its cycles (a DMA: its stream)."""
+        return {}
 
     def given_values(self, problem, plan, role: str, seed: int) -> Any:
         """The data a given tensor the op reads under ``role`` is seeded with, when random

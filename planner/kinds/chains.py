@@ -15,6 +15,8 @@ from . import Kind, Options, Solved, key_sets, register
 
 class _Chains(Kind):
     output_word = "output"
+    #: as a graph's op: reads x and writes out, in the DM of its slices (check_tensors)
+    ROLES = {"x": (True, False), "out": (False, False)}
 
     def inputs(self, problem) -> tuple[str, ...]:
         return ("x",) + tuple(n[4:] for n in problem.tensors if n.startswith("vrf:"))
@@ -63,7 +65,7 @@ class _Chains(Kind):
 
 class Vector(_Chains):
     names = ("vector",)
-    graph_roles = {"vector": {"x": (True, False), "out": (False, False)}}
+    graph_roles = {"vector": _Chains.ROLES}
     keys = {"vector": key_sets({"input", "vrf", "chain", "output", "reference"},
                                {"input", "chain"})}
 
@@ -137,7 +139,7 @@ class LaneFold(_Chains):
 
 class Expression(_Chains):
     names = ("expression",)
-    graph_roles = {"expression": {"x": (True, False), "out": (False, False)}}
+    graph_roles = {"expression": _Chains.ROLES}
     keys = {"expression": key_sets({"input", "vrf", "expression", "output", "pair_axis"},
                                    {"input", "expression"})}
 
@@ -170,6 +172,9 @@ class Expression(_Chains):
 
     def out_dtype(self, plan) -> str:
         return plan.analyses[-1].infos[-1].dtype  # (the dtype after the last step)
+
+    def graph_summary(self, plan) -> dict[str, Any]:
+        return {"invocations": len(plan.chains)}
 
     def _checked(self, problem, plan, X, seed: int, vrf: dict) -> dict[str, Any]:
         from tcplan.executor.chains import verify_plan

@@ -92,6 +92,9 @@ class Dma(Kind):
         return found.best.plan, dma_cycles(found.best.plan).cycles, \
             found.status == "optimal"
 
+    def graph_summary(self, plan) -> dict[str, Any]:
+        return {"stream": {d: m.text() for d, m in plan.stream_dims.items()}}
+
     def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
         from tcplan.executor.run import execute, place, verify
         axes = problem.axes

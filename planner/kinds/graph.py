@@ -94,14 +94,9 @@ def _breakdown(gp) -> dict[str, Any]:
 
 
 def _op_json(row) -> dict[str, Any]:
-    plan = row.plan
-    out: dict[str, Any] = {"op": row.problem.name, "kind": row.problem.kind,
-                           "cycles": row.cycles}
-    if hasattr(plan, "stream_dims"):
-        out["stream"] = {d: m.text() for d, m in plan.stream_dims.items()}
-    if hasattr(plan, "chains_json"):
-        out["invocations"] = len(plan.chains)
-    return out
+    from . import kind_of
+    return {"op": row.problem.name, "kind": row.problem.kind, "cycles": row.cycles,
+            **kind_of(row.problem).graph_summary(row.plan)}
 
 
 def solve_graph(problem, opts: Options) -> Solved:

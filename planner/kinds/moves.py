@@ -27,7 +27,7 @@ class _RunsAlone(Kind):
         return self.lower(problem), None, True
 
     def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
-        from tcplan.executor.run import place
+        from tcplan.executor.run import carried_axes, place
         keys = self.run_keys[problem.kind]
         inputs = {keys[r]: v for r, v in values.items()}
         self.check_run(problem, plan, inputs, seed)
@@ -36,8 +36,7 @@ class _RunsAlone(Kind):
         for role, (reads, _) in self.graph_roles[problem.kind].items():
             if not reads:
                 t = tensors[role]
-                axes = {a: problem.axes[a] for a in problem.axes
-                        if a in {x for m in t.dims.values() for x in m.used_axes}}
+                axes = {a: problem.axes[a] for a in carried_axes(t, problem.axes)}
                 out[role] = np.ascontiguousarray(got[keys[role]])
                 place(mem, t, axes, out[role])
         return out
