@@ -17,6 +17,7 @@ import ml_dtypes
 import numpy as np
 
 from tcplan.model import limits
+from tcplan.model.broadcast import broadcast_axes
 from tcplan.model.mapping import BOTTOM, LIVE, TOP, ZERO
 from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import TIER_DIMS, Tensor, dm_address
@@ -398,7 +399,8 @@ def run_dma(problem, plan, seed: int = 0, check: str = "full",
     import time
     t0 = time.perf_counter()
     dst = plan.destination
-    T = tensor_bits(problem.axes, plan.source.dtype, seed)
+    T = constant_along(tensor_bits(problem.axes, plan.source.dtype, seed), problem.axes,
+                       broadcast_axes(plan.source, dst))
     mem, moved = simulate(plan, problem.axes, T, progress)
     t1 = time.perf_counter()
     if check == "sample":
@@ -411,6 +413,24 @@ def run_dma(problem, plan, seed: int = 0, check: str = "full",
     result["verify_s"] = time.perf_counter() - t1
     result["allocated_bytes"] = mem.allocated_bytes
     return result
+
+
+def constant_along(T: np.ndarray, axes: dict[str, int], names: list[str]) -> np.ndarray:
+    """T made constant along the axes ``names`` (a broadcast's copies, model/broadcast.py):
+    every value along them is the value at 0, so every copy holds the source."""
+    if not names:
+        return T
+    first = T[tuple(slice(0, 1) if a in names else slice(None) for a in axes)]
+    return np.ascontiguousarray(np.broadcast_to(first, T.shape))
+
+
+def over_axes(values: np.ndarray, have: list[str], want: dict[str, int]) -> np.ndarray:
+    """A mathematical tensor over the axes ``have`` as one over ``want`` (which holds them
+    all, in the same order): repeated along every axis it lacks (a broadcast's copies)."""
+    if list(want) == list(have):
+        return values
+    shape = tuple(want[a] if a in have else 1 for a in want)
+    return np.broadcast_to(values.reshape(shape), tuple(want.values()))
 
 
 def simulate(plan, axes: dict[str, int], T: np.ndarray, progress: Callable | None = None

@@ -94,6 +94,18 @@ RULES: dict[str, Rule] = _rules(
         "docs/problem-format.md",
         scope="input",
     ),
+    Rule(
+        "broadcast-partial", "input", "a destination asks for values its source does not hold",
+        "{where}: {dst} carries {axis} through {terms}, but the source holds only the {axis} "
+        "values its {src_terms} give: a copy at any other value of {axis} would hold "
+        "nothing the source has",
+        "give the source every digit of {axis} the destination carries; or drop those digits "
+        "from the destination (it then holds the sub-tensor at {axis} digit 0); or, to "
+        "replicate the source, name the copies with an axis the source does not carry "
+        "(a broadcast, docs/problem-format.md)",
+        "docs/decisions.md item 92; docs/hardware.md R9",
+        scope="input",
+    ),
     # ---- tcplan's own limits (exit 1; model/limits.py) -----------------------------------
     Rule(
         "size-limit", "limit", "larger than tcplan simulates or plans",

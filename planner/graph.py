@@ -355,12 +355,18 @@ def _op_problem(g: Graph, op: GraphOp, layout: dict[str, str]):
 
 
 def _same_axes(g: Graph, op: GraphOp) -> None:
-    """An op moves or computes a tensor over one set of axes: its tensors carry them all."""
-    axes = [set(g.tensors[t].axes) for t in op.roles.values()]
-    if any(a != axes[0] for a in axes):
-        role = next(r for r, t in op.roles.items() if set(g.tensors[t].axes) != axes[0])
-        raise g.doc.error(("ops", op.index, role), f"{op.roles[role]} carries the axes "
-                          f"{sorted(set(g.tensors[op.roles[role]].axes))}, "
-                          f"{next(iter(op.roles.values()))} carries {sorted(axes[0])}",
-                          "an op's tensors carry the same axes")
-
+    """An op moves or computes a tensor over one set of axes: its tensors carry them all;
+    a move's written tensor may carry more (a broadcast: ``Kind.graph_broadcast``)."""
+    from .kinds import REGISTRY
+    wider = REGISTRY[op.kind].graph_broadcast
+    first = op.reads[0] if op.reads else next(iter(op.roles.values()))
+    base = set(g.tensors[first].axes)
+    for role, t in op.roles.items():
+        have = set(g.tensors[t].axes)
+        if have == base or (wider and role not in op.read_roles and have >= base):
+            continue
+        raise g.doc.error(("ops", op.index, role), f"{t} carries the axes {sorted(have)}, "
+                          f"{first} carries {sorted(base)}",
+                          "an op's tensors carry the same axes" + (
+                              " (a move's destination may carry more: a broadcast)"
+                              if wider else ""))

@@ -78,6 +78,9 @@ class Kind:
     #: as a graph's op: its tensors carry the same axes (a move or an elementwise chain;
     #: a gather's table, index and rows do not)
     graph_same_axes = True
+    #: as a graph's op: the tensor it writes may carry axes the ones it reads do not (a
+    #: move's broadcast, model/broadcast.py); the read ones still carry the same axes
+    graph_broadcast = False
     engine_stream = False  # its stream's Chip, Cluster and Slice select engines (a DMA)
     pictures = False  # `--plot` / `--report` draw its plan (planner/plot.py: a DMA's breakdown)
 

@@ -21,13 +21,21 @@ class Dma(Kind):
                              {"source", "destination"})}
     solvable = True
     engine_stream = True
+    graph_broadcast = True
     graph_roles = {n: {"source": (True, True), "destination": (False, True)}
                    for n in ("dma", "pcie")}
     pictures = True
 
     def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+        from tcplan.model.broadcast import partial_violations
+
         from ..dma_spec import load_dma
         load_dma(ctx, data, kind, tensors, params)
+        # a destination asking for values the source lacks is a mistake, said before planning
+        bad = partial_violations(tensors["source"], tensors["destination"],
+                                 ctx.doc.where(("destination",)))
+        if bad:
+            raise TcplanError(bad)
 
     def lower(self, problem) -> Any:
         from ..layout import plan_free, planned
@@ -96,12 +104,13 @@ class Dma(Kind):
         return {"stream": {d: m.text() for d, m in plan.stream_dims.items()}}
 
     def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
-        from tcplan.executor.run import execute, place, verify
+        from tcplan.executor.run import carried_axes, execute, over_axes, place, verify
         axes = problem.axes
+        held = over_axes(values["source"], carried_axes(plan.source, axes), axes)
         place(mem, plan.destination, axes, None)
         moved = execute(mem, plan)
-        verify(mem, plan.destination, axes, values["source"], moved)
-        return {"destination": values["source"]}
+        verify(mem, plan.destination, axes, held, moved)
+        return {"destination": held}
 
     def trace_warnings(self, problem, name: str, t) -> list:
         if name == "stream":  # its Chip/Cluster/Slice select engines, not placements
