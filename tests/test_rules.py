@@ -49,10 +49,10 @@ def test_rule_ids_used_in_code_are_registered():
 
 
 def test_docs_list_every_rule():
-    readme = (ROOT / "README.md").read_text()
+    cli = (ROOT / "docs/cli.md").read_text()  # its rule table (the README's before issue 25)
     arch = (ROOT / "ARCHITECTURE.md").read_text()
     for rid in RULES:
-        assert f"`{rid}`" in readme, rid
+        assert f"`{rid}`" in cli, rid
         assert f"`{rid}`" in arch, rid
 
 
