@@ -30,6 +30,16 @@ JSON_LINE_SKIP_MAX_BYTES = 1 << 26
 NPY_HEADER_MAX_BYTES = 10_000
 #: The data of one ``.npy`` input (and never more elements than the problem's tensor T).
 NPY_MAX_BYTES = 1 << 32
+#: Characters of one number as written (its digits with any sign, ``_``, base prefix or
+#: YAML's base-60 ``:``): in a problem file's YAML, a mapping string, an ``--axes`` string,
+#: a batch line's JSON, a flag or a ``.npy`` header.  tcplan takes nothing above 2**64 (20
+#: digits; sizes and addresses stop at 2**62, 19 digits), so 40 leaves room for
+#: separators and hex and keeps formula constants' bound (model/expr.py).  The text is
+#: refused by :func:`number_text` before any conversion: Python refuses to convert more than
+#: 4,300 digits to or from text (``int_max_str_digits``: a ``ValueError``, also when an
+#: error message formats such an int), and a short text in another base (``0xff...``,
+#: ``1:59:59:...``) would still give an int too long to print.
+NUMBER_MAX_CHARS = 40
 
 # --- simulation, cycle model and planning (executor/, model/cost.py) ---------------------
 #: Elements of any one array the simulator materializes: the seeded tensor T over every
@@ -68,6 +78,48 @@ GRAPH_EVALUATIONS_MAX = 2000
 PLANNER = "the graph planner"
 
 
+class NumberTooLong(ValueError):
+    """A number written with more than :data:`NUMBER_MAX_CHARS` characters: raised by
+    :func:`number_text` before the text is converted; each reader turns it into its own
+    located error (``bad-problem``, ``bad-mapping``, ``bad-request``) with :attr:`detail`."""
+
+    def __init__(self, text: str):
+        self.chars = len(text)
+        self.preview = text[:20] + "..."
+        super().__init__(self.detail)
+
+    @property
+    def detail(self) -> str:
+        return (f"the number {self.preview} has {self.chars:,} characters, more than "
+                f"{NUMBER_MAX_CHARS}")
+
+    #: the fix every reader gives
+    fix = (f"write numbers of at most {NUMBER_MAX_CHARS} characters (tcplan takes none "
+           "above 2**64)")
+
+
+def number_text(text: str) -> str:
+    """``text``, one number as written, when it has at most :data:`NUMBER_MAX_CHARS`
+    characters; else :class:`NumberTooLong`.  Call it before ``int()`` or any parser that
+    converts the number (the YAML loader, ``json.loads``, numpy's ``.npy`` header)."""
+    if len(text) > NUMBER_MAX_CHARS:
+        raise NumberTooLong(text)
+    return text
+
+
+def to_int(text: str, base: int = 10) -> int:
+    """``int(text, base)`` after :func:`number_text`."""
+    return int(number_text(text), base)
+
+
+def count_text(n: int) -> str:
+    """A count for a message: ``1,234,567``, or ``more than 2**k`` for one too long to
+    print (a product of many axes: Python refuses to print over 4,300 digits)."""
+    if isinstance(n, int) and n.bit_length() > 256:  # (numpy's ints are 64-bit)
+        return f"more than 2**{n.bit_length() - 1:,}"
+    return f"{n:,}"
+
+
 SIMULATOR = "the simulator"
 EVALUATION = "one evaluation of a mapping"
 COST_MODEL = "the cycle model"
@@ -88,13 +140,13 @@ def size_error(count: int, limit: int | str, what: str, unit: str,
                stage: str = SIMULATOR, fix: str | None = None) -> TcplanError:
     parts = parts or {}
     big = max(parts, key=lambda k: parts[k]) if parts else ""
-    because = f" ({big} has size {parts[big]:,})" if big else ""
+    because = f" ({big} has size {count_text(parts[big])})" if big else ""
     fix = fix or (f"shrink {big}" if big else "shrink the problem") + (
         " (an axis no tensor uses can be dropped)" if big.startswith("axis ") else "")
     if stage == SIMULATOR:
         fix += "; `tcplan lower` and `tcplan trace` work at any size"
-    return fail("size-limit", (big,) if big else (), what=what, count=f"{count:,}",
-                unit=unit, limit=f"{limit:,}" if isinstance(limit, int) else limit,
+    return fail("size-limit", (big,) if big else (), what=what, count=count_text(count),
+                unit=unit, limit=count_text(limit) if isinstance(limit, int) else limit,
                 stage=stage, because=because, fix=fix)
 
 

@@ -267,13 +267,15 @@ class _Parser:
             node = ("op", op, node, self.number(ntok[1], ntok[2]), opcol, ntok[2])
 
     def number(self, text: str, col: int) -> int:
-        digits = text.replace("_", "")
-        if len(digits) > len(str(MAX_SIZE)) or int(digits) > MAX_SIZE:
+        try:
+            n = int(limits.number_text(text).replace("_", ""))
+        except limits.NumberTooLong as e:
+            raise _bad(self.what, col, e.detail, e.fix) from None
+        if n > MAX_SIZE:
             raise fail("bad-mapping", what=self.what,
-                       detail=f"the number {digits[:24]}{'...' if len(digits) > 24 else ''} at "
-                              f"column {col} is larger than {MAX_SIZE:,}",
+                       detail=f"the number {text} at column {col} is larger than {MAX_SIZE:,}",
                        fix="sizes this large cannot be addressed; use a smaller size")
-        return int(digits)
+        return n
 
 
 def _syntax(text: str, what: str) -> tuple:
@@ -313,11 +315,12 @@ def _raw_size(raw: tuple, axes: TMapping[str, int], what: str) -> int:
         return raw[1]
     if tag == "pair":
         size = 1
-        for r in raw[1]:
-            size *= _raw_size(r, axes, what)
+        for r in raw[1]:  # (held at MAX_SIZE + 1: a product of many terms is no number to
+            size = min(size * _raw_size(r, axes, what), MAX_SIZE + 1)  # print or carry)
         if size > MAX_SIZE:  # positions and addresses are 64-bit integers
-            raise _bad(what, _first_col(raw), f"{_raw_text(raw)} has {size:,} positions, more "
-                       f"than {MAX_SIZE:,}", "use fewer or smaller terms")
+            text = _raw_text(raw)
+            raise _bad(what, _first_col(raw), f"{text if len(text) <= 80 else text[:76] + '...)'}"
+                       f" has more than {MAX_SIZE:,} positions", "use fewer or smaller terms")
         return size
     _, op, inner_raw, n, opcol, ncol = raw
     size = _raw_size(inner_raw, axes, what)
@@ -445,8 +448,12 @@ def parse_axes(text: str, what: str = "--axes") -> dict[str, int]:
         if not mm:
             raise fail("bad-request", detail=f"{what}: cannot read {part.strip()!r} as NAME=SIZE",
                        fix="declare axes as NAME=SIZE pairs separated by commas, e.g. N=4,C=3")
-        name, digits = mm.group(1), mm.group(2).replace("_", "")
-        size = int(digits) if len(digits) <= len(str(MAX_SIZE)) else MAX_SIZE + 1
+        name = mm.group(1)
+        try:
+            size = int(limits.number_text(mm.group(2)).replace("_", ""))
+        except limits.NumberTooLong as e:
+            raise fail("bad-request", detail=f"{what}: axis {name}: {e.detail}",
+                       fix=e.fix) from None
         if size > MAX_SIZE:
             raise fail("bad-request", detail=f"{what}: axis {name} is larger than {MAX_SIZE:,}",
                        fix="use a smaller axis size")

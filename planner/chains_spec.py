@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tcplan.model import limits
 from tcplan.model import vector as ve
 from tcplan.model.numeric import F32_MAX, I32_MIN, U32_MAX, fits_32_bits
 from tcplan.model.lane import MODES as LANE_MODES
@@ -312,7 +313,9 @@ def _cmp(ctx, keys: tuple, c: Any) -> tuple:
     m = re.fullmatch(r"\s*(\w+)\s*\(\s*([^)]*?)\s*\)\s*", c) if isinstance(c, str) else None
     if m and m.group(1) in ve.CMP_OPS:
         try:
-            v = int(m.group(2), 0)
+            v = limits.to_int(m.group(2), 0)
+        except limits.NumberTooLong as e:
+            raise ctx.doc.error(keys, f"{c[:40]!r}...: {e.detail}", e.fix) from None
         except ValueError:
             try:
                 v = float(m.group(2))

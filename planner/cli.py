@@ -270,7 +270,9 @@ def _logging(args: argparse.Namespace, stderr: TextIO) -> None:
 
 def _positive(text: str) -> float:
     try:
-        v = float(text)
+        v = float(limits.number_text(text))
+    except limits.NumberTooLong as e:
+        raise argparse.ArgumentTypeError(e.detail) from None
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not v > 0 or v != v or v == float("inf"):
@@ -281,7 +283,9 @@ def _positive(text: str) -> float:
 def _int_arg(text: str, lo: int, hi: int, noun: str, out_of_range: str) -> int:
     """An integer flag value in [lo, hi]; argparse turns the error into `bad-request`."""
     try:
-        v = int(text)
+        v = limits.to_int(text)
+    except limits.NumberTooLong as e:
+        raise argparse.ArgumentTypeError(e.detail) from None
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
     if not lo <= v <= hi:
@@ -346,6 +350,26 @@ def answer_request(req: Any) -> dict[str, Any]:
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
+def _json_int(text: str) -> int:
+    """A batch line's integer, bounded before ``int()`` (json.loads converts it itself)."""
+    return int(limits.number_text(text))
+
+
+def _json_float(text: str) -> float:
+    return float(limits.number_text(text))
+
+
+#: a JSON string (skipped) or a number, to find the column of a number too long
+_JSON_NUMBER = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*')
+
+
+def _long_number_column(line: str) -> int | str:
+    for m in _JSON_NUMBER.finditer(line):
+        if m.group()[0] != '"' and len(m.group()) > limits.NUMBER_MAX_CHARS:
+            return m.start() + 1
+    return "?"  # (not reached: json.loads found it)
+
+
 def answer_lines(lines: Iterable[str | bytes]) -> Iterator[str]:
     """The batch loop: one JSON answer (without newline) per input line, in order.
 
@@ -364,8 +388,12 @@ def answer_lines(lines: Iterable[str | bytes]) -> Iterator[str]:
                                f"{line.limit:,} bytes (skipped)", fix="one request per line")
                 if isinstance(line, bytes):
                     line = line.decode("utf-8")
-                req = json.loads(line)
+                req = json.loads(line, parse_int=_json_int, parse_float=_json_float)
             except TcplanError as err:
+                yield _ENCODE(_error_obj(err))
+            except limits.NumberTooLong as e:
+                err = fail("bad-request", detail=f"line {lineno}, column "
+                           f"{_long_number_column(line)}: {e.detail}", fix=e.fix)
                 yield _ENCODE(_error_obj(err))
             except UnicodeDecodeError as e:
                 err = fail("bad-request", detail=f"line {lineno}: not UTF-8 (byte {e.start + 1})",
@@ -555,13 +583,17 @@ def _parse_index(text: str, axes: dict[str, int]) -> dict[str, int]:
             continue
         name, eq, value = part.partition("=")
         name, value = name.strip(), value.strip()
-        if not eq or not re.fullmatch(r"-?[0-9]{1,19}", value):
+        if not eq or not re.fullmatch(r"-?[0-9]+", value):
             raise fail("bad-request", detail=f"--index: cannot read {part.strip()[:40]!r} as "
                        "AXIS=COORDINATE", fix="e.g. --index N=1,C=17,H=3,W=5")
+        try:
+            v = limits.to_int(value)
+        except limits.NumberTooLong as e:
+            raise fail("bad-request", detail=f"--index: {name[:40]}: {e.detail}",
+                       fix=e.fix) from None
         if name not in axes:
             raise fail("bad-request", detail=f"--index: {name!r} is not an axis of the problem "
                        f"({', '.join(axes)})", fix="name the problem's axes")
-        v = int(value)
         if not 0 <= v < axes[name]:
             raise fail("bad-request", detail=f"--index: {name} = {v} is outside 0..{axes[name] - 1}",
                        fix="give a coordinate inside the axis")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import pathlib
+import re
 import stat
 import tempfile
 from typing import IO, Iterator
@@ -146,6 +147,8 @@ def load_npy(path: str, what: str, max_elements: int = limits.SIM_MAX_ELEMENTS
                     raise ValueError(f"format version {version[0]}.{version[1]} is not "
                                      "read (1.0 and 2.0 are)")
                 start = fh.tell()
+                _header_numbers(fh, version)
+                fh.seek(start)
                 try:
                     shape, fortran, dtype = (fmt.read_array_header_1_0 if version == (1, 0)
                                              else fmt.read_array_header_2_0)(
@@ -153,6 +156,9 @@ def load_npy(path: str, what: str, max_elements: int = limits.SIM_MAX_ELEMENTS
                 except ValueError:
                     fh.seek(start)
                     shape, fortran, dtype = _float8_header(fh, version)
+            except limits.NumberTooLong as e:
+                raise fail("bad-request", detail=f"{what}: the .npy header: {e.detail}",
+                           fix="give a .npy file written by numpy.save") from None
             except Exception as e:  # noqa: BLE001 - numpy parses the header text with
                 # ast and tokenize: whatever a damaged header raises, it is not an array
                 raise fail("bad-request", detail=f"{what}: not a .npy array ({_short(e)})",
@@ -162,9 +168,10 @@ def load_npy(path: str, what: str, max_elements: int = limits.SIM_MAX_ELEMENTS
             most = min(max_elements, limits.SIM_MAX_ELEMENTS,
                        limits.NPY_MAX_BYTES // dtype.itemsize)
             if count > most:
-                raise fail("bad-request", detail=f"{what}: the header declares shape {shape}, "
-                           f"{count:,} elements of {dtype.itemsize} B; this input holds at "
-                           f"most {most:,}", fix="give the tensor of the problem's shape")
+                raise fail("bad-request", detail=f"{what}: the header declares shape "
+                           f"{_shape_text(shape)}, {limits.count_text(count)} elements of "
+                           f"{dtype.itemsize} B; this input holds at most {most:,}",
+                           fix="give the tensor of the problem's shape")
             need = fh.tell() + count * dtype.itemsize
             if size != need:
                 raise fail("bad-request", detail=f"{what}: the header says {shape} {dtype} "
@@ -179,6 +186,28 @@ def load_npy(path: str, what: str, max_elements: int = limits.SIM_MAX_ELEMENTS
         raise fail("bad-request", detail=f"{what}: cannot read {path} ({os_reason(e)})",
                    fix="give a readable .npy file") from None
     return data.reshape(shape, order="F" if fortran else "C")
+
+
+#: a number in a .npy header's text (a Python literal: 12, 0x1f, 1_000, 1e3), not a
+#: dtype's size inside a name ('<i4')
+_HEADER_NUMBER = re.compile(rb"(?<![A-Za-z0-9_])[-+]?[0-9][0-9A-Za-z_.]*")
+
+
+def _header_numbers(fh, version: tuple[int, int]) -> None:
+    """Every number of the header's text within :data:`model.limits.NUMBER_MAX_CHARS`,
+    before numpy's ``ast.literal_eval`` converts them (``0x`` and 4,300 digits or more
+    would give a shape too long to print); the caller seeks back."""
+    raw = fh.read(2 if version == (1, 0) else 4)
+    if len(raw) not in (2, 4):
+        return  # (numpy says what is wrong)
+    n = int.from_bytes(raw, "little")
+    for m in _HEADER_NUMBER.finditer(fh.read(min(n, limits.NPY_HEADER_MAX_BYTES))):
+        limits.number_text(m.group().decode("ascii"))
+
+
+def _shape_text(shape: tuple) -> str:
+    text = str(shape)  # (each size within NUMBER_MAX_CHARS: printable)
+    return text if len(text) <= 120 else text[:116] + "...)"
 
 
 def _float8_header(fh, version: tuple[int, int]) -> tuple:

@@ -106,8 +106,25 @@ class _Loader(yaml.SafeLoader):
             self._depth -= 1
 
 
+def _bounded(construct: Any) -> Any:
+    """PyYAML's constructor of a number, its text bounded first
+    (:func:`model.limits.number_text`): PyYAML calls ``int()`` on the scalar itself, and
+    reads ``0x...`` and base-60 ``1:59:59:...`` too, whose ints may be too long to print."""
+    def make(loader: yaml.SafeLoader, node: Any) -> Any:
+        try:
+            limits.number_text(node.value if isinstance(node.value, str) else "")
+        except limits.NumberTooLong as e:
+            raise _Refused(e.detail, node.start_mark, e.fix) from None
+        return construct(loader, node)
+    return make
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _bounded(yaml.SafeLoader.construct_yaml_int))
+_Loader.add_constructor("tag:yaml.org,2002:float",
+                        _bounded(yaml.SafeLoader.construct_yaml_float))
+
 #: what PyYAML's constructors raise on some tagged values (!!int '', !!timestamp abc,
-#: !!bool maybe), and Python on an integer of over 4,300 digits
+#: !!bool maybe; a number's text is bounded before, by _bounded)
 _CONSTRUCT_ERRORS = (ValueError, IndexError, KeyError, AttributeError, TypeError,
                      OverflowError)
 

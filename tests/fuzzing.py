@@ -144,6 +144,24 @@ def printed_rules(o: Outcome) -> list[str]:
     return ids
 
 
+_MESSAGE = re.compile(r"(?:^|\n)\s*error \[[a-z0-9-]+\]: ([^\n]*)")
+
+
+def first_message(o: Outcome) -> str:
+    """The first error message an outcome printed: an ``error [id]: ...`` line's text, or
+    the ``message`` of a JSON error object (``""`` if none)."""
+    for line in o.stdout.splitlines():
+        if line.startswith("{"):
+            try:
+                v = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(v, dict) and isinstance(v.get("error"), dict):
+                return str(v["error"].get("message", ""))
+    m = _MESSAGE.search(o.stderr) or _MESSAGE.search(o.stdout)
+    return m.group(1) if m else ""
+
+
 def _json_codes(v) -> list[str]:
     if isinstance(v, dict):
         out = [v["code"]] if isinstance(v.get("code"), str) and "message" in v else []

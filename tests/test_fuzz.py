@@ -22,7 +22,7 @@ import numpy as np
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from fuzzing import SMALL_LIMITS, judge, run_cli, snapshot
+from fuzzing import SMALL_LIMITS, first_message, judge, run_cli, snapshot
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCALE = float(os.environ.get("TCPLAN_FUZZ_SCALE", "1"))
@@ -166,7 +166,7 @@ def problem_text(draw) -> str:
 def _argv(draw, path: str, out: str) -> list:
     cmd = draw(st.sampled_from(["verify", "solve", "explain", "lower", "trace", "run"]))
     argv = [cmd, path]
-    if cmd in ("solve", "explain"):
+    if cmd == "solve":  # (explain takes no time limit: with one, every case was bad argv)
         argv += ["--time-limit", "1"]
     if cmd == "trace":
         argv += ["--index", draw(st.sampled_from(["A=0", "A=1,B=2", "Z=0", "A=99999999999",
@@ -273,7 +273,7 @@ def test_fuzz_mapping_strings_in_problems(data):
         with open(p, "w") as fh:
             yaml.safe_dump(doc, fh, sort_keys=False)
         cmd = data.draw(st.sampled_from(["verify", "solve", "explain"]))
-        judge(run_cli([cmd, p] + (["--time-limit", "1"] if cmd != "verify" else [])))
+        judge(run_cli([cmd, p] + (["--time-limit", "1"] if cmd == "solve" else [])))
 
 
 def _request_line(draw) -> bytes:
@@ -374,3 +374,223 @@ def test_fuzz_npy_inputs(raw, problem):
         judge(o)
         if o.code != 0:
             assert snapshot(out) == before, o.show()
+
+
+
+# ---------------------------------------------------------------------------------------
+# Numbers too long to convert (issue 25, item 4): Python refuses to convert more than 4,300
+# digits to or from text, so every number a user writes is refused at its place, before
+# any conversion, past model/limits.py NUMBER_MAX_CHARS
+# ---------------------------------------------------------------------------------------
+#: just past the bound, around Python's limit, and (100,000) past a problem file's 64 KiB
+LONG_LENGTHS = [41, 4_301, 5_000, 20_000, 100_000]
+#: how a long number may be written: in YAML all of them are numbers; in a mapping string
+#: and in JSON only decimal digits (and, in a mapping, underscores)
+LONG_FORMS = ["decimal", "negative", "hex", "underscores", "base 60", "float"]
+MAPPING_FORMS = ["decimal", "underscores"]
+JSON_FORMS = ["decimal", "negative", "float"]
+TOKEN = "LONGNUMBERHERE"
+
+
+def _long(n: int, form: str) -> str:
+    """A number written with ``n`` characters (or a separator more)."""
+    if form == "negative":
+        return "-" + "9" * (n - 1)
+    if form == "hex":
+        return "0x" + "f" * (n - 2)
+    if form == "underscores":
+        return "1" + "_000" * -(-(n - 1) // 4)
+    if form == "base 60":
+        return "1" + ":59" * -(-(n - 1) // 3)
+    if form == "float":
+        return "1." + "5" * (n - 2)
+    return "1" + "0" * (n - 1)
+
+
+def long_number(forms=LONG_FORMS):
+    return st.builds(_long, st.sampled_from(LONG_LENGTHS), st.sampled_from(forms))
+
+
+def _located_too_long(o, name: str) -> None:
+    """The outcome is bad input that names the number (or the file's size) at its place."""
+    judge(o)
+    assert o.code == 2, o.show()
+    msg = first_message(o)
+    assert "larger than 65,536" in msg or "characters, more than 40" in msg, o.show()
+    assert len(msg) < 1000, o.show()  # (the number is shown cut)
+    if "characters, more than 40" in msg:
+        assert f"{name}:" in msg and msg.split(f"{name}:", 1)[1][:1].isdigit(), o.show()
+
+
+def _with_number(draw, doc: dict) -> tuple[dict, str]:
+    """``doc`` with TOKEN at one place: an axis size, any numeric key, or inside a mapping
+    string (as a term, as a padding, or replacing a number it has)."""
+    place = draw(st.sampled_from(["axis", "numeric", "mapping"]))
+    ints = [p for p in _paths(doc) if p and type(_get(doc, p)) in (int, float)]
+    maps = [p for p in _paths(doc) if p and p[0] != "expect" and isinstance(_get(doc, p), str)
+            and _get(doc, p).lstrip().startswith("m![")]  # (expect only documents them)
+    if place == "numeric" and ints:
+        return _set(doc, draw(st.sampled_from(ints)), TOKEN), place
+    if place == "mapping" and maps:
+        path = draw(st.sampled_from(maps))
+        text = _get(doc, path).rstrip()
+        how = draw(st.sampled_from(["term", "pad", "replace"]))
+        if how == "replace" and any(c.isdigit() for c in text):
+            import re
+            new = re.sub(r"[0-9][0-9_]*", TOKEN, text, count=1)
+        elif how == "pad":
+            new = f"m![({text.strip()[3:-1]}) # {TOKEN}]"
+        else:
+            new = text[:-1] + f", {TOKEN}]"
+        return _set(doc, path, new), "mapping"
+    a = draw(st.sampled_from(sorted(doc["axes"])))
+    doc["axes"][a] = TOKEN
+    return doc, "axis"
+
+
+LOADING = [p for p in CORPUS if "/problems/" in p
+           and isinstance(yaml.safe_load(TEXTS[p]), dict)
+           and isinstance(yaml.safe_load(TEXTS[p]).get("axes"), dict)]
+
+
+@fuzz_settings(30)
+@given(st.data())
+def test_fuzz_long_numbers_in_problem_files(data):
+    """A number of 41 to 100,000 characters as an axis size, any numeric key or in a mapping
+    string of a library problem: bad input located at the number (line and column), or the
+    file's size past 64 KiB, through every command; never a traceback."""
+    path = data.draw(st.sampled_from(LOADING))
+    doc, place = _with_number(data.draw, yaml.safe_load(TEXTS[path]))
+    number = data.draw(long_number(MAPPING_FORMS if place == "mapping" else LONG_FORMS))
+    text = yaml.safe_dump(doc, sort_keys=False, width=1 << 20).replace(TOKEN, number)
+    with Scratch() as d:
+        p = os.path.join(d, "p.yaml")
+        with open(p, "w") as fh:
+            fh.write(text)
+        _located_too_long(run_cli(_argv(data.draw, p, os.path.join(d, "out"))), "p.yaml")
+
+
+@settings(max_examples=max(1, int(200 * SCALE)), deadline=2000, derandomize=not RANDOM,
+          database=None)
+@given(st.sampled_from(["m![A, B]", "m![A # 64, B]", "m![(A, B) / 2]", "m![A % 4, 1]"]),
+       st.sampled_from(["term", "pad", "divide", "resize", "nested"]),
+       long_number(MAPPING_FORMS))
+def test_fuzz_long_numbers_in_mapping_strings(base, how, number):
+    """In process: the parser refuses the number before converting it, as ``bad-mapping``
+    at its column."""
+    from tcplan.model.mapping import parse
+    from tcplan.model.rules import TcplanError
+    text = {"term": base[:-1] + f", {number}]", "pad": base[:-1] + f" # {number}]",
+            "divide": base[:-1] + f" / {number}]", "resize": f"m![A = {number}, B]",
+            "nested": f"m![(A, ({number}, B)), 1]"}[how]
+    try:
+        parse(text, {"A": 8, "B": 4}, "fuzz")
+    except TcplanError as e:
+        assert e.violations[0].rule == "bad-mapping", e
+        assert f"(column {text.index(number) + 1})" in e.message, e.message
+        assert len(e.message) < 500
+    else:
+        raise AssertionError(f"{text[:60]}... parsed")
+
+
+def _long_request(draw) -> tuple[bytes, bool]:
+    """A sequencer request with a long number at one place (or none)."""
+    req = json.loads(draw(st.sampled_from(SEQ_LINES)))
+    if not isinstance(req, dict) or draw(st.integers(0, 3)) == 0:
+        return json.dumps(req).encode(), False
+    where = draw(st.sampled_from(["axis", "id", "extra", "nested", "mapping"]))
+    number = draw(long_number(MAPPING_FORMS if where == "mapping" else JSON_FORMS))
+    if where == "axis" and isinstance(req.get("axes"), dict) and req["axes"]:
+        req["axes"][draw(st.sampled_from(sorted(req["axes"])))] = TOKEN
+    elif where == "mapping":
+        req["buf"] = f"m![A # {TOKEN}]"  # (a string: the mapping parser refuses it)
+    elif where == "nested":
+        req["id"] = [1, {"x": TOKEN}]
+    else:
+        req["id" if where == "id" else "extra"] = TOKEN
+    text = json.dumps(req)
+    if where == "mapping":
+        return text.replace(TOKEN, number).encode(), True
+    return text.replace(f'"{TOKEN}"', number).encode(), True
+
+
+@fuzz_settings(10)
+@given(st.data())
+def test_fuzz_long_numbers_in_batch_lines(data):
+    """``tcplan sequence --batch``: a line with a number past the bound is answered with an
+    error at the number's column; the other lines as usual."""
+    drawn = [_long_request(data.draw) for _ in range(data.draw(st.integers(1, 8)))]
+    lines = [line for line, _ in drawn]
+    with Scratch() as d:
+        path = os.path.join(d, "b.jsonl")
+        with open(path, "wb") as fh:
+            fh.write(b"\n".join(lines) + b"\n")
+        o = run_cli(["sequence", "--batch", path])
+        judge(o)
+        assert o.code == 0, o.show()
+        answers = o.stdout.splitlines()
+        assert len(answers) == len(lines), o.show()
+        for k, (answer, (line, long)) in enumerate(zip(answers, drawn), 1):
+            v = json.loads(answer)
+            assert len(answer) < 1000, answer[:300]
+            if not long:
+                continue
+            msg = v["error"]["message"]
+            assert "characters, more than 40" in msg, msg
+            if msg.startswith(f"line {k}, column "):
+                col = int(msg.split("column ", 1)[1].split(":")[0])
+                assert line[col - 1:col + 1].lstrip(b"-")[:1] in b"123456789", (msg, line[:80])
+            else:  # (in a mapping string: the mapping's own column)
+                assert msg.startswith("buf: the number"), msg
+
+
+@fuzz_settings(12)
+@given(st.sampled_from(["--seed", "--time-limit", "--workers", "--index", "--axes", "--buf",
+                        "--time", "--packet"]),
+       st.sampled_from(LONG_LENGTHS), st.sampled_from(["decimal", "negative", "float"]))
+def test_fuzz_long_numbers_in_flags(flag, n, form):
+    """A flag's number, a coordinate, an axis size or a mapping's number past the bound:
+    bad input naming it."""
+    number = _long(n, form if flag in ("--seed", "--time-limit", "--workers") else "decimal")
+    ex1 = str(ROOT / "problems/seed/dma_example_1.yaml")
+    seq = {"--axes": "A=8", "--buf": "m![A]", "--time": "m![A]", "--packet": "m![1]"}
+    if flag in seq:
+        seq[flag] = f"A={number}" if flag == "--axes" else f"m![A # {number}]"
+        argv = ["sequence", *[x for kv in seq.items() for x in kv], "--json"]
+    elif flag == "--index":
+        argv = ["trace", ex1, "--index", f"A={number}"]
+    else:
+        argv = ["solve" if flag != "--seed" else "verify", ex1, flag, number]
+    o = run_cli(argv)
+    judge(o)
+    assert o.code == 2, o.show()
+    assert "characters, more than 40" in first_message(o), o.show()
+
+
+@fuzz_settings(15)
+@given(st.sampled_from(LONG_LENGTHS), st.sampled_from(["decimal", "hex", "underscores",
+                                                        "negative", "float"]),
+       st.integers(0, 2), st.sampled_from([b"\x01\x00", b"\x02\x00"]))
+def test_fuzz_long_numbers_in_npy_headers(n, form, at, version):
+    """A ``.npy`` header whose shape holds a long number: refused before numpy's
+    ``literal_eval`` converts it, and the output folder is left as it was."""
+    dims = ["8", "8", "256"]
+    dims[at] = _long(n, form)
+    header = ("{'descr': '|i1', 'fortran_order': False, 'shape': (" + ", ".join(dims)
+              + "), }").encode()
+    if version == b"\x01\x00" and len(header) > 60_000:
+        version = b"\x02\x00"  # (a 1.0 header's length is 16 bits)
+    pad = 64 - ((12 + len(header) + 1) % 64)
+    h = header + b" " * pad + b"\n"
+    size = struct.pack("<H", len(h)) if version == b"\x01\x00" else struct.pack("<I", len(h))
+    with Scratch() as d:
+        f = os.path.join(d, "in.npy")
+        with open(f, "wb") as fh:
+            fh.write(b"\x93NUMPY" + version + size + h + b"\0" * 16384)
+        out = _populated_out(d)
+        before = snapshot(out)
+        o = run_cli(["run", str(ROOT / "problems/seed/dma_example_1.yaml"), "--input",
+                     f"source={f}", "--out", out])
+        judge(o)
+        assert o.code == 2 and "the .npy header: the number" in first_message(o), o.show()
+        assert snapshot(out) == before, o.show()

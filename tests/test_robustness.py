@@ -409,3 +409,87 @@ def test_objective_bounds_read_as_whole_cycles():
     assert _cycles_of(1079.9999999999998, 2) == 540  # CP-SAT's float for 1,080
     assert _cycles_of(2 * 540 + 1, 2) == 540  # a tie-break below one cycle
     assert _cycles_of(540 * 10 ** 7 + 10 ** 7 - 1, 10 ** 7) == 540
+
+
+# --- numbers too long to convert (issue 25, item 4) ----------------------------------------
+#: Python refuses to convert more than 4,300 digits to or from text; a number is refused at
+#: its place before that (model/limits.py NUMBER_MAX_CHARS)
+DIGITS = "1" + "0" * 4999
+REGROUP = ROOT / "problems/planning/dm_regroup.yaml"
+
+
+@pytest.mark.parametrize("where,line,old,new", [
+    # the fuzzer's find: the number in a mapping string and in an axis size
+    ("both", 6, ("A: 64", "'m![A]'"), (f"A: 64, S: {DIGITS}", f"'m![S # {DIGITS}]'")),
+    ("mapping", 7, ("A: 64", "'m![A]'"), ("A: 64, S: 64", f"'m![S # {DIGITS}]'")),
+    ("axis size", 6, ("C: 128",), (f"C: {DIGITS}",)),
+    ("numeric key", 8, ("address: 262144",), (f"address: 0x{'f' * 5000}",)),
+    ("base 60", 8, ("address: 262144",), ("address: 1" + ":59" * 2000,)),
+    # a product of terms past 4,300 digits was formatted into the message: the traceback
+    ("product of terms", 7, ("'m![B, C]'",),
+     ("'m![B, C, " + ", ".join(["4611686018427387904"] * 800) + "]'",)),
+])
+def test_a_number_too_long_to_convert_is_located(tmp_path, where, line, old, new):
+    text = REGROUP.read_text()
+    for a, b in zip(old, new):
+        assert a in text
+        text = text.replace(a, b, 1)
+    p = _write(tmp_path, "dm_regroup.yaml", text)
+    o = _clean(["explain", "--json", p], 2)
+    assert printed_rules(o)[0] in ("bad-problem", "bad-mapping"), o.show()
+    assert f"dm_regroup.yaml:{line}:" in o.stdout, o.show()
+    assert ("more than 4,611,686,018,427,387,904 positions" if where == "product of terms"
+            else "characters, more than 40") in o.stdout, o.show()
+    assert len(o.stdout) < 2000, o.show()  # (the number is shown cut, never whole)
+
+
+def test_a_count_too_long_to_print_is_named(tmp_path):
+    """300 unused axes of 2**62: the tensor T over every axis has over 18,000 digits of
+    elements, said as a power of two."""
+    text = (ROOT / "problems/seed/dma_example_1.yaml").read_text()
+    i = text.index("axes: {") + len("axes: {")
+    extra = "".join(f"Z{k}: {2 ** 62}, " for k in range(300))
+    o = _clean(["verify", _write(tmp_path, "p.yaml", text[:i] + extra + text[i:])], 1,
+               "size-limit")
+    assert "more than 2**18,614 elements" in o.stdout + o.stderr, o.show()
+
+
+@pytest.mark.parametrize("shape", [b"(0x" + b"f" * 5000 + b",)", b"(" + b"9" * 5000 + b",)"])
+def test_npy_header_numbers_are_bounded_before_numpy_reads_them(tmp_path, shape):
+    f = tmp_path / "in.npy"
+    f.write_bytes(npy_bytes(b"{'descr': '|i1', 'fortran_order': False, 'shape': " + shape
+                            + b", }"))
+    o = _clean(["run", EX1, "--input", f"source={f}", "--out", str(tmp_path / "o")], 2,
+               "bad-request")
+    assert "the .npy header: the number" in o.stderr, o.show()
+    many = b"(" + b"4611686018427387904, " * 300 + b")"
+    f.write_bytes(npy_bytes(b"{'descr': '|i1', 'fortran_order': False, 'shape': " + many
+                            + b", }"))
+    o = _clean(["run", EX1, "--input", f"source={f}", "--out", str(tmp_path / "o")], 2,
+               "bad-request")
+    assert "more than 2**18,600 elements" in o.stderr, o.show()
+
+
+@pytest.mark.parametrize("argv", [
+    ["verify", EX1, "--seed", DIGITS], ["solve", EX1, "--time-limit", DIGITS],
+    ["solve", EX1, "--workers", DIGITS], ["trace", EX1, "--index", f"A={DIGITS}"],
+    ["sequence", "--axes", f"A={DIGITS}", "--buf", "m![A]", "--time", "m![A]",
+     "--packet", "m![1]"],
+    ["sequence", "--axes", "A=8", "--buf", f"m![A # {DIGITS}]", "--time", "m![A]",
+     "--packet", "m![1]", "--json"],
+])
+def test_flags_with_a_number_too_long_are_bad_input(argv):
+    o = _clean(argv, 2)
+    assert "has 5,000 characters, more than 40" in o.stdout + o.stderr, o.show()
+
+
+def test_a_batch_line_with_a_number_too_long_is_answered_at_its_column(tmp_path):
+    good = '{"axes": {"A": 8}, "buf": "m![A]", "time": "m![A]", "packet": "m![1]"'
+    lines = [good.replace("8", DIGITS, 1) + "}", good + ', "id": -' + DIGITS + ".5}",
+             good + "}"]
+    p = _write(tmp_path, "b.jsonl", "\n".join(lines) + "\n")
+    o = _clean(["sequence", "--batch", p], 0)
+    out = o.stdout.splitlines()
+    assert len(out) == 3 and '"entries"' in out[2], o.show()
+    assert "line 1, column 16: the number 10000" in out[0], o.show()
+    assert f"line 2, column {len(good) + 9}: the number -" in out[1], o.show()
