@@ -62,6 +62,30 @@ DM_DMN_STRIDE = SLICES_PER_DMN * DM_SLICE_STRIDE
 #: Distance between the two clusters' DM.
 DM_CLUSTER_STRIDE = DMNS_PER_CLUSTER * DM_DMN_STRIDE
 
+# --- DM banks, Fetch and Commit (docs/hardware.md section 4) -----------------------
+#: A slice's 16 banks, each 8 bytes wide: address bits 0-2 are the byte, 3-6 the bank.
+DM_BANKS_PER_SLICE = 16
+DM_BANK_BYTES = 8
+#: Bytes of one bank stripe (128 consecutive bytes touch every bank once).
+DM_BANK_STRIPE = DM_BANKS_PER_SLICE * DM_BANK_BYTES
+#: While a DMA is active, a Fetch or Commit must not access one bank this many times in a
+#: row (the DMA, lowest in the bank's priority, would wait past the NoC's 4,096-cycle
+#: timeout: a cluster reset; seed 002 '시작 지연 시간과 패킷 분할'; book:
+#: moving-tensors/memory-performance.md, (256 / 128) x 64 x 32 = 4,096).
+DM_BANK_STARVATION_ACCESSES = 64
+#: The Fetch Engine reads at most this many bytes per hardware read, one read per cycle;
+#: a main-context read is the largest power-of-two bytes dividing the packet's contiguous
+#: access, a sub-context read is 8 bytes (book: moving-tensors/fetch-engine.md,
+#: 'Multi-Read Packet').
+FETCH_MAX_READ_BYTES = 32
+SUB_CONTEXT_ACCESS_BYTES = 8
+#: The Commit Engine writes whole 8-byte bank words: every stride and the written packet are
+#: multiples of 8 bytes (book: moving-tensors/commit-engine.md, 'Constraints').
+COMMIT_ALIGN_BYTES = 8
+#: The Tensor Unit's two execution contexts (main and sub), each with its own Fetch and
+#: Commit sequencer; main-context accesses win a bank over sub-context ones.
+TU_CONTEXTS = ("main", "sub")
+
 # --- DMA engines (docs/hardware.md section 6 and R8) -----------------------------
 #: One DMA engine per DMN pair: 4 per cluster, 8 per chip.
 DMA_ENGINES_PER_CLUSTER = DMNS_PER_CLUSTER // 2

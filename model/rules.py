@@ -382,6 +382,40 @@ RULES: dict[str, Rule] = _rules(
         profiles=frozenset({"dma"}),
     ),
     Rule(
+        "tu-placement", "hardware", "a Fetch or Commit moves each slice's own DM",
+        "the stream's {dim} mapping {stream} is not the DM tensor's {memory}: the Fetch and "
+        "Commit sequencers of each slice read and write that slice's DM only",
+        "give the stream the tensor's {dim} ({memory}); to move data between slices use the "
+        "Switch Engine (not modelled) or a DMA",
+        "seed 000 (Fetch and Commit each address DM with one sequencer); book: "
+        "moving-tensors/fetch-engine.md and commit-engine.md; docs/hardware.md section 4",
+        profiles=frozenset({"fetch", "commit"}),
+    ),
+    Rule(
+        "commit-align", "hardware", "a Commit writes whole 8-byte bank words",
+        "the Commit writes {what}, not a multiple of "
+        f"{hw.COMMIT_ALIGN_BYTES} bytes",
+        "lay the tensor out so that every Time term outside the packet steps a multiple of "
+        f"{hw.COMMIT_ALIGN_BYTES} bytes (pad the inner terms with #), commit packets of 8, 16 "
+        "or 32 bytes, and place the tensor at a multiple of 8 bytes",
+        "book: moving-tensors/commit-engine.md ('Constraints'); docs/hardware.md section 4",
+        profiles=frozenset({"commit"}), modes=frozenset({"write"}),
+    ),
+    Rule(
+        "dm-bank-starvation", "hardware",
+        "a Fetch or Commit must not hit one DM bank 64 or more times in a row",
+        "the {engine} config {config} accesses one DM bank {run} times in a row; DMA is "
+        "the lowest priority at a bank, so a concurrent DMA would wait past the NoC's "
+        "4,096-cycle timeout (a cluster reset)",
+        "make consecutive accesses move across banks: stream the tensor's contiguous "
+        "innermost terms as the Packet and innermost Time, or avoid a Time term that "
+        "repeats one address (a broadcast) or steps a multiple of 128 bytes "
+        f"{hw.DM_BANK_STARVATION_ACCESSES} or more times",
+        "seed 002 '시작 지연 시간과 패킷 분할'; book: moving-tensors/memory-performance.md "
+        "('Bank Starvation'); docs/hardware.md section 4",
+        profiles=frozenset({"fetch", "commit"}),
+    ),
+    Rule(
         "bad-formula", "input", "formula is not valid",
         "{what}: column {column}: {detail}",
         "write the formula in the grammar of docs/problem-format.md (Formulas)",

@@ -116,7 +116,8 @@ class Graph:
         t = self.tensors[name]
         axes = self.axes_of([name])
         ctx = _Ctx(self.doc, axes, self.base["chips"], self.base["dtype"])
-        return ctx.tensor(("tensors", name), t.with_element(layout.get(name)), name)
+        return ctx.tensor(("tensors", name), t.with_element(layout.get(name)), name,
+                          allow_stream=True)
 
     def op_problem(self, op: GraphOp, layout: dict[str, str]):
         """The op as the problem of its own kind, its tensors in the chosen layout."""
@@ -156,6 +157,8 @@ def _disjoint(g: Graph) -> None:
         objs = [g.tensor(n, {n: c}) for c in t.candidates] if t.candidates else \
             [g.tensor(n, {})]
         obj = objs[0]
+        if obj.tier == "stream":
+            continue  # a Tensor Unit stream holds no bytes of a memory
         lo = obj.address  # (a padded candidate reaches further: the furthest counts)
         hi = lo + max(o.dims["element"].size for o in objs) * obj.elem_bytes
         for a, b, other in spans.get(obj.tier, []):
@@ -184,7 +187,8 @@ def _tensors(ctx: _Ctx, spec: Any) -> dict[str, GraphTensor]:
                             "given: true (the tensor holds data when the graph starts)")
         base = {k: v for k, v in t.items() if k not in GRAPH_TENSOR_KEYS}
         cands = _candidates(ctx, keys, t)
-        first = ctx.tensor(keys, {**base, "element": cands[0]} if cands else base, str(name))
+        first = ctx.tensor(keys, {**base, "element": cands[0]} if cands else base, str(name),
+                           allow_stream=True)
         axes = tuple(a for a in ctx.axes if a in {x for m in first.dims.values()
                                                   for x in m.used_axes})
         for c in cands or ():
@@ -344,7 +348,8 @@ def _op_problem(g: Graph, op: GraphOp, layout: dict[str, str]):
     for role, t in op.roles.items():
         if roles[role][1]:  # the tensor is part of the op's own problem, in its own dtype
             spec = g.tensors[t].with_element(layout.get(t))
-            data[role] = {"dtype": g.base["dtype"], **spec}
+            data[role] = spec if spec.get("tier") == "stream" else \
+                {"dtype": g.base["dtype"], **spec}
             place[role] = ("tensors", t)
 
     def where(k: tuple) -> tuple:

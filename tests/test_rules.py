@@ -27,8 +27,9 @@ def test_rules_per_profile():
     got = lambda p, m: {r.id for r in rules_for(p, m)}  # noqa: E731
     assert got("pseudo", "read") == reads
     assert got("pseudo", "write") == writes
-    assert got("fetch", "read") == reads | {"unread-axis", "packet-bytes", "innermost-access"}
-    assert got("commit", "write") == writes | {"packet-bytes", "innermost-access"}
+    tu = {"packet-bytes", "innermost-access", "tu-placement", "dm-bank-starvation"}
+    assert got("fetch", "read") == reads | tu | {"unread-axis"}
+    assert got("commit", "write") == writes | tu | {"commit-align"}
     assert got("dma", "read") == reads | {"dma-packet-max"}
     assert got("dma", "write") == writes | {"dma-packet-max"}
 

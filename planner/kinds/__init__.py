@@ -173,4 +173,4 @@ def kind_of(problem) -> Kind:
     return REGISTRY[problem.kind]
 
 
-from . import basic, chains, dma, graph, moves  # noqa: E402,F401 - each registers its kinds
+from . import basic, chains, dma, graph, moves, tu  # noqa: E402,F401 - each registers its kinds

@@ -1,0 +1,306 @@
+"""The stream of a Fetch or a Commit whose Time and Packet are free (model/tu.py).
+
+The candidates are the *pieces* of the DM tensor's Element: its digits, coalesced, the
+innermost contiguous run cut where a packet reaches the 32-byte read.  One CP-SAT model
+(:func:`build`) holds
+
+* the Packet: the innermost ``j`` pieces of the run, in the tensor's order (a packet of more
+  than one element must be contiguous: ``innermost-access``), ``j`` among those whose bytes
+  are a packet size (``packet-bytes``);
+* the Time order of the other pieces, as a circuit; two neighbouring loops merge into one
+  entry when the inner one is the outer one's contiguous successor in DM, and the entries
+  left after merging are at most 8 (``entry-limit``);
+* for a Commit, every Time loop whose DM step is not a multiple of 8 bytes merges into the
+  loop inside it (``commit-align``);
+
+each rule guarded by one assumption literal, and as objective the Fetch's or Commit's cycles
+per slice (packets x accesses per packet, exact for each ``j``), then fewer entries.  Each
+plan it proposes is lowered by :func:`model.tu.lower` with every rule (iterations, bank
+starvation among them); a rejected plan is excluded and the model solved again
+(:func:`search`).  An infeasible model's core is the conflict `tcplan explain` prints.  The
+planner only chooses: the executor checks the plan.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tcplan.model import hardware as hw
+from tcplan.model import tu
+from tcplan.model.mapping import Factor, coalesce_factors, parse
+from tcplan.model.rules import RULES, TcplanError, Violation, fail
+from tcplan.model.tiers import Tensor
+
+#: the most plans a search lowers before it stops (each rejected one is excluded)
+MAX_PLANS = 200
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One candidate stream term: digits [lo, lo * count) of ``axis``, one DM step apart by
+    ``weight`` elements."""
+
+    axis: str
+    lo: int
+    count: int
+    weight: int
+    size: int  # the axis's size
+
+    def term(self) -> str:
+        hi = self.lo * self.count
+        if self.lo == 1:
+            return self.axis if hi >= self.size else f"{self.axis} % {hi}"
+        return f"{self.axis} / {self.lo}" + ("" if hi >= self.size else f" % {self.count}")
+
+
+def pieces_of(memory: Tensor, most: int) -> tuple[list[Piece], int]:
+    """The Element's live digits, outermost first, with the innermost contiguous run cut so
+    that a packet of ``most`` elements is a suffix of whole pieces; and how many of the
+    innermost pieces form that contiguous run."""
+    el = memory.dims["element"]
+    axes = el.axes
+    fs: list[Factor] = list(coalesce_factors(el.factors))
+    weights, w = [], 1
+    for f in reversed(fs):
+        weights.append(w)
+        w *= f.size
+    weights.reverse()
+    out: list[Piece] = []
+    run, span, contiguous = 0, 1, True
+    for f, wt in reversed(list(zip(fs, weights))):
+        if f.axis is None or f.count <= 1:
+            contiguous &= f.size == 1
+            continue
+        if contiguous and wt == span and f.count == f.size:
+            cut = most // span if span < most else 0
+            if 1 < cut < f.count and f.count % cut == 0:
+                out.append(Piece(f.axis, f.lo, cut, wt, axes[f.axis]))
+                out.append(Piece(f.axis, f.lo * cut, f.count // cut, wt * cut, axes[f.axis]))
+                run += 2
+            else:
+                out.append(Piece(f.axis, f.lo, f.count, wt, axes[f.axis]))
+                run += 1
+            span *= f.size
+            continue
+        contiguous = False
+        out.append(Piece(f.axis, f.lo, f.count, wt, axes[f.axis]))
+    return out[::-1], run
+
+
+@dataclass
+class Found:
+    """A search's outcome: the plan (None without one), whether it is proven optimal, the
+    rules that rejected proposed plans, and the conflict when there is no plan."""
+
+    plan: tu.TuPlan | None
+    optimal: bool
+    rejected: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, Violation] = field(default_factory=dict)  # one per rejecting rule
+    conflict: list[Violation] = field(default_factory=list)
+    lowered: int = 0
+    pieces: list[str] = field(default_factory=list)
+
+    def error(self, time_limit: float) -> TcplanError:
+        """Why there is no plan: the model's conflict, the rules that rejected every plan it
+        proposed, or the time limit."""
+        if self.conflict:
+            return TcplanError(self.conflict)
+        if self.examples and self.lowered < MAX_PLANS:
+            return TcplanError(Violation("plan-no-layout", tuple(self.examples), {
+                "pieces": ", ".join(self.pieces), "rules": "; ".join(
+                    f"[{r}] {v.message}" for r, v in self.examples.items())}))
+        return TcplanError(Violation("plan-time-limit", (), {
+            "limit": time_limit, "lowered": self.lowered}))
+
+
+def _packets(pieces: list[Piece], run: int, eb: int, engine: str, context: str,
+             total: int) -> dict[int, int]:
+    """For each packet of the innermost ``j`` pieces whose bytes are a packet size: the
+    cycles per slice (packets x accesses per packet)."""
+    most = hw.FETCH_MAX_READ_BYTES if context == "main" else hw.SUB_CONTEXT_ACCESS_BYTES
+    out = {}
+    for j in range(run + 1):
+        n = 1
+        for p in pieces[len(pieces) - j:]:
+            n *= p.count
+        if n * eb not in hw.FETCH_COMMIT_PACKET_BYTES:
+            continue
+        access = max(b for b in hw.FETCH_COMMIT_PACKET_BYTES if b <= min(most, n * eb)
+                     and (n * eb) % b == 0) // eb or 1
+        out[j] = (total // n) * -(-n // access)
+    return out
+
+
+class _Model:
+    """The CP-SAT model over the pieces: the packet choice, the Time circuit, merges."""
+
+    def __init__(self, pieces: list[Piece], run: int, packets: dict[int, int], engine: str,
+                 eb: int):
+        from ortools.sat.python import cp_model
+        self.cp = cp_model
+        m = self.m = cp_model.CpModel()
+        self.pieces, n = pieces, len(pieces)
+        self.req: dict[str, Any] = {}  # rule id -> its assumption literal
+        self.j = {k: m.NewBoolVar(f"packet_{k}") for k in range(run + 1)}
+        m.AddExactlyOne(self.j.values())
+        self.in_packet = [m.NewBoolVar(f"in_packet_{i}") for i in range(n)]
+        for i in range(n):  # piece i is in the packet iff j > (its place from the inside)
+            inner = n - 1 - i
+            m.Add(sum(self.j[k] for k in self.j if k > inner) == 1).OnlyEnforceIf(
+                self.in_packet[i])
+            m.Add(sum(self.j[k] for k in self.j if k > inner) == 0).OnlyEnforceIf(
+                self.in_packet[i].Not())
+        self._rule("packet-bytes", [m.AddBoolOr([self.j[k] for k in packets] or
+                                                [m.NewConstant(0)])])
+        # the Time circuit: node n is the start/end; arc (i, k): loop i just outside loop k
+        self.arc: dict[tuple[int, int], Any] = {}
+        arcs = []
+        for i in range(n + 1):
+            for k in range(n + 1):
+                if i != k:
+                    self.arc[i, k] = lit = m.NewBoolVar(f"arc_{i}_{k}")
+                    arcs.append((i, k, lit))
+        for i in range(n):  # a packet piece is off the Time circuit
+            arcs.append((i, i, self.in_packet[i]))
+        no_time = m.NewBoolVar("no_time")  # every piece in the packet: the start node alone
+        m.Add(sum(self.in_packet) == n).OnlyEnforceIf(no_time)
+        m.Add(sum(self.in_packet) < n).OnlyEnforceIf(no_time.Not())
+        arcs.append((n, n, no_time))
+        m.AddCircuit(arcs)
+        # merges: loop i then loop k contiguous in DM, or the innermost loop into the packet
+        merged, self.merge = [], {}
+        for (i, k), lit in self.arc.items():
+            if i < n and k < n and pieces[i].weight == pieces[k].count * pieces[k].weight:
+                self.merge[i, k] = lit
+                merged.append(lit)
+        into = self._into_packet(run)
+        packet_entry = m.NewBoolVar("packet_entry")
+        m.Add(packet_entry == 1 - self.j[0])
+        entries = sum(1 - x for x in self.in_packet) + packet_entry - sum(merged) - into
+        self.entries = entries
+        self._rule("entry-limit", [m.Add(entries <= hw.MAX_SEQUENCER_ENTRIES)])
+        if engine == "commit":
+            cons = []
+            for i, p in enumerate(pieces):
+                if (p.weight * eb) % hw.COMMIT_ALIGN_BYTES:
+                    outs = [lit for (a, _), lit in self.merge.items() if a == i]
+                    cons.append(m.AddBoolOr(outs + [self.in_packet[i], self.last[i]]
+                                            if i in self.last else outs + [self.in_packet[i]]))
+            self._rule("commit-align", cons)
+        self.cycles = sum(c * self.j[k] for k, c in packets.items())
+        m.Minimize(self.cycles * (hw.MAX_SEQUENCER_ENTRIES + len(pieces) + 2) + entries)
+
+    def _into_packet(self, run: int) -> Any:
+        """1 when the innermost Time loop merges into the packet's entry (it is the packet's
+        outermost piece's contiguous successor); ``last[i]``: loop i is innermost in Time
+        and merges so."""
+        m, n, ps = self.m, len(self.pieces), self.pieces
+        self.last: dict[int, Any] = {}
+        terms = []
+        for i in range(n):
+            for k in range(1, run + 1):  # packet of the innermost k pieces, outermost n - k
+                top = n - k
+                if i < top and ps[i].weight == ps[top].count * ps[top].weight:
+                    lit = m.NewBoolVar(f"into_{i}_{k}")
+                    m.AddBoolAnd([self.arc[i, n], self.j[k]]).OnlyEnforceIf(lit)
+                    m.AddBoolOr([self.arc[i, n].Not(), self.j[k].Not(), lit])
+                    terms.append(lit)
+                    self.last.setdefault(i, []).append(lit)
+        for i, lits in list(self.last.items()):
+            any_ = m.NewBoolVar(f"last_{i}")
+            m.AddMaxEquality(any_, lits)
+            self.last[i] = any_
+        return sum(terms)
+
+    def _rule(self, rule: str, constraints: list) -> None:
+        lit = self.req[rule] = self.m.NewBoolVar(f"req_{rule}")
+        for c in constraints:
+            c.OnlyEnforceIf(lit)
+
+    def decode(self, s) -> tuple[list[int], int]:
+        """A solution: the Time pieces outermost first, and the packet's piece count."""
+        n = len(self.pieces)
+        j = next(k for k, v in self.j.items() if s.Value(v))
+        order, cur = [], n
+        while True:
+            nxt = next((k for k in range(n + 1) if k != cur and (cur, k) in self.arc
+                        and s.Value(self.arc[cur, k])), n)
+            if nxt == n:
+                return order, j
+            order.append(nxt)
+            cur = nxt
+
+    def exclude(self, order: list[int], j: int) -> None:
+        n = len(self.pieces)
+        chain = [n] + order + [n]
+        lits = [self.arc[a, b] for a, b in zip(chain, chain[1:]) if (a, b) in self.arc]
+        self.m.AddBoolOr([x.Not() for x in lits] + [self.j[j].Not()])
+
+
+def _stream(memory: Tensor, pieces: list[Piece], order: list[int], j: int) -> Tensor:
+    axes = memory.dims["element"].axes
+    n = len(pieces)
+    time = ", ".join(pieces[i].term() for i in order) or "1"
+    packet = ", ".join(p.term() for p in pieces[n - j:]) or "1"
+    dims = {d: memory.dims[d] for d in tu.SPATIAL}
+    dims["time"] = parse(f"m![{time}]", axes, "time")
+    dims["packet"] = parse(f"m![{packet}]", axes, "packet")
+    return Tensor("stream", "stream", memory.dtype, dims)
+
+
+def search(engine: str, memory: Tensor, context: str, chips: int, time_limit: float = 10.0,
+           seed: int = 0, workers: int = 1) -> Found:
+    """The fastest legal stream (Time order and Packet) of a Fetch or Commit of ``memory``."""
+    deadline = _time.perf_counter() + time_limit
+    eb = memory.elem_bytes
+    pieces, run = pieces_of(memory, hw.FETCH_MAX_READ_BYTES // eb)
+    if not pieces:
+        raise fail("bad-request", detail=f"{memory.describe()} holds one element per slice: "
+                   "there is no stream to plan", fix="give the stream: time 'm![1]', packet "
+                   "'m![1]'")
+    total = 1
+    for p in pieces:
+        total *= p.count
+    packets = _packets(pieces, run, eb, engine, context, total)
+    model = _Model(pieces, run, packets, engine, eb)
+    model.m.AddAssumptions(list(model.req.values()))
+    found = Found(None, False, pieces=[p.term() for p in pieces])
+    while found.lowered < MAX_PLANS:
+        s = model.cp.CpSolver()
+        s.parameters.num_workers = max(workers, 1)
+        s.parameters.random_seed = seed
+        s.parameters.max_time_in_seconds = max(deadline - _time.perf_counter(), 0.05)
+        status = s.Solve(model.m)
+        if status == model.cp.INFEASIBLE:
+            if found.lowered == 0:
+                found.conflict = _conflict(model, s, memory, engine)
+            return found
+        if status not in (model.cp.OPTIMAL, model.cp.FEASIBLE):
+            return found  # the time limit: no plan, or none proven
+        order, j = model.decode(s)
+        found.lowered += 1
+        try:
+            plan = tu.lower(engine, memory, _stream(memory, pieces, order, j), context, chips)
+        except TcplanError as err:
+            if err.kind == "input":
+                raise
+            for v in err.violations:
+                found.rejected[v.rule] = found.rejected.get(v.rule, 0) + 1
+                found.examples.setdefault(v.rule, v)
+            model.exclude(order, j)
+            continue
+        found.plan, found.optimal = plan, status == model.cp.OPTIMAL
+        return found
+    return found
+
+
+def _conflict(model: _Model, s, memory: Tensor, engine: str) -> list[Violation]:
+    """The model's core: the rules no order and packet satisfy together."""
+    names = {v.Index(): r for r, v in model.req.items()}
+    core = [names[i] for i in s.SufficientAssumptionsForInfeasibility() if i in names]
+    return [Violation("plan-no-layout", tuple(core), {
+        "pieces": ", ".join(p.term() for p in model.pieces),
+        "rules": "; ".join(f"[{r}] {RULES[r].title}" for r in core)
+        + f" (a {engine.title()} of {memory.describe()})"})]

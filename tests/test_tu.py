@@ -1,0 +1,273 @@
+"""Fetch and Commit moves (issue 24, item 3; model/tu.py, planner/kinds/tu.py,
+planner/tu_search.py, executor/tu.py): the per-slice config with every sequencer rule and
+the three of their own, the accesses and cycles of the guide's examples, the longest run on
+one DM bank against a brute-force walk, the free stream against every order and packet,
+execution and verification, and graphs where a DMA and a Fetch share a DM tensor."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tcplan
+from tcplan.model import tu
+from tcplan.model.rules import TcplanError
+from tcplan.planner.tu_search import _packets, pieces_of, search
+
+
+def _problem(kind: str, axes: str, element: str, time: str, packet: str, dtype: str = "bf16",
+             context: str = "main", slice_: str = "m![1 # 256]", address: int = 0) -> str:
+    role = "source" if kind == "fetch" else "destination"
+    stream = ("{time: free, packet: free}" if time == "free" else
+              f"{{time: '{time}', packet: '{packet}'}}")
+    return (f"kind: {kind}\ndtype: {dtype}\naxes: {axes}\n{role}: {{tier: dm, slice: "
+            f"'{slice_}', element: '{element}', address: {address}}}\nstream: {stream}\n"
+            f"context: {context}\n")
+
+
+def _verify(*args, **kw):
+    return tcplan.verify(tcplan.loads(_problem(*args, **kw)))
+
+
+# ---- the guide's examples (book: moving-tensors/fetch-engine.md, commit-engine.md) -------
+@pytest.mark.parametrize("time, packet, cycles", [
+    ("m![A, B]", "m![C # 8]", 15),     # 15 packets of 8 bytes, one 8-byte read each
+    ("m![A]", "m![[B, C] # 16]", 3),   # 3 packets of 16 bytes
+])
+def test_fetch_packet_padding(time, packet, cycles):
+    """The same 30-byte f8 tensor (A=3, B=5, C=2) fetched with padded packets: one read per
+    packet, so as many cycles as packets; the padding lanes are read, never checked."""
+    r = _verify("fetch", "{A: 3, B: 5, C: 2}", "m![A, B, C]", time, packet, dtype="f8e4m3")
+    assert r.verified and r.cycles == cycles and r.checked == 30
+
+
+@pytest.mark.parametrize("axes, element, dtype, entries, packet_bytes", [
+    ("{M: 4, K: 2, L: 32}", "m![M, K, L]", "i8", [(4, 64), (2, 32), (32, 1)], 32),
+    ("{M: 4, K: 2, W: 8}", "m![K, M, W]", "f32", [(4, 8), (2, 32), (8, 1)], 32),
+    ("{M: 4, K: 2, N: 8}", "m![K, M, N]", "i8", [(4, 8), (2, 32), (8, 1)], 8),
+])
+def test_commit_examples_write_each_packet_at_once(axes, element, dtype, entries,
+                                                     packet_bytes):
+    """The guide's three commits (no transpose, a transpose, a transpose of a trimmed
+    packet): the configs it prints, one write per packet, 8 packets."""
+    t = "m![M, K]"
+    p = "m![L]" if "L" in axes else "m![W]" if "W" in axes else "m![N]"
+    text = _problem("commit", axes, element, t, p, dtype=dtype)
+    plan = tcplan.lower(tcplan.loads(text)).plan
+    assert plan.config.entries == entries
+    assert plan.accesses_per_packet == 1 and plan.config.packet_bytes == packet_bytes
+    r = tcplan.verify(tcplan.loads(text))
+    assert r.verified and r.cycles == 8
+
+
+def test_sub_context_reads_8_bytes():
+    """The sub context reads 8 bytes at a time: a 32-byte packet takes 4 accesses."""
+    main = _verify("fetch", "{A: 64, B: 16}", "m![A, B]", "m![A]", "m![B]")
+    sub = _verify("fetch", "{A: 64, B: 16}", "m![A, B]", "m![A]", "m![B]", context="sub")
+    assert (main.cycles, sub.cycles) == (64, 256)
+    assert sub.breakdown["access_bytes"] == 8 and sub.breakdown["accesses_per_packet"] == 4
+
+
+def test_a_packet_not_contiguous_in_dm_is_refused():
+    """Packet m![A % 2, B] over Element m![A, B # 16] (bf16) is two runs of 8 elements: the
+    seed's Fetch/Commit sequencer takes a packet of more than one element only when it is
+    contiguous (seed 000 '제약 조건', packet fetch)."""
+    r = _verify("fetch", "{A: 4, B: 8}", "m![A, B # 16]", "m![A / 2]", "m![A % 2, B]")
+    assert r.verified is False and r.error.code == "innermost-access"
+
+
+# ---- the rules of their own -------------------------------------------------------------
+def _code(text: str) -> str:
+    with pytest.raises(TcplanError) as e:
+        tcplan.lower(tcplan.loads(text))
+    return {v.rule for v in e.value.violations}
+
+
+def test_bank_starvation():
+    """f32 rows of 128 B read two columns at a time (8-byte packets, one bank each): the
+    inner loop over the rows hits one bank R times in a row, then the next bank; 63 in a row
+    pass, 64 do not.  Single columns would share a bank with their neighbour: 2 R."""
+    def text(r, time="m![C / 2, R]", packet="m![C % 2]"):
+        return _problem("fetch", f"{{R: {r}, C: 32}}", "m![R, C]", time, packet, dtype="f32")
+    assert tcplan.lower(tcplan.loads(text(63))).plan.bank_run == 63
+    assert _code(text(64)) == {"dm-bank-starvation"}
+    assert _code(text(32, "m![C, R]", "m![1]")) == {"dm-bank-starvation"}  # 2 x 32 = 64
+    # a broadcast read repeating one address 64 times starves a DMA just the same
+    rep = _problem("fetch", "{X: 64, C: 16}", "m![C]", "m![C, X]", "m![1]")
+    assert _code(rep) == {"dm-bank-starvation"}
+
+
+def test_commit_align():
+    """A Commit writes 8-byte words: a bf16 packet of 2 elements (4 B) and a Time step of
+    12 B (bf16 rows of 4 elements padded to 6) are refused; an address off 8 bytes too."""
+    assert "commit-align" in _code(_problem("commit", "{A: 64, B: 2}", "m![A, B]", "m![A]",
+                                            "m![B]"))
+    assert _code(_problem("commit", "{A: 8, B: 4}", "m![A, B # 6]", "m![A]",
+                          "m![B]")) == {"commit-align"}
+    # the same Fetch is legal: reads are 1-byte aligned
+    assert tcplan.lower(tcplan.loads(_problem("fetch", "{A: 8, B: 4}", "m![A, B # 6]",
+                                              "m![A]", "m![B]"))).plan.cycles == 8
+    assert _code(_problem("commit", "{A: 8, B: 8}", "m![A, B]", "m![A]", "m![B]",
+                          address=4)) == {"commit-align"}
+
+
+def test_tu_placement_and_other_tiers():
+    text = _problem("fetch", "{A: 8, B: 16}", "m![A, B]", "m![A]", "m![B]")
+    text = text.replace("stream: {", "stream: {slice: 'm![A # 256]', ")
+    with pytest.raises(TcplanError) as e:
+        tcplan.lower(tcplan.loads(text))
+    assert e.value.code == "tu-placement" or "tu-placement" in {
+        v.rule for v in e.value.violations}
+    trf = ("kind: fetch\ndtype: bf16\naxes: {A: 8, B: 16}\nsource: {tier: vrf, slice: "
+           "'m![1 # 256]', element: 'm![A, B]'}\nstream: {time: free, packet: free}\n")
+    with pytest.raises(TcplanError) as e:
+        tcplan.loads(trf, "t.yaml")
+    msg = e.value.to_json()["message"]
+    assert e.value.code == "bad-problem" and msg.startswith("t.yaml:4:") and \
+        "Collect Engine" in msg
+
+
+# ---- the longest run on one bank, against brute force -----------------------------------
+def _brute_run(entries, width, base):
+    addrs = [base]
+    for n, s in entries:
+        addrs = [a + k * s for a in addrs for k in range(n)]
+    best, cur = 0, [0] * 16
+    for a in addrs:
+        banks = {((a + o) % 128) // 8 for o in range(width)}
+        for b in range(16):
+            cur[b] = cur[b] + 1 if b in banks else 0
+            best = max(best, cur[b])
+    return best
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 300), st.sampled_from(
+    [0, 1, 2, 4, 8, 16, 24, 32, 40, 64, 96, 128, 136, 256, 1000])), max_size=3),
+    st.sampled_from([1, 2, 4, 8, 16, 32]), st.integers(0, 255))
+def test_longest_bank_run_against_a_walk(entries, width, base):
+    if eval("*".join(str(n) for n, _ in entries) or "1") > 20000:
+        entries = entries[:1]
+    assert tu.longest_bank_run(entries, width, base) == _brute_run(entries, width, base)
+
+
+# ---- the free stream against every order and packet -------------------------------------
+def _brute_best(kind, memory, context):
+    """The fewest cycles over every Time order of the search's pieces and every packet of
+    their innermost contiguous run (each candidate lowered with every rule)."""
+    eb = memory.elem_bytes
+    pieces, run = pieces_of(memory, 32 // eb)
+    total = 1
+    for p in pieces:
+        total *= p.count
+    best = None
+    from tcplan.planner.tu_search import _stream
+    for j in _packets(pieces, run, eb, kind, context, total):
+        rest = list(range(len(pieces) - j))
+        for order in itertools.permutations(rest):
+            try:
+                plan = tu.lower(kind, memory, _stream(memory, pieces, list(order), j),
+                                context, 1)
+            except TcplanError:
+                continue
+            best = plan.cycles if best is None else min(best, plan.cycles)
+    return best
+
+
+ELEMENTS = ["m![A, B, C]", "m![C, A, B]", "m![B, C, A]", "m![A, B # {b2}, C]", "m![C, B, A]",
+            "m![A # {a2}, C, B]"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(ELEMENTS), st.sampled_from(["i8", "bf16", "f32"]),
+       st.sampled_from(["fetch", "commit"]), st.sampled_from(["main", "sub"]),
+       st.sampled_from([(4, 6, 8), (2, 3, 16), (8, 2, 4), (64, 2, 2)]))
+def test_free_stream_is_the_best_of_every_order(element, dtype, kind, context, sizes):
+    a, b, c = sizes
+    element = element.format(a2=2 * a, b2=2 * b)
+    text = _problem(kind, f"{{A: {a}, B: {b}, C: {c}}}", element, "free", "", dtype=dtype,
+                    context=context)
+    p = tcplan.loads(text)
+    memory = p.tensors["source" if kind == "fetch" else "destination"]
+    want = _brute_best(kind, memory, context)
+    found = search(kind, memory, context, 1)
+    got = found.plan.cycles if found.plan is not None else None
+    assert got == want, (found.rejected, found.conflict)
+    if found.plan is not None:
+        assert found.optimal
+        solved = tcplan.solve(p)
+        assert solved.verified is True and solved.cycles == want
+
+
+def test_free_stream_reaches_the_32_byte_bound():
+    r = tcplan.solve(tcplan.loads(_problem("fetch", "{N: 8, G: 2, D: 128}", "m![N, G, D]",
+                                           "free", "")))
+    assert r.status == "optimal" and r.verified
+    assert r.cycles == r.lower_bound == 8 * 2 * 128 * 2 // 32
+
+
+def test_no_free_stream_is_explained():
+    """f32 in rows padded to 12 bytes: no packet of more than one element is contiguous
+    beyond 12 bytes and a Commit needs 8-byte steps; the model's core names the rules."""
+    text = _problem("commit", "{A: 8, B: 3}", "m![A, B]", "free", "", dtype="f32")
+    code, rep = tcplan.explain(tcplan.loads(text)).exit_code, \
+        tcplan.explain(tcplan.loads(text)).to_json()
+    assert code == 1 and not rep["feasible"]
+    rules = {r for it in rep["conflict"] for r in [it["rule"]]}
+    assert rules == {"plan-no-layout"}
+    assert "commit-align" in rep["conflict"][0]["message"]
+
+
+# ---- graphs: a DM tensor written by a DMA and read by a Fetch ---------------------------
+GRAPH = """format: 1
+name: g
+kind: graph
+dtype: bf16
+axes: {N: 8, G: 2, D: 128, T: 512}
+tensors:
+  q: {tier: hbm, element: 'm![N, G, D]', given: true}
+  q_dm: {tier: dm, slice: 'm![T / 8, 1 # 4]', element: ELEMENT}
+  q_stream: {tier: stream, slice: 'm![T / 8, 1 # 4]', time: 'm![N, G, D / 16]', packet: 'm![D % 16]'}
+  s_in: {tier: stream, slice: 'm![T / 8, 1 # 4]', time: 'm![N, G]', packet: 'm![T % 8]', given: true}
+  s_dm: {tier: dm, slice: 'm![T / 8, 1 # 4]', element: 'm![N, G, T % 8]', address: 8192}
+ops:
+  - {name: load, kind: dma, source: q, destination: q_dm, stream: {cluster: free, slice: free, time: free, packet: free}}
+  - {name: fetch, kind: fetch, source: q_dm, stream: q_stream}
+  - {name: commit, kind: commit, stream: s_in, destination: s_dm}
+"""
+
+
+def test_graph_with_fetch_and_commit_verifies():
+    g = tcplan.loads(GRAPH.replace("ELEMENT", "'m![N, G, D]'"))
+    r = tcplan.solve(g)
+    assert r.status == "optimal" and r.verified is True
+    ops = {o["op"]: o for o in r.record["plan"]["ops"]}
+    assert ops["fetch"]["cycles"] == 8 * 2 * 8  # 128 packets of 32 B, one read each
+    assert ops["commit"]["cycles"] == 16
+    assert ops["load"]["cycles"] == 842  # the broadcast's bound (tests/test_broadcast.py)
+
+
+def test_graph_chooses_the_dm_layout_for_the_dma_and_the_fetch_jointly():
+    """q_dm's Element free over N, G, D: the Fetch's packet D % 16 must be contiguous, so
+    only orders ending in D are legal for it; the graph picks one both can run."""
+    g = tcplan.loads(GRAPH.replace("ELEMENT", "free, axes: [N, G, D]"))
+    r = tcplan.solve(g)
+    assert r.status == "optimal" and r.verified is True
+    chosen = r.record["plan"]["layouts"]["q_dm"]
+    assert chosen.endswith("D]")
+    ops = {o["op"]: o for o in r.record["plan"]["ops"]}
+    assert ops["fetch"]["cycles"] == 128 and ops["load"]["cycles"] == 842
+
+
+def test_graph_conflict_across_dma_and_fetch():
+    """Element m![D, N, G] for q_dm: the Fetch's packet is not contiguous: the conflict
+    names the Fetch."""
+    g = tcplan.loads(GRAPH.replace("ELEMENT", "{orders: ['m![D, N, G]', 'm![G, D, N]']}"))
+    r = tcplan.solve(g)
+    assert r.status == "infeasible"
+    e = tcplan.explain(g).to_json()
+    assert not e["feasible"] and "fetch" in str(e["conflict"])
