@@ -150,8 +150,10 @@ class _Parser:
     def atom(self) -> Node:
         kind, tok, col = self.take()
         if kind == "num":
-            if len(tok) > 40:  # (Python refuses to convert over 4,300 digits; none fit a dtype)
-                raise _bad(self.text, col, f"{tok[:20]}... is too long for a constant")
+            try:  # (Python refuses to convert over 4,300 digits; none fit a dtype)
+                limits.number_text(tok)
+            except limits.NumberTooLong as e:
+                raise _bad(self.text, col, e.detail) from None
             v: Any = int(tok, 0) if re.fullmatch(r"0[xX][0-9a-fA-F]+|\d+", tok) else float(tok)
             if isinstance(v, int) and v >= 1 << 63:
                 raise _bad(self.text, col, f"{tok} is beyond 64 bits")

@@ -10,8 +10,8 @@ from tcplan.planner.kinds import REGISTRY, Kind, kind_of
 from tcplan.planner.spec import load_problem
 
 #: the kinds docs/problem-format.md documents
-KINDS = ("layout", "sequence", "dma", "pcie", "redistribute", "gather", "scatter", "vector",
-         "lane_fold", "expression", "graph")
+KINDS = ("layout", "sequence", "dma", "pcie", "fetch", "commit", "redistribute", "gather",
+         "scatter", "vector", "lane_fold", "expression", "graph")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -123,6 +123,7 @@ class TensorUnitMove(Kind):
                "lower_bound": bound, "bound_ratio": round(plan.cycles / bound, 3),
                "plan": plan.to_json(), "rejected": rejected, "check": opts.verify,
                "solve_time": round(solve_s, 3), "breakdown": plan.breakdown()}
+        t1 = _time.perf_counter()
         if opts.verify == "none":
             out.update(verified=None, checked=0)
         else:
@@ -131,6 +132,8 @@ class TensorUnitMove(Kind):
                                                               opts.seed)["checked"])
             except TcplanError as err:
                 out.update(verified=False, checked=0, error=err.to_json())
+        out["times"] = {"plan": round(solve_s, 3),
+                        "verify": round(_time.perf_counter() - t1, 3)}
         return Solved(out, plan, exit=EXIT_RULE if out["verified"] is False else EXIT_OK)
 
     def solve_text(self, problem, solved: Solved) -> str:
