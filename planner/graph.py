@@ -185,6 +185,9 @@ def _tensors(ctx: _Ctx, spec: Any) -> dict[str, GraphTensor]:
         if not isinstance(given, bool):
             raise doc.error(keys + ("given",), f"{given!r} is not true or false",
                             "given: true (the tensor holds data when the graph starts)")
+        if t.get("tier") in ("trf", "vrf"):  # (a chain's VRF operands are the op's own)
+            from .kinds import refuse_unmodelled
+            refuse_unmodelled(doc, keys + ("tier",), t["tier"])
         base = {k: v for k, v in t.items() if k not in GRAPH_TENSOR_KEYS}
         cands = _candidates(ctx, keys, t)
         first = ctx.tensor(keys, {**base, "element": cands[0]} if cands else base, str(name),
@@ -260,6 +263,9 @@ def _ops(doc, spec: Any, tensors: dict[str, GraphTensor]) -> list[GraphOp]:
             raise doc.error(keys, "expected an op: a mapping with its kind and tensors",
                             "{name: load, kind: dma, source: x, destination: y}")
         kind, roles_of = o.get("kind"), op_roles()
+        if isinstance(kind, str):
+            from .kinds import refuse_unmodelled
+            refuse_unmodelled(doc, keys + ("kind",), kind)
         if not isinstance(kind, str) or kind not in roles_of:
             what = (f"{kind!r} is not a graph op" + _did_you_mean(kind, roles_of)
                     if "kind" in o else "missing")

@@ -289,8 +289,10 @@ def problem_from(doc: Any, data: Any, path: str) -> Problem:
     if not isinstance(data, dict):
         raise doc.error((), "a problem is a YAML mapping (key: value lines)",
                         "start from docs/problem-format.md")
-    from .kinds import REGISTRY
+    from .kinds import REGISTRY, refuse_unmodelled
     kind = data.get("kind")
+    if isinstance(kind, str):
+        refuse_unmodelled(doc, ("kind",), kind)
     if not isinstance(kind, str) or kind not in REGISTRY:
         what = (f"{kind!r} is not a problem kind" + _did_you_mean(kind, REGISTRY)
                 if "kind" in data else "missing")

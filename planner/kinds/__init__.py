@@ -155,6 +155,35 @@ def key_sets(extra: set[str], required: set[str]) -> tuple[frozenset[str], froze
     return frozenset(extra), frozenset(required)
 
 
+#: what real kernels do that tcplan does not express yet, with the reason (docs/kernels.md):
+#: a problem or a graph op of one of these kinds is refused at its line, saying so
+UNMODELLED: dict[str, str] = {
+    "contraction": "the Contraction Engine computes rather than moves (contract_outer, "
+                   "contract_packet, contract_time: the outer product and its reducers over "
+                   "a TRF operand); of it tcplan models only the Lane Folder (kind: lane_fold)",
+    "switch": "the Switch Engine moves a stream between slices (broadcasts, inter-slice "
+              "transposes); its topologies and their costs are not modelled",
+    "transpose": "the Transpose Engine reorders a stream between Time and Packet inside a "
+                 "slice; its buffer and the shapes it takes are not modelled",
+    "cast": "the Cast Engine converts a stream's dtype (f32 to bf16, padding the packet); "
+            "tcplan's moves keep one dtype end to end",
+    "collect": "the Collect Engine packs a fetched stream into 32-byte flits and writes TRF "
+               "and VRF tensors (to_trf, to_vrf); no op tcplan models reads or writes them",
+}
+for _alias, _to in (("contract", "contraction"), ("to_trf", "collect"), ("to_vrf", "collect"),
+                    ("trf", "collect"), ("vrf", "collect")):
+    UNMODELLED[_alias] = UNMODELLED[_to]
+
+
+def refuse_unmodelled(doc, keys: tuple, kind: str) -> None:
+    """A located error for a kind tcplan does not express (``UNMODELLED``), else nothing."""
+    why = UNMODELLED.get(kind)
+    if why is not None:
+        raise doc.error(keys, f"{kind!r} is not modelled: {why} (docs/kernels.md)",
+                        "write the data movement around it: dma, fetch and commit ops, the "
+                        "computed stream a given tensor (docs/graphs.md)")
+
+
 REGISTRY: dict[str, Kind] = {}
 
 

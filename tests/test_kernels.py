@@ -1,0 +1,49 @@
+"""Real kernels (issue 24, items 4 and 5): the Qwen3 decode kernels' data movement in
+problems/kernels/qwen3/, and what those kernels do that tcplan does not express, refused
+with a located error that says so (planner/kinds UNMODELLED; docs/kernels.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+import tcplan
+from tcplan.model.rules import TcplanError
+from tcplan.planner.kinds import UNMODELLED
+
+
+@pytest.mark.parametrize("kind", ["contraction", "switch", "transpose", "cast", "collect"])
+def test_an_unmodelled_engine_as_a_problem_is_refused_at_its_line(kind):
+    with pytest.raises(TcplanError) as e:
+        tcplan.loads(f"format: 1\nkind: {kind}\naxes: {{A: 4}}\n", "k.yaml")
+    msg = e.value.to_json()["message"]
+    assert e.value.code == "bad-problem" and msg.startswith("k.yaml:2:7: kind:")
+    assert "not modelled" in msg and UNMODELLED[kind] in msg and "docs/kernels.md" in msg
+
+
+GRAPH = """kind: graph
+dtype: bf16
+axes: {A: 64, B: 16}
+tensors:
+  x: {tier: dm, slice: 'm![A]', element: 'm![B]', given: true}
+  y: {tier: dm, slice: 'm![A]', element: 'm![B]', address: 64}
+ops:
+  - {name: s, kind: switch, source: x, destination: y}
+"""
+
+
+def test_an_unmodelled_engine_as_a_graph_op_is_refused_at_its_line():
+    with pytest.raises(TcplanError) as e:
+        tcplan.loads(GRAPH, "g.yaml")
+    msg = e.value.to_json()["message"]
+    assert msg.startswith("g.yaml:8:") and "'switch' is not modelled" in msg
+    assert "Switch Engine" in msg
+
+
+def test_a_trf_tensor_in_a_graph_is_refused_at_its_tier():
+    text = GRAPH.replace("y: {tier: dm, slice: 'm![A]', element: 'm![B]', address: 64}",
+                         "y: {tier: trf, slice: 'm![A]', lane: 'm![1]', element: 'm![B]'}")
+    with pytest.raises(TcplanError) as e:
+        tcplan.loads(text, "g.yaml")
+    msg = e.value.to_json()["message"]
+    assert msg.startswith("g.yaml:6:") and "'trf' is not modelled" in msg
+    assert "Collect Engine" in msg
