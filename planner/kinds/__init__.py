@@ -25,6 +25,7 @@ method             what it does
 ``execute``        run a graph's op on the graph's shared memories
 ``given_values``   seed data for a given tensor the op reads, when random bits will not do
 ``graph_summary``  what a graph's plan says of the op beside its cycles
+``lower_bound``    the cycles no plan of the op's problem beats (a graph reports it per op)
 ``trace_warnings`` the placement rules a tensor breaks (``tcplan trace``)
 =================  =========================================================================
 """
@@ -137,6 +138,10 @@ class Kind:
     def graph_summary(self, plan) -> dict[str, Any]:
         """What a graph's plan says of this op beside its cycles (a DMA: its stream)."""
         return {}
+
+    def lower_bound(self, problem, plan) -> int | None:
+        """Cycles no plan of the op's problem beats (None: no bound modelled)."""
+        return None
 
     def given_values(self, problem, plan, role: str, seed: int) -> Any:
         """The data a given tensor the op reads under ``role`` is seeded with, when random

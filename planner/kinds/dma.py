@@ -103,6 +103,10 @@ class Dma(Kind):
     def graph_summary(self, plan) -> dict[str, Any]:
         return {"stream": {d: m.text() for d, m in plan.stream_dims.items()}}
 
+    def lower_bound(self, problem, plan) -> int | None:
+        from tcplan.model.cost import lower_bound
+        return lower_bound(plan)
+
     def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
         from tcplan.executor.run import carried_axes, execute, over_axes, place, verify
         axes = problem.axes

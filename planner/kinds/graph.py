@@ -95,8 +95,10 @@ def _breakdown(gp) -> dict[str, Any]:
 
 def _op_json(row) -> dict[str, Any]:
     from . import kind_of
+    kind = kind_of(row.problem)
     return {"op": row.problem.name, "kind": row.problem.kind, "cycles": row.cycles,
-            **kind_of(row.problem).graph_summary(row.plan)}
+            "lower_bound": kind.lower_bound(row.problem, row.plan),
+            **kind.graph_summary(row.plan)}
 
 
 def solve_graph(problem, opts: Options) -> Solved:
@@ -158,7 +160,11 @@ def graph_text(problem, gp) -> str:
         how = (f"; Time {j['stream']['time']}, Packet {j['stream']['packet']}"
                if "stream" in j else f"; {j['invocations']} invocation(s)"
                if "invocations" in j else "")
-        lines.append(f"  op {op.name} ({op.kind} {_flow(op)}): {_cycles(row.cycles)}{how}")
+        bound = ("" if j["lower_bound"] is None or row.cycles is None else
+                 " (at its lower bound)" if row.cycles <= j["lower_bound"] else
+                 f" (lower bound {j['lower_bound']:,})")
+        lines.append(f"  op {op.name} ({op.kind} {_flow(op)}): {_cycles(row.cycles)}{bound}"
+                     f"{how}")
     if gp.unmodelled:
         lines.append("  (cycles not modelled, counted 0: " + ", ".join(gp.unmodelled) + ")")
     return "\n".join(lines)

@@ -168,6 +168,19 @@ class TensorUnitMove(Kind):
                                  f"{b['packets']:,} packets per slice",
                    "binding": tu.binding(plan, problem.params["free"])}
 
+    def given_values(self, problem, plan, role: str, seed: int) -> Any:
+        """A Commit's given stream (what the Tensor Unit computed) holds values of the
+        tensor it is written into: random bits of that dtype."""
+        if plan.engine != "commit" or role != "stream":
+            return None
+        from tcplan.executor.run import carried_axes, tensor_bits
+        axes = problem.axes
+        kept = carried_axes(plan.stream, axes)
+        return tensor_bits({a: axes[a] for a in kept}, plan.memory.dtype, seed)
+
+    def lower_bound(self, problem, plan) -> int | None:
+        return tu.lower_bound(plan, problem.params["free"])
+
     def graph_summary(self, plan) -> dict[str, Any]:
         return {"stream": {d: plan.stream.dims[d].text() for d in ("time", "packet")},
                 "context": plan.context}
