@@ -39,7 +39,8 @@ from tcplan.model.cost import lower_bound  # noqa: E402
 from tcplan.model.rules import TcplanError  # noqa: E402
 from tcplan.planner.chains import plan_expression  # noqa: E402
 from tcplan.planner.hops import plan_hops  # noqa: E402
-from tcplan.planner.layout import plan_free, search  # noqa: E402
+from tcplan.planner.layout import search  # noqa: E402
+from tcplan.planner.dma_plan import plan_free
 from tcplan.planner.spec import load_problem  # noqa: E402
 
 

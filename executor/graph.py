@@ -18,18 +18,20 @@ from .memory import Memories
 from .run import as_dtype, extents, place, tensor_bits, verify
 
 
-def run_graph(g, gp, seed: int = 0, inputs: dict[str, np.ndarray] | None = None,
+def run_graph(g, gp, kinds: dict, seed: int = 0,
+              inputs: dict[str, np.ndarray] | None = None,
               progress=None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Run a planned graph: (every tensor's mathematical values, the report).  ``inputs``:
-    given tensors by name, and a chain op's VRF operands as ``OP.NAME``."""
-    from tcplan.planner.kinds import REGISTRY
+    """Run a planned graph: (every tensor's mathematical values, the report).  ``kinds``:
+    the problem kinds by name, each op run by its own (the planner hands its registry in:
+    the executor imports nothing of the planner).  ``inputs``: given tensors by name, and a
+    chain op's VRF operands as ``OP.NAME``."""
     inputs = inputs or {}
     tensors = {n: g.tensor(n, gp.layout) for n in g.tensors}
     mem = Memories(extents(list(tensors.values())))
     values: dict[str, np.ndarray] = {}
     for k, (n, t) in enumerate(tensors.items()):
         if g.tensors[n].given:
-            values[n] = _given(g, gp, n, t, inputs.get(n), seed + k)
+            values[n] = _given(g, gp, kinds, n, t, inputs.get(n), seed + k)
             if t.tier != "stream":  # a given stream comes from the Tensor Unit's compute
                 place(mem, t, g.axes_of([n]), values[n])
     for step, i in enumerate(g.order, 1):
@@ -37,7 +39,7 @@ def run_graph(g, gp, seed: int = 0, inputs: dict[str, np.ndarray] | None = None,
         reads = {r: values[op.roles[r]] for r in op.read_roles}
         reads.update({"vrf:" + k.split(".", 1)[1]: v for k, v in inputs.items()
                       if k.startswith(op.name + ".")})  # (a chain's VRF operands)
-        out = REGISTRY[op.kind].execute(row.problem, row.plan, mem,
+        out = kinds[op.kind].execute(row.problem, row.plan, mem,
                                         {r: tensors[n] for r, n in op.roles.items()},
                                         reads, seed)
         for role, v in out.items():
@@ -54,17 +56,17 @@ def run_graph(g, gp, seed: int = 0, inputs: dict[str, np.ndarray] | None = None,
                               "back against what it must hold (holding rule)"}
 
 
-def _given(g, gp, name: str, t, user: np.ndarray | None, seed: int) -> np.ndarray:
+def _given(g, gp, kinds: dict, name: str, t, user: np.ndarray | None, seed: int
+           ) -> np.ndarray:
     """A given tensor's data: the user's (over its axes, in its dtype), or seeded: as the
     first op reading it asks (an index tensor: valid rows), else random bits."""
-    from tcplan.planner.kinds import REGISTRY
     axes = g.axes_of([name])
     if user is None:
         for i in g.order:
             op, row = g.ops[i], gp.ops[i]
             for role in op.read_roles:
                 if op.roles[role] == name:
-                    v = REGISTRY[op.kind].given_values(row.problem, row.plan, role, seed)
+                    v = kinds[op.kind].given_values(row.problem, row.plan, role, seed)
                     if v is not None:
                         return v
         return tensor_bits(axes, t.dtype, seed)

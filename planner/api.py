@@ -229,7 +229,7 @@ def verify(problem: Problem | str | pathlib.Path, *, seed: int = 0,
            progress: Callback | None = None) -> VerifyResult:
     """Lower a problem, execute its plan over simulated memories on seeded data, check what
     it must hold, and time it (``progress`` as for :func:`solve`)."""
-    from tcplan.executor.verify import verify_problem
+    from .lowering import verify_problem
     p = _problem(problem)
     try:
         report = verify_problem(p, seed, progress)

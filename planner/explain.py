@@ -25,7 +25,7 @@ from .layout import BOUND_PACKET as BOUND
 
 def _feasible(problem, keep: set[str], pool: set[str]) -> tuple[bool, set[str]]:
     """Plannable with only ``keep`` enforced (of ``pool``)? Also: rules that newly reject."""
-    from .layout import plan_free
+    from .dma_plan import plan_free
     bound = problem.params.get("bounds", {}).get("packet_max_bytes") if BOUND in keep \
         else None
     relax = frozenset(r for r in pool if r != BOUND and r not in keep)
@@ -64,7 +64,7 @@ def minimal_conflict(problem, rejected: set[str]) -> list[str]:
 def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
     """(exit code, report): 1 with the conflict for an infeasible problem, 0 otherwise (the
     problem's kind says how: planner/kinds/)."""
-    from .kinds import kind_of
+    from .registry import kind_of
     return kind_of(problem).explain(problem, seed)
 
 
@@ -72,7 +72,7 @@ def explain_dma(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
     """A DMA or PCIe problem: its minimal conflict, or what binds its plan."""
     from tcplan.model.cost import dma_cycles, lower_bound
 
-    from .layout import plan_free, planned
+    from .dma_plan import plan_free, planned
     from .lowering import lower_problem
     free = planned(problem)
     if problem.params.get("hops", 1) > 1:
@@ -156,7 +156,8 @@ def explain_dma(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
 def _bounds_binding(problem, best: int, seed: int) -> list[dict[str, Any]]:
     """The problem's bounds that bind: planned again without one, a faster plan exists (it
     may sit in another Slice candidate or padding, which one search does not see)."""
-    from .layout import BOUND_ALIGN, BOUND_FOOTPRINT, BOUND_PACKET, plan_free
+    from .layout import BOUND_ALIGN, BOUND_FOOTPRINT, BOUND_PACKET
+    from .dma_plan import plan_free
     bounds = problem.params.get("bounds", {})
     fs = problem.params.get("free_slice") or {}
     present = [k for k, on in ((BOUND_PACKET, bounds.get("packet_max_bytes") is not None),

@@ -32,8 +32,8 @@ from .spec import SubDoc, _Ctx, _did_you_mean, problem_from
 def op_roles() -> dict[str, dict[str, tuple[bool, bool]]]:
     """The kinds a graph's op may be, with the keys it names tensors with: role -> (reads
     it, its spec goes into the op's problem), as each kind declares (``Kind.graph_roles``)."""
-    from .kinds import REGISTRY
-    return {n: k.graph_roles[n] for n, k in REGISTRY.items() if n in k.graph_roles}
+    from .registry import kinds
+    return {n: k.graph_roles[n] for n, k in kinds().items() if n in k.graph_roles}
 
 #: a tensor's keys in a graph beside those of a tensor in any problem
 GRAPH_TENSOR_KEYS = {"given", "axes"}
@@ -138,9 +138,9 @@ def load_graph(ctx: _Ctx, data: dict) -> Graph:
     tensors = _tensors(ctx, data.get("tensors"))
     ops = _ops(doc, data.get("ops"), tensors)
     g = Graph(doc, base, tensors, ops, objective)
-    from .kinds import REGISTRY
+    from .registry import kinds
     for op in ops:
-        if REGISTRY[op.kind].graph_same_axes:
+        if kinds()[op.kind].graph_same_axes:
             _same_axes(g, op)
     _dag(g)
     _disjoint(g)
@@ -186,7 +186,7 @@ def _tensors(ctx: _Ctx, spec: Any) -> dict[str, GraphTensor]:
             raise doc.error(keys + ("given",), f"{given!r} is not true or false",
                             "given: true (the tensor holds data when the graph starts)")
         if t.get("tier") in ("trf", "vrf"):  # (a chain's VRF operands are the op's own)
-            from .kinds import refuse_unmodelled
+            from .registry import refuse_unmodelled
             refuse_unmodelled(doc, keys + ("tier",), t["tier"])
         base = {k: v for k, v in t.items() if k not in GRAPH_TENSOR_KEYS}
         cands = _candidates(ctx, keys, t)
@@ -264,7 +264,7 @@ def _ops(doc, spec: Any, tensors: dict[str, GraphTensor]) -> list[GraphOp]:
                             "{name: load, kind: dma, source: x, destination: y}")
         kind, roles_of = o.get("kind"), op_roles()
         if isinstance(kind, str):
-            from .kinds import refuse_unmodelled
+            from .registry import refuse_unmodelled
             refuse_unmodelled(doc, keys + ("kind",), kind)
         if not isinstance(kind, str) or kind not in roles_of:
             what = (f"{kind!r} is not a graph op" + _did_you_mean(kind, roles_of)
@@ -368,8 +368,8 @@ def _op_problem(g: Graph, op: GraphOp, layout: dict[str, str]):
 def _same_axes(g: Graph, op: GraphOp) -> None:
     """An op moves or computes a tensor over one set of axes: its tensors carry them all;
     a move's written tensor may carry more (a broadcast: ``Kind.graph_broadcast``)."""
-    from .kinds import REGISTRY
-    wider = REGISTRY[op.kind].graph_broadcast
+    from .registry import kinds
+    wider = kinds()[op.kind].graph_broadcast
     first = op.reads[0] if op.reads else next(iter(op.roles.values()))
     base = set(g.tensors[first].axes)
     for role, t in op.roles.items():

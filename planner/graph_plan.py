@@ -82,7 +82,7 @@ class GraphPlan:
 
 def evaluate(g: Graph, opts) -> dict[int, list[OpChoice]]:
     """Every op under every combination of its free tensors' candidate layouts."""
-    from .kinds import REGISTRY
+    from .registry import kinds
     total = sum(len(g.choices(op)) for op in g.ops)
     limits.check(total, limits.GRAPH_EVALUATIONS_MAX, "layout choices of the graph's ops",
                  "plans", {f"op {op.name}": len(g.choices(op)) for op in g.ops},
@@ -95,7 +95,7 @@ def evaluate(g: Graph, opts) -> dict[int, list[OpChoice]]:
             row = OpChoice(layout)
             try:
                 row.problem = g.op_problem(op, layout)
-                kind = REGISTRY[op.kind]
+                kind = kinds()[op.kind]
                 row.plan, row.cycles, row.proven = kind.plan(row.problem, opts)
                 kind.check_tensors(row.problem, row.plan, {
                     r: g.tensor(t, layout) for r, t in op.roles.items()})

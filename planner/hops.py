@@ -6,7 +6,7 @@ order of its pieces (the common refinement of both sides' digits), at a scratch 
 both tensors.  Its order is a free HBM layout, chosen by the same outer model of the HBM
 address bits as a free source (:class:`planner.bits.SourceMaster`, as the second hop's
 source): each order it proposes is planned as two hops, each one layout search
-(:func:`planner.layout.plan_free`), against the direct transfer; the search stops when the
+(:func:`planner.dma_plan.plan_free`), against the direct transfer; the search stops when the
 model's bound plus the first hop's floor reaches the best (docs/decisions.md item 77).
 """
 
@@ -22,7 +22,8 @@ from tcplan.model.rules import TcplanError, fail
 from tcplan.model.tiers import Tensor, free_address
 
 from .bits import Digit
-from .layout import pieces_of, plan_free
+from .layout import pieces_of
+from .dma_plan import plan_free
 from .sources import FreeSource, outer_model, write_chain
 
 #: intermediates start on a boundary of this many bytes past both tensors (a tidy scratch
@@ -100,7 +101,7 @@ def _first_hop_floor(problem, fs: FreeSource) -> int:
     all; the least engine floor over its options (0 when none lowers)."""
     from tcplan.model.cost import engine_floor
 
-    from .layout import Choices
+    from .dma_plan import Choices
     first = next(fs.orders())
     choices = Choices(_sub(problem, problem.tensors["source"], fs.tensor(first)))
     floors = []
@@ -120,7 +121,7 @@ def plan_hops(problem, time_limit: float = 10.0, seed: int = 0) -> HopPlan:
     the best (docs/decisions.md item 77)."""
     import time
 
-    from .layout import Choices
+    from .dma_plan import Choices
     t = problem.tensors
     src, dst = t["source"], t["destination"]
     deadline = time.perf_counter() + time_limit

@@ -1,5 +1,6 @@
 """Problem -> configs: the one place that turns a loaded problem into what the hardware runs
-(used by `tcplan lower`, `verify` and `run`)."""
+(used by `tcplan lower`, `verify` and `run`), and `tcplan verify`: the configs executed and
+checked, each as the problem's kind does it."""
 
 from __future__ import annotations
 
@@ -11,8 +12,29 @@ from tcplan.model import tiers
 def lower_problem(problem: Any) -> Any:
     """The configs of a problem (a DmaPlan, a SequencerConfig, ...; raises TcplanError):
     its kind's ``lower`` (planner/kinds/)."""
-    from .kinds import kind_of
+    from .registry import kind_of
     return kind_of(problem).lower(problem)
+
+
+def verify_problem(problem, seed: int = 0, progress=None) -> dict[str, Any]:
+    """Raises TcplanError (a rule, or a verification mismatch) or returns the report: the
+    problem lowered, checked against the simulator's limits, and verified, each as its
+    kind does it (planner/kinds/; the executor runs what the kind hands it).  ``progress``:
+    the callback of planner/progress.py, told how execution and checking advance."""
+    import time
+
+    from tcplan.executor.run import check_sizes
+
+    from .registry import kind_of
+    kind = kind_of(problem)
+    t0 = time.perf_counter()
+    plan = kind.lower(problem)
+    check_sizes(problem)
+    t1 = time.perf_counter()
+    report = kind.verify(problem, plan, seed, progress)
+    # (executing and checking are one pass here)
+    report["times"] = {"lower": round(t1 - t0, 3), "verify": round(time.perf_counter() - t1, 3)}
+    return report
 
 
 class LayoutReport:

@@ -27,8 +27,8 @@ COMMON_KEYS = {"format", "name", "description", "kind", "chips", "dtype", "axes"
 def kind_keys() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
     """Each problem kind's top-level keys and the ones it requires, as its module in
     planner/kinds/ declares them (the loader and ``tcplan schema`` read them here)."""
-    from .kinds import REGISTRY
-    return {name: kind.keys[name] for name, kind in REGISTRY.items()}
+    from .registry import kinds
+    return {name: kind.keys[name] for name, kind in kinds().items()}
 
 
 STEP_OPS = ("chip_shuffle", "cluster_swap", "chip_slice", "cluster_slice",
@@ -289,15 +289,16 @@ def problem_from(doc: Any, data: Any, path: str) -> Problem:
     if not isinstance(data, dict):
         raise doc.error((), "a problem is a YAML mapping (key: value lines)",
                         "start from docs/problem-format.md")
-    from .kinds import REGISTRY, refuse_unmodelled
+    from .registry import kinds, refuse_unmodelled
     kind = data.get("kind")
     if isinstance(kind, str):
         refuse_unmodelled(doc, ("kind",), kind)
-    if not isinstance(kind, str) or kind not in REGISTRY:
-        what = (f"{kind!r} is not a problem kind" + _did_you_mean(kind, REGISTRY)
+    known = kinds()
+    if not isinstance(kind, str) or kind not in known:
+        what = (f"{kind!r} is not a problem kind" + _did_you_mean(kind, known)
                 if "kind" in data else "missing")
-        raise doc.error(("kind",), what, "use one of " + ", ".join(REGISTRY))
-    the_kind = REGISTRY[kind]
+        raise doc.error(("kind",), what, "use one of " + ", ".join(known))
+    the_kind = known[kind]
     extra, required = the_kind.keys[kind]
     allowed = COMMON_KEYS | extra
     for k in data:

@@ -93,7 +93,7 @@ def _context():
     global _CTX
     if _CTX is None:
         _CTX = multiprocessing.get_context("forkserver")
-        _CTX.set_forkserver_preload(["tcplan.planner.cli", "tcplan.executor.verify", "tcplan.planner.layout",
+        _CTX.set_forkserver_preload(["tcplan.planner.cli", "tcplan.planner.lowering", "tcplan.planner.layout",
                                      "tcplan.model.limits", "fuzzing"])
     return _CTX
 

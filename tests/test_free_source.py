@@ -14,7 +14,7 @@ from tcplan.model.cost import lower_bound
 from tcplan.model.hbm_bits import bit_report, moved_by
 from tcplan.model.rules import TcplanError
 from tcplan.planner.cli import main
-from tcplan.planner.layout import plan_free
+from tcplan.planner.dma_plan import plan_free
 from tcplan.planner.spec import Problem, load_problem, load_problem_text
 from test_layout_planner import brute_force
 

@@ -18,7 +18,8 @@ from tcplan.model.tiers import Tensor
 from tcplan.model.hbm_bits import element_spans, moved_by
 from tcplan.model.rules import TcplanError
 from tcplan.planner.bits import CHANNEL_INPUTS, channels_reached, outputs_reached, request_floor
-from tcplan.planner.layout import Choices, candidate_pieces, plan_free
+from tcplan.planner.layout import candidate_pieces
+from tcplan.planner.dma_plan import Choices, plan_free
 from tcplan.planner.sources import outer_model
 from tcplan.planner.spec import Problem, load_problem_text
 from test_free_source import small_problem

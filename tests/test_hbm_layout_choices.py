@@ -15,7 +15,7 @@ from tcplan.model.mapping import parse
 from tcplan.model.rules import TcplanError
 from tcplan.model.tiers import Tensor, free_address
 from tcplan.planner.cli import main
-from tcplan.planner.layout import plan_free
+from tcplan.planner.dma_plan import plan_free
 from tcplan.planner.spec import Problem, load_problem_text
 from test_layout_planner import brute_force
 
@@ -189,7 +189,7 @@ stream: {{cluster: free, slice: free, time: free, packet: free}}
 def test_free_source_with_a_free_engine_split_against_brute_force(s, d, rows):
     """A K cache with its layout and its engine split free: every source order x every
     engine split x (itertools) every stream order and packet, against the planner."""
-    from tcplan.planner.layout import engine_splits
+    from tcplan.planner.dma_plan import engine_splits
     p = load_problem_text(SPLIT.format(s=s, d=d, rows=rows), "<split>")
     stream = p.tensors["stream"]
     best = None

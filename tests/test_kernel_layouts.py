@@ -28,7 +28,7 @@ from tcplan.model.mapping import parse
 from tcplan.model.rules import TcplanError
 from tcplan.model.tiers import Tensor
 from tcplan.planner.cli import main
-from tcplan.planner.layout import plan_free
+from tcplan.planner.dma_plan import plan_free
 from tcplan.planner.spec import Problem, load_problem, load_problem_text
 from test_free_source import cheapest_over_sources
 from test_layout_planner import brute_force

@@ -211,7 +211,7 @@ def enumerate_free_slice(case: int) -> tuple[int | None, int, int]:
 
 
 def test_free_slice_plan_is_the_cheapest_of_every_plan():
-    from tcplan.planner.layout import plan_free
+    from tcplan.planner.dma_plan import plan_free
     with ProcessPoolExecutor(2) as pool:
         truth = list(pool.map(enumerate_free_slice, range(len(SLICE_CASES))))
     for case, (want, plans, n_cands) in enumerate(truth):
@@ -227,7 +227,7 @@ def test_free_slice_plan_is_the_cheapest_of_every_plan():
 
 
 def test_free_element_plan_is_the_cheapest_of_every_plan():
-    from tcplan.planner.layout import plan_free
+    from tcplan.planner.dma_plan import plan_free
     with ProcessPoolExecutor(2) as pool:
         truth = list(pool.map(enumerate_free_element, range(6)))
     feasible = 0
@@ -276,7 +276,7 @@ def _stream_plans(p, dst, pieces=None) -> tuple[int | None, int]:
 def test_free_padding_plan_is_the_cheapest_of_every_candidate():
     import pathlib
 
-    from tcplan.planner.layout import plan_free
+    from tcplan.planner.dma_plan import plan_free
     from tcplan.planner.spec import load_problem
     p = load_problem(pathlib.Path(__file__).parents[1]
                      / "problems/planning/free_padding_rows.yaml")
@@ -295,7 +295,7 @@ def test_alignment_bound_plan_is_the_cheapest_of_every_aligned_plan():
     whose Element rows are multiples of the bound (brute force), and a bound no order meets
     is the whole conflict."""
     from tcplan.planner.explain import explain
-    from tcplan.planner.layout import plan_free
+    from tcplan.planner.dma_plan import plan_free
     feasible = 0
     for case in range(3):
         dtype, b, src = SLICE_CASES[case]
@@ -333,7 +333,7 @@ ENGINE_CASES = [("i8", 64, "A, B, C"), ("bf16", 16, "A / 4, B, A % 4, C"),
 def enumerate_free_engines(case: int) -> tuple[int | None, int, int]:
     """(least estimate over every engine split x stream order x Packet split, plans, splits):
     each split's stream spelled out and lowered, independent of the search's options."""
-    from tcplan.planner.layout import engine_splits
+    from tcplan.planner.dma_plan import engine_splits
     dtype, c, src = ENGINE_CASES[case]
     p = load_problem_text(FREE_ENGINES.format(dtype=dtype, c=c, src=src), f"<engines {case}>")
     t = p.tensors
@@ -373,7 +373,7 @@ def enumerate_free_engines(case: int) -> tuple[int | None, int, int]:
 def test_free_engine_split_plan_is_the_cheapest_of_every_plan():
     """Every engine split is an option of the search: its plan is the least estimate over
     every split, order and Packet (brute force)."""
-    from tcplan.planner.layout import plan_free
+    from tcplan.planner.dma_plan import plan_free
     with ProcessPoolExecutor(2) as pool:
         truth = list(pool.map(enumerate_free_engines, range(len(ENGINE_CASES))))
     for case, (want, plans, n_splits) in enumerate(truth):

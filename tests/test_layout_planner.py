@@ -181,14 +181,14 @@ def test_infeasible_problem_explained_minimally(path):
     else:
         assert rules == [p.expect["error"]]
     if p.kind == "dma" and p.params.get("free_slice"):
-        from tcplan.planner.layout import plan_free
+        from tcplan.planner.dma_plan import plan_free
         assert got == ["bound:max_footprint_bytes"]
         # the footprint bound alone is the conflict: without it a Slice has a plan
         free_slice = {**p.params["free_slice"], "max_footprint_bytes": None}
         p.params = {**p.params, "free_slice": free_slice}
         assert plan_free(p)[0].candidates
     elif p.kind == "dma" and p.params.get("free"):
-        from tcplan.planner.layout import plan_free
+        from tcplan.planner.dma_plan import plan_free
         with pytest.raises(TcplanError) as err:
             plan_free(p)
         every = {r.key for r in err.value.search.requirements} | set(got)
@@ -447,7 +447,7 @@ destination: {tier: hbm, address: 1048576, element: 'm![G, F, E, D, C, B, A, H, 
 def test_one_packet_requirement_for_both_sides():
     """The packet's alignment is one requirement (not one per side): dropping it alone, with
     every other requirement kept, leaves a plan."""
-    from tcplan.planner.layout import plan_free
+    from tcplan.planner.dma_plan import plan_free
     p = load_problem(ROOT / "problems/infeasible/dma_packet_bound_too_small.yaml")
     assert plan_free(p, relax=frozenset({"dma-hbm-dm-align:packet"}))[0].candidates
     assert plan_free(p, bound=None)[0].candidates
@@ -469,7 +469,7 @@ stream: {time: free, packet: free}
 def test_time_limit_before_any_plan(monkeypatch):
     from ortools.sat.python import cp_model
 
-    from tcplan.planner.layout import plan_free
+    from tcplan.planner.dma_plan import plan_free
     monkeypatch.setattr(cp_model.CpSolver, "solve", lambda self, m, cb=None: cp_model.UNKNOWN)
     p = load_problem(ROOT / "problems/planning/attention_v_head_major.yaml")
     with pytest.raises(TcplanError) as e:
@@ -510,7 +510,7 @@ stream: {time: free, packet: free}
 def _check_minimal(p, got: list[str], every: set[str], members: list[str]) -> None:
     """Planning again with only ``got`` enforced (every other requirement dropped by key, so
     the pieces stay as cut) finds no plan; without any one of ``members`` it finds one."""
-    from tcplan.planner.layout import plan_free
+    from tcplan.planner.dma_plan import plan_free
 
     def plannable(keep):
         try:
@@ -528,7 +528,7 @@ def test_explain_across_candidates_is_one_minimal_core():
     each option's rule instances, and it is minimal across all of them (checked by planning
     again with requirements dropped, not by the solver's core)."""
     from tcplan.planner.explain import explain
-    from tcplan.planner.layout import plan_free
+    from tcplan.planner.dma_plan import plan_free
     p = load_problem_text("""kind: dma
 dtype: i8
 axes: {A: 64, B: 3, C: 5}
@@ -650,7 +650,7 @@ bounds: {packet_max_bytes: 8}
 
 
 def test_a_conflict_over_many_options_is_minimal_and_the_time_limit_holds():
-    from tcplan.planner.layout import plan_free
+    from tcplan.planner.dma_plan import plan_free
     p = load_problem_text(SIXTY_THREE, "<63 options>")
     with pytest.raises(TcplanError) as err:
         plan_free(p)

@@ -8,7 +8,7 @@ from typing import Any
 from tcplan.model.sequencer import derive
 
 from ..render import format_table
-from . import Kind, key_sets, register
+from ..registry import Kind, key_sets, register
 
 
 def default_mode(engine: str, mode: str | None) -> str:

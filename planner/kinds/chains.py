@@ -10,7 +10,7 @@ from tcplan.model import tiers
 from tcplan.model.rules import TcplanError, fail
 
 from ..render import EXIT_RULE, format_error
-from . import Kind, Options, Solved, key_sets, register
+from ..registry import Kind, Options, Solved, key_sets, register
 
 
 class _Chains(Kind):

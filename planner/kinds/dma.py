@@ -10,7 +10,7 @@ from tcplan.model import dma
 from tcplan.model.rules import TcplanError, fail
 
 from ..render import EXIT_OK, EXIT_RULE, _hbm_line, format_dma
-from . import REGISTRY, Kind, Options, Solved, key_sets, register
+from ..registry import REGISTRY, Kind, Options, Solved, key_sets, register
 
 
 class Dma(Kind):
@@ -38,7 +38,7 @@ class Dma(Kind):
             raise TcplanError(bad)
 
     def lower(self, problem) -> Any:
-        from ..layout import plan_free, planned
+        from ..dma_plan import plan_free, planned
         t = problem.tensors
         if planned(problem):  # a free stream or source: the searched layout's plan
             return plan_free(problem)[0].best.plan
@@ -89,7 +89,7 @@ class Dma(Kind):
     def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
         from tcplan.model.cost import dma_cycles
 
-        from ..layout import plan_free, planned
+        from ..dma_plan import plan_free, planned
         if problem.params.get("hops", 1) > 1:
             raise fail("bad-request", detail="a graph's DMA op moves in one hop",
                        fix="drop hops, or add the intermediate tensor and a second op")
@@ -136,7 +136,7 @@ def _no_plan(problem: Any, err: TcplanError) -> Solved:
 def _searched(problem: Any, opts) -> tuple[Any, str, dict[str, Any], int, dict, float]:
     """Plan a DMA's free choices: (plan, status, the chosen stream and layouts, legal
     layouts, rejections by rule, lowering seconds)."""
-    from ..layout import plan_free
+    from ..dma_plan import plan_free
     found, split = plan_free(problem, opts.time_limit, opts.seed, workers=opts.workers,
                              progress=opts.progress)
     best = found.best
@@ -170,7 +170,7 @@ def solve_dma(problem: Any, opts) -> Solved:
     from tcplan.executor.run import run_dma
     from tcplan.model.cost import dma_cycles, estimate, lower_bound
 
-    from ..layout import planned
+    from ..dma_plan import planned
     t = problem.tensors
     t0 = time.perf_counter()
     if problem.params.get("hops", 1) > 1:

@@ -10,7 +10,7 @@ from typing import Any
 from tcplan.model.rules import TcplanError
 
 from ..render import EXIT_OK, EXIT_RULE
-from . import Kind, Options, Solved, key_sets, register
+from ..registry import Kind, Options, Solved, key_sets, kinds, register
 
 
 def _graph(problem):
@@ -37,7 +37,7 @@ class GraphKind(Kind):
 
     def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.graph import run_graph
-        _, rep = run_graph(_graph(problem), plan, seed, progress=progress)
+        _, rep = run_graph(_graph(problem), plan, kinds(), seed, progress=progress)
         return {**rep, "cycles": plan.cycles, "breakdown": _breakdown(plan)}
 
     def verify_lines(self, report: dict[str, Any]) -> list[str]:
@@ -54,7 +54,7 @@ class GraphKind(Kind):
 
     def run(self, problem, plan, inputs: dict, seed: int) -> dict:
         from tcplan.executor.graph import run_graph
-        values, _ = run_graph(_graph(problem), plan, seed, inputs)
+        values, _ = run_graph(_graph(problem), plan, kinds(), seed, inputs)
         return values
 
     def render(self, problem, plan) -> str:
@@ -94,7 +94,7 @@ def _breakdown(gp) -> dict[str, Any]:
 
 
 def _op_json(row) -> dict[str, Any]:
-    from . import kind_of
+    from ..registry import kind_of
     kind = kind_of(row.problem)
     return {"op": row.problem.name, "kind": row.problem.kind, "cycles": row.cycles,
             "lower_bound": kind.lower_bound(row.problem, row.plan),
@@ -124,7 +124,8 @@ def solve_graph(problem, opts: Options) -> Solved:
     t1 = time.perf_counter()
     if opts.verify != "none":
         try:
-            checked = run_graph(g, gp, opts.seed, progress=opts.progress)[1]["checked"]
+            checked = run_graph(g, gp, kinds(), opts.seed,
+                                progress=opts.progress)[1]["checked"]
             verified = True
         except TcplanError as err:
             verified, error = False, err.to_json()

@@ -11,7 +11,7 @@ from tcplan.model import gather, redistribute
 from tcplan.model.rules import fail
 
 from ..render import format_indexed, format_redistribution
-from . import Kind, Options, key_sets, register
+from ..registry import Kind, Options, key_sets, register
 
 
 class _RunsAlone(Kind):

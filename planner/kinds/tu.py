@@ -12,7 +12,7 @@ from tcplan.model import tu
 from tcplan.model.rules import TcplanError
 
 from ..render import EXIT_OK, EXIT_RULE
-from . import Kind, Options, Solved, key_sets, register
+from ..registry import Kind, Options, Solved, key_sets, register
 
 #: the DM tensor's role in each kind's problem
 MEMORY = {"fetch": "source", "commit": "destination"}

@@ -1,0 +1,219 @@
+"""The kind registry (issue 17, item 0; issue 25, item 2; ARCHITECTURE.md).
+
+Every kind of problem (``kind:`` in its file) implements one small protocol, :class:`Kind`,
+in its own module of planner/kinds/, and is registered once in :data:`REGISTRY`.  The verbs
+(the loader, lowering, verification, explanation, graphs) reach a kind only through this
+module (:func:`kind_of`, :func:`kinds`): no ``kind ==`` chains elsewhere, and no verb
+imports a kind's module.  The kinds sit above the verbs and import them; this module sits
+below both.  It finds the kinds by name on first use (:func:`kinds` imports the package
+planner.kinds, whose modules register themselves): a plugin's discovery, not an import of
+the layer above.
+
+=================  =========================================================================
+method             what it does
+=================  =========================================================================
+``load``           its keys (``keys``) read from the problem file into tensors and params
+``lower``          the problem -> what the hardware runs (a plan; planned when it is free)
+``verify``         execute a lowered plan over simulated memories, check, time: a report
+``inputs``         the tensors ``tcplan run`` takes
+``run``            execute on the user's tensors: every tensor, as mathematical arrays
+``render``         a lowered plan as text (``tcplan lower``)
+``verify_lines``   what ``tcplan verify`` says of a report's breakdown
+``solve``          plan the free choices, lower, verify, time: a :class:`Solved`
+``solve_text``     what ``tcplan solve`` prints of it
+``explain``        (exit code, report): the conflict, or what binds a feasible plan
+``plan``           (plan, modelled cycles, proven optimal), free choices planned, nothing
+                   run: a graph's op
+``check_tensors``  the rules between an op and the graph's tensors it names (a chain's
+                   Fetch and Commit of its DM tensors)
+``execute``        run a graph's op on the graph's shared memories
+``given_values``   seed data for a given tensor the op reads, when random bits will not do
+``graph_summary``  what a graph's plan says of the op beside its cycles
+``lower_bound``    the cycles no plan of the op's problem beats (a graph reports it per op)
+``trace_warnings`` the placement rules a tensor breaks (``tcplan trace``)
+=================  =========================================================================
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from tcplan.model import tiers
+from tcplan.model.rules import TcplanError, fail
+
+from .render import EXIT_OK, format_error
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to solve: the solver's time limit (seconds), worker threads and seed (also the
+    seed of the verification data), the check (``full``, ``sample`` or ``none``), and the
+    progress callback of planner/progress.py (None: silent)."""
+
+    time_limit: float = 10.0
+    workers: int = 1
+    seed: int = 0
+    verify: str = "full"
+    progress: Callable[[str, int, "int | None", str], None] | None = None
+
+
+@dataclass
+class Solved:
+    """A solve's record (what ``--json`` prints), the plan it lowered (None when there is
+    none), the error that says why there is none, and the exit code."""
+
+    record: dict[str, Any]
+    plan: Any = None
+    error: TcplanError | None = None
+    exit: int = EXIT_OK
+
+
+class Kind:
+    """The protocol; a method a kind does not have says so (``bad-request``)."""
+
+    names: tuple[str, ...] = ()  # the ``kind:`` values it serves
+    #: per name, the top-level keys it adds to every problem's and which it requires
+    keys: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+    output_word = "destination"  # what verification checks, in messages
+    solvable = False  # `tcplan solve` plans it (`batch` solves it rather than verifies)
+    #: as a graph's op, per name: role -> (it reads the tensor, the tensor's spec goes into
+    #: the op's own problem under the role's key); a name not here is not a graph op
+    graph_roles: dict[str, dict[str, tuple[bool, bool]]] = {}
+    #: as a graph's op: its tensors carry the same axes (a move or an elementwise chain;
+    #: a gather's table, index and rows do not)
+    graph_same_axes = True
+    #: as a graph's op: the tensor it writes may carry axes the ones it reads do not (a
+    #: move's broadcast, model/broadcast.py); the read ones still carry the same axes
+    graph_broadcast = False
+    engine_stream = False  # its stream's Chip, Cluster and Slice select engines (a DMA)
+    pictures = False  # `--plot` / `--report` draw its plan (planner/plot.py: a DMA's breakdown)
+
+    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+        """Read the kind's keys of ``data`` (checked against ``keys``) into ``tensors`` and
+        ``params``; ``ctx`` (planner/spec.py) reads tensors and choices with located errors."""
+        raise NotImplementedError
+
+    def lower(self, problem) -> Any:
+        raise NotImplementedError
+
+    def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def inputs(self, problem) -> tuple[str, ...]:
+        return ()
+
+    def run(self, problem, plan, inputs: dict, seed: int) -> dict:
+        raise fail("bad-request", detail=f"tcplan run executes data moves; a {problem.kind} "
+                   "problem has none", fix="use tcplan verify or trace")
+
+    def render(self, problem, plan) -> str:
+        return plan.text()
+
+    def verify_lines(self, report: dict[str, Any]) -> list[str]:
+        return []
+
+    def solve(self, problem, opts: Options) -> Solved:
+        raise fail("bad-request", detail=f"tcplan solve plans expression and DMA problems; "
+                   f"{problem.path} is a {problem.kind} problem",
+                   fix="use tcplan verify for a problem with nothing to choose")
+
+    def solve_text(self, problem, solved: Solved) -> str:
+        """A solve without a plan; a kind that solves renders its plans itself."""
+        return f"{problem.name}: {solved.record['status']}\n" + format_error(solved.error)
+
+    def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
+        raise fail("bad-request", detail=f"tcplan explain covers DMA and expression problems, "
+                   f"not {problem.kind}", fix="use tcplan verify")
+
+    def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
+        raise fail("bad-request", detail=f"a {problem.kind} problem is not a graph op",
+                   fix="graph ops are dma, pcie, expression and vector (docs/graphs.md)")
+
+    def check_tensors(self, problem, plan, tensors: dict) -> None:
+        """Nothing to check beyond the op's own problem (its tensors are in it)."""
+
+    def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
+        """Run the op on the graph's memories ``mem``: ``tensors`` role -> Tensor in its
+        layout, ``values`` role -> the mathematical tensor each role it reads holds; returns
+        role -> the mathematical tensor each role it writes must hold, checked."""
+        raise NotImplementedError
+
+    def graph_summary(self, plan) -> dict[str, Any]:
+        """What a graph's plan says of this op beside its cycles (a DMA: its stream)."""
+        return {}
+
+    def lower_bound(self, problem, plan) -> int | None:
+        """Cycles no plan of the op's problem beats (None: no bound modelled)."""
+        return None
+
+    def given_values(self, problem, plan, role: str, seed: int) -> Any:
+        """The data a given tensor the op reads under ``role`` is seeded with, when random
+        bits will not do (an index tensor: valid rows); None: random bits."""
+        return None
+
+    def trace_check(self, problem) -> None:
+        """Whether `tcplan trace` can follow an index through the problem's tensors."""
+
+    def trace_warnings(self, problem, name: str, t) -> list:
+        return tiers.placement_violations(t, problem.chips)
+
+
+def key_sets(extra: set[str], required: set[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """A kind's top-level keys and the ones of them it requires."""
+    return frozenset(extra), frozenset(required)
+
+
+#: what real kernels do that tcplan does not express yet, with the reason (docs/kernels.md):
+#: a problem or a graph op of one of these kinds is refused at its line, saying so
+UNMODELLED: dict[str, str] = {
+    "contraction": "the Contraction Engine computes rather than moves (contract_outer, "
+                   "contract_packet, contract_time: the outer product and its reducers over "
+                   "a TRF operand); of it tcplan models only the Lane Folder (kind: lane_fold)",
+    "switch": "the Switch Engine moves a stream between slices (broadcasts, inter-slice "
+              "transposes); its topologies and their costs are not modelled",
+    "transpose": "the Transpose Engine reorders a stream between Time and Packet inside a "
+                 "slice; its buffer and the shapes it takes are not modelled",
+    "cast": "the Cast Engine converts a stream's dtype (f32 to bf16, padding the packet); "
+            "tcplan's moves keep one dtype end to end",
+    "collect": "the Collect Engine packs a fetched stream into 32-byte flits and writes TRF "
+               "and VRF tensors (to_trf, to_vrf); no op tcplan models reads or writes them",
+}
+for _alias, _to in (("contract", "contraction"), ("to_trf", "collect"), ("to_vrf", "collect"),
+                    ("trf", "collect"), ("vrf", "collect")):
+    UNMODELLED[_alias] = UNMODELLED[_to]
+
+
+def refuse_unmodelled(doc, keys: tuple, kind: str) -> None:
+    """A located error for a kind tcplan does not express (``UNMODELLED``), else nothing."""
+    why = UNMODELLED.get(kind)
+    if why is not None:
+        raise doc.error(keys, f"{kind!r} is not modelled: {why} (docs/kernels.md)",
+                        "write the data movement around it: dma, fetch and commit ops, the "
+                        "computed stream a given tensor (docs/graphs.md)")
+
+
+REGISTRY: dict[str, Kind] = {}
+
+
+def register(kind: Kind) -> Kind:
+    if set(kind.keys) != set(kind.names):  # pragma: no cover - guards the registry itself
+        raise ValueError(f"kind {kind.names} declares keys for {sorted(kind.keys)}")
+    for n in kind.names:
+        if n in REGISTRY:  # pragma: no cover - guards the registry itself
+            raise ValueError(f"kind {n} registered twice")
+        REGISTRY[n] = kind
+    return kind
+
+
+def kinds() -> dict[str, Kind]:
+    """Every registered kind by name, the kinds' package loaded on first use."""
+    if not REGISTRY:
+        importlib.import_module("tcplan.planner.kinds")
+    return REGISTRY
+
+
+def kind_of(problem) -> Kind:
+    """The kind of a loaded problem."""
+    return kinds()[problem.kind]

@@ -1,0 +1,89 @@
+"""The layers (issue 25, item 2; ARCHITECTURE.md "Floors"): no import circle anywhere in the
+project, and each floor imports only the floors below it.  Every import statement counts,
+the ones inside functions too: a lazy import is still an arrow of the design."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import networkx as nx
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGES = {"model": "tcplan.model", "planner": "tcplan.planner",
+            "executor": "tcplan.executor", "tcplan": "tcplan"}
+
+#: the front: what a user calls (the API, the command line and what they draw and batch);
+#: the only modules besides the kinds' package that import the kinds
+FRONT = {"tcplan", "tcplan.__main__", "tcplan.planner.api", "tcplan.planner.cli",
+         "tcplan.planner.batch", "tcplan.planner.plot", "tcplan.planner.report"}
+
+
+def _name(f: pathlib.Path) -> str:
+    parts = list(f.relative_to(ROOT).with_suffix("").parts)
+    rest = parts[1:] if parts[-1] != "__init__" else parts[1:-1]
+    return ".".join([PACKAGES[parts[0]]] + rest)
+
+
+def import_graph() -> nx.DiGraph:
+    """Module -> module it imports (any import statement, at any depth of the file)."""
+    files = [f for d in PACKAGES for f in (ROOT / d).rglob("*.py")]
+    mods = {_name(f): f for f in files}
+    g = nx.DiGraph()
+    for m, f in mods.items():
+        g.add_node(m)
+        pkg = m if f.name == "__init__.py" else m.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                targets = [base] + [f"{base}.{a.name}" for a in node.names]
+            else:
+                continue
+            for t in targets:
+                while t and t not in mods:
+                    t = t.rsplit(".", 1)[0] if "." in t else ""
+                if t and t != m:
+                    g.add_edge(m, t)
+    return g
+
+
+def test_the_graph_sees_the_project():
+    g = import_graph()
+    assert {"tcplan.model.mapping", "tcplan.planner.registry", "tcplan.executor.run",
+            "tcplan.planner.kinds.dma"} <= set(g)
+    assert g.has_edge("tcplan.planner.kinds.dma", "tcplan.planner.registry")
+
+
+def test_no_import_circle():
+    circles = [sorted(c) for c in nx.strongly_connected_components(import_graph())
+               if len(c) > 1]
+    assert not circles, circles
+
+
+def test_each_floor_imports_only_what_is_below_it():
+    g = import_graph()
+    up = []
+    for u, v in g.edges():
+        if u.startswith("tcplan.model") and not v.startswith("tcplan.model"):
+            up.append((u, v))  # the model is pure
+        if u.startswith("tcplan.executor") and v.startswith("tcplan.planner"):
+            up.append((u, v))  # the executor runs what it is handed
+        if v.startswith("tcplan.planner.kinds") and not (
+                u.startswith("tcplan.planner.kinds") or u in FRONT):
+            up.append((u, v))  # the verbs reach kinds through planner/registry.py only
+        if u == "tcplan.planner.registry" and not (
+                v.startswith("tcplan.model") or v == "tcplan.planner.render"):
+            up.append((u, v))  # the registry sits below every verb
+    assert not up, up
+
+
+def test_a_new_circle_would_be_seen(tmp_path, monkeypatch):
+    """The check can fail: a module importing one that imports it back is a circle."""
+    g = import_graph()
+    g.add_edge("tcplan.planner.registry", "tcplan.planner.kinds.dma")
+    assert any(len(c) > 1 for c in nx.strongly_connected_components(g))
