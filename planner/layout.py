@@ -416,89 +416,118 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     ``prune=False``: build every option's model, even one whose option floor cannot beat
     the best plan (the benchmark's baseline).  ``progress`` (planner/progress.py) hears
     ``("search", plans lowered, None, "best ..., bound ...")``."""
-    import time as _time
-    deadline = _time.perf_counter() + time_limit
-    from ortools.sat.python import cp_model
-    if options is None:
-        options = [Option("", destination, stream, free_element, engine_at=engine_at)]
-    single = len(options) == 1
-    eb = source.elem_bytes
-    result = Search([], [], options=options)
-    loose = frozenset(ORDER_RULES) | relax
+    return _Searcher(source, destination, stream, chips, packet_max_bytes, time_limit,
+                     workers, seed, relax, pcie, engine_at, free_element, align_bytes,
+                     options, beat, core, prune, progress).run()
 
-    def lower_with(opt: Option, time_t: list[str], pack_t: list[str], rx: frozenset[str],
+
+class _Searcher:
+    """One call of :func:`search`: its arguments as fields and its steps as methods (check
+    each option for what no order changes, build an option's model, solve-lower-exclude it,
+    branch on the options, say why there is no plan)."""
+
+    def __init__(self, source, destination, stream, chips, packet_max_bytes, time_limit,
+                 workers, seed, relax, pcie, engine_at, free_element, align_bytes, options,
+                 beat, core, prune, progress):
+        self.deadline = time.perf_counter() + time_limit
+        self.source, self.chips, self.bound, self.time_limit = (source, chips,
+                                                                packet_max_bytes, time_limit)
+        self.workers, self.seed, self.relax, self.pcie = workers, seed, relax, pcie
+        self.align, self.beat, self.core, self.prune = align_bytes, beat, core, prune
+        self.progress = progress
+        if options is None:
+            options = [Option("", destination, stream, free_element, engine_at=engine_at)]
+        self.options, self.single = options, len(options) == 1
+        self.result = Search([], [], options=options)
+        self.loose = frozenset(ORDER_RULES) | relax
+        self.failed: list[TcplanError] = []
+
+    # -- lowering and solving ---------------------------------------------------------------
+    def lower_with(self, opt: Option, time_t: list[str], pack_t: list[str], rx: frozenset[str],
                    element: list[str] | None = None):
-        src = opt.source or source
+        src = opt.source or self.source
         axes = _axes_of(src, opt.destination, opt.stream)
         dst = opt.destination
         if element is not None:
             dims = dict(dst.dims)
             dims["element"] = parse("m![" + ", ".join(element) + "]", axes, "element")
             dst = Tensor(dst.name, dst.tier, dst.dtype, dims, dst.address)
-        t0 = _time.perf_counter()
+        t0 = time.perf_counter()
         try:
-            return dma.lower(src, dst, _stream(opt.stream, axes, time_t, pack_t), chips,
-                             opt.engine_at, pcie, relax=rx)
+            return dma.lower(src, dst, _stream(opt.stream, axes, time_t, pack_t), self.chips,
+                             opt.engine_at, self.pcie, relax=rx)
         finally:
-            result.times["lowering"] += _time.perf_counter() - t0
+            self.result.times["lowering"] += time.perf_counter() - t0
 
-    # what no order changes, per option; with several, an option that breaks such a rule is
-    # built with it relaxed and excluded by that rule's requirement
-    checked: list[tuple[Option, Any, list[Violation], frozenset[str]]] = []
-    failed: list[TcplanError] = []
-    for opt in options:
-        extra: set[str] = set()
-        static: list[Violation] = []
-        while True:
-            try:
-                got = _static(opt, opt.source or source, packet_max_bytes, loose | extra,
-                              lower_with)
-                break
-            except TcplanError as e:
-                if single:
-                    result.pieces = getattr(e, "pieces", result.pieces)
-                    for v in e.violations:
-                        result.examples.setdefault(v.rule, v)
-                        result.rejected[v.rule] = 1
-                    result.conflict = [Requirement(v.rule, v.rule, v) for v in e.violations]
-                    e.search = result  # type: ignore[attr-defined]
-                    raise
-                new = {v.rule for v in e.violations} - extra
-                failed.append(e)
-                if e.kind == "input" or not new:
-                    got = None
-                    break
-                static += [v for v in e.violations if v.rule in new]
-                extra |= new
-        checked.append((opt, got, static, frozenset(extra)))
-    live = [c for c, (_, got, _, _) in enumerate(checked) if got is not None]
-    if not live:  # every option is malformed or broken beyond relaxing: the first reason
-        raise failed[0]
-    # a rule instance that several options break (the same message) is one requirement
-    users: dict[tuple[str, str], list[str]] = {}
-    for c in live:
-        for v in {(v.rule, v.message): v for v in checked[c][2]}.values():
-            users.setdefault((v.rule, v.message), []).append(checked[c][0].label)
-    if not single:
-        # a rule every option breaks is no choice of placement: it is the answer
-        common = set.intersection(*({v.rule for v in checked[c][2]} for c in live))
-        if common:
-            first = checked[live[0]][2]
-            err = TcplanError([v for v in first if v.rule in common])
-            err.search = result  # type: ignore[attr-defined]
-            raise err
-    def solver(limit: float):
+    def solver(self, limit: float):
+        from ortools.sat.python import cp_model
         s = cp_model.CpSolver()
-        s.parameters.num_workers = max(workers, 1)
-        s.parameters.random_seed = seed
+        s.parameters.num_workers = max(self.workers, 1)
+        s.parameters.random_seed = self.seed
         s.parameters.max_time_in_seconds = max(limit, 0.05)
         return s
 
-    def assemble(c: int) -> _Model | None:
+    # -- what no order changes, per option --------------------------------------------------
+    def check_options(self) -> None:
+        """Each option checked for the rules no order changes (``self.checked``); with
+        several, one that breaks such a rule is built with it relaxed and excluded by that
+        rule's requirement; a rule every option breaks is the answer (raised)."""
+        result = self.result
+        self.checked: list[tuple[Option, Any, list[Violation], frozenset[str]]] = []
+        for opt in self.options:
+            extra: set[str] = set()
+            static: list[Violation] = []
+            while True:
+                try:
+                    got = _static(opt, opt.source or self.source, self.bound,
+                                  self.loose | extra, self.lower_with)
+                    break
+                except TcplanError as e:
+                    if self.single:
+                        self._raise_static(e)
+                    new = {v.rule for v in e.violations} - extra
+                    self.failed.append(e)
+                    if e.kind == "input" or not new:
+                        got = None
+                        break
+                    static += [v for v in e.violations if v.rule in new]
+                    extra |= new
+            self.checked.append((opt, got, static, frozenset(extra)))
+        self.live = [c for c, (_, got, _, _) in enumerate(self.checked) if got is not None]
+        if not self.live:  # every option is malformed or broken beyond relaxing
+            raise self.failed[0]
+        # a rule instance that several options break (the same message) is one requirement
+        self.users: dict[tuple[str, str], list[str]] = {}
+        for c in self.live:
+            for v in {(v.rule, v.message): v for v in self.checked[c][2]}.values():
+                self.users.setdefault((v.rule, v.message), []).append(self.checked[c][0].label)
+        if not self.single:
+            # a rule every option breaks is no choice of placement: it is the answer
+            common = set.intersection(*({v.rule for v in self.checked[c][2]}
+                                        for c in self.live))
+            if common:
+                first = self.checked[self.live[0]][2]
+                err = TcplanError([v for v in first if v.rule in common])
+                err.search = result  # type: ignore[attr-defined]
+                raise err
+
+    def _raise_static(self, e: TcplanError) -> None:
+        result = self.result
+        result.pieces = getattr(e, "pieces", result.pieces)
+        for v in e.violations:
+            result.examples.setdefault(v.rule, v)
+            result.rejected[v.rule] = 1
+        result.conflict = [Requirement(v.rule, v.rule, v) for v in e.violations]
+        e.search = result  # type: ignore[attr-defined]
+        raise e
+
+    # -- an option's model ------------------------------------------------------------------
+    def assemble(self, c: int) -> _Model | None:
         """Option ``c``'s CP-SAT model (None when it is malformed).  Its rule instances are
         keyed by the option's label, a bound of the problem and a rule instance that several
         options break by themselves, so the options' models share those keys (the search
         branches on the option; :func:`_joint_core` joins their cores)."""
+        from ortools.sat.python import cp_model
         m = cp_model.CpModel()
         reqs: list[Requirement] = []
 
@@ -508,21 +537,21 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             lit = m.new_bool_var(f"{key}@{label}" if label else key)
             reqs.append(Requirement(lit.name, rule, v, lit, label))
             return lit
-        opt, got, static, extra = checked[c]
+        opt, got, static, extra = self.checked[c]
         try:
-            b = _build(m, c, opt, got[0], got[1], opt.source or source, packet_max_bytes,
-                       align_bytes, pcie, eb, loose | extra, lower_with, requirement,
-                       result.times)
+            b = _build(m, c, opt, got[0], got[1], opt.source or self.source, self.bound,
+                       self.align, self.pcie, self.source.elem_bytes, self.loose | extra,
+                       self.lower_with, requirement, self.result.times)
         except TcplanError as e:
-            if single or e.kind != "input":
+            if self.single or e.kind != "input":
                 raise
-            failed.append(e)  # malformed (a free Element whose digits the split takes)
+            self.failed.append(e)  # malformed (a free Element whose digits the split takes)
             return None
         for v in {(v.rule, v.message): v for v in static}.values():
             # out unless the rule is dropped; one key for the options it breaks
-            who = users[v.rule, v.message]
+            who = self.users[v.rule, v.message]
             lit = requirement(v.rule, v.rule, v, who[0] if len(who) == 1 else
-                              "" if len(who) == len(live) else
+                              "" if len(who) == len(self.live) else
                               f"{who[0]} and {len(who) - 1} more like it")
             m.add_bool_or([~lit])
         for key in opt.over:  # a bound of the problem that excludes this option
@@ -532,6 +561,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         scale = b.span
         m.minimize(scale * b.tie[0] + b.tie[1])
         # relax names rule ids or single requirements (keys); the lowering relaxes by rule
+        relax = self.relax
         off = [r for r in reqs if r.key in relax or (r.rule or r.key) in relax
                or r.key.split("@")[0] in relax]
         enforce = [r.literal for r in reqs if r not in off]
@@ -541,20 +571,22 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         return _Model(m, m.clone(), b, reqs, enforce, scale,
                       relax | {r.rule for r in off if r.rule})
 
-    def run(pk: _Model, beat: int | None, core: bool) -> str:
+    # -- one model: solve, lower, estimate, exclude -----------------------------------------
+    def solve_model(self, pk: _Model, beat: int | None, core: bool) -> str:
         """Solve, lower, estimate and exclude until the model's optimum reaches the best
         estimate (or ``beat``, another option's best): "done", "infeasible", "dominated" or
         "cut" (time)."""
-        m = pk.m
+        from ortools.sat.python import cp_model
+        result = self.result
         while True:
-            sv = solver(deadline - _time.perf_counter())
-            t0 = _time.perf_counter()
-            st = sv.solve(m)
-            result.times["cp-sat"] += _time.perf_counter() - t0
+            sv = self.solver(self.deadline - time.perf_counter())
+            t0 = time.perf_counter()
+            st = sv.solve(pk.m)
+            result.times["cp-sat"] += time.perf_counter() - t0
             if st == cp_model.INFEASIBLE:
                 if core and not result.candidates and not result.enumerated:
                     result.conflict, result.minimal = _shrink(
-                        m, sv, pk.reqs, pk.enforce, solver, deadline)
+                        pk.m, sv, pk.reqs, pk.enforce, self.solver, self.deadline)
                 return "done" if result.candidates else "infeasible"
             if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                 return "cut"
@@ -563,74 +595,82 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
                 return "done"  # no other plan can beat the best one
             if beat is not None and bound >= beat:
                 return "dominated"  # nothing here beats the plan the caller has
-            b = pk.b
-            n = len(b.terms)
-            order = sorted(range(n), key=lambda i: sv.value(b.pos[i]))
-            kk = sum(sv.value(b.inp[i]) for i in range(n))
-            result.enumerated += 1
-            if progress is not None:
-                progress("search", result.enumerated, None,
-                         _note(result, bound, None if single else (b.c, len(options))))
-            seen = [b.x[e] if sv.value(b.x[e]) else ~b.x[e] for e in b.x] + \
-                [b.inp[i] if sv.value(b.inp[i]) else ~b.inp[i] for i in range(n)] + \
-                [b.y[e] if sv.value(b.y[e]) else ~b.y[e] for e in b.y]
-            m.add_bool_or([~lit for lit in seen])  # this plan is done: never again
-            time_t = [b.terms[i] for i in order[:n - kk]]
-            pack_t = [b.terms[i] for i in order[n - kk:]]
-            element = ([b.terms[i] for i in sorted(b.E, key=lambda i: sv.value(b.epos[i]))]
-                       if b.L.write_free else None)
-            try:
-                plan = lower_with(b.opt, time_t, pack_t, pk.relax, element)
-            except TcplanError as e:  # a rule the model does not hold: excluded, go on
-                for v in e.violations:
-                    result.examples.setdefault(v.rule, v)
-                for r in {v.rule for v in e.violations}:
-                    result.rejected[r] = result.rejected.get(r, 0) + 1
-                continue
-            t0 = _time.perf_counter()
-            cycles = estimate(plan).cycles
-            result.times["estimate"] += _time.perf_counter() - t0
-            cand = Candidate(tuple(order), kk, plan.stream_dims["time"].text(),
-                             plan.stream_dims["packet"].text(), cycles, plan,
-                             plan.destination.dims["element"].text() if b.L.write_free
-                             else None, b.c)
-            result.candidates.append(cand)
-            # stable: the earlier option, then the first found, wins ties
-            result.candidates.sort(key=lambda c: (c.cycles, c.option))
-            if _time.perf_counter() > deadline:
+            self.propose(pk, sv, bound)
+            if time.perf_counter() > self.deadline:
                 return "cut"
 
-    outcomes: list[str] = []
-    if single:
-        pk = assemble(live[0])
+    def propose(self, pk: _Model, sv, bound: int) -> None:
+        """The model's solution: excluded from the model, lowered (every rule), estimated
+        and kept as a candidate, or its rejection counted."""
+        result, b = self.result, pk.b
+        n = len(b.terms)
+        order = sorted(range(n), key=lambda i: sv.value(b.pos[i]))
+        kk = sum(sv.value(b.inp[i]) for i in range(n))
+        result.enumerated += 1
+        if self.progress is not None:
+            self.progress("search", result.enumerated, None, _note(
+                result, bound, None if self.single else (b.c, len(self.options))))
+        seen = [b.x[e] if sv.value(b.x[e]) else ~b.x[e] for e in b.x] + \
+            [b.inp[i] if sv.value(b.inp[i]) else ~b.inp[i] for i in range(n)] + \
+            [b.y[e] if sv.value(b.y[e]) else ~b.y[e] for e in b.y]
+        pk.m.add_bool_or([~lit for lit in seen])  # this plan is done: never again
+        time_t = [b.terms[i] for i in order[:n - kk]]
+        pack_t = [b.terms[i] for i in order[n - kk:]]
+        element = ([b.terms[i] for i in sorted(b.E, key=lambda i: sv.value(b.epos[i]))]
+                   if b.L.write_free else None)
+        try:
+            plan = self.lower_with(b.opt, time_t, pack_t, pk.relax, element)
+        except TcplanError as e:  # a rule the model does not hold: excluded, go on
+            for v in e.violations:
+                result.examples.setdefault(v.rule, v)
+            for r in {v.rule for v in e.violations}:
+                result.rejected[r] = result.rejected.get(r, 0) + 1
+            return
+        t0 = time.perf_counter()
+        cycles = estimate(plan).cycles
+        result.times["estimate"] += time.perf_counter() - t0
+        result.candidates.append(Candidate(
+            tuple(order), kk, plan.stream_dims["time"].text(),
+            plan.stream_dims["packet"].text(), cycles, plan,
+            plan.destination.dims["element"].text() if b.L.write_free else None, b.c))
+        # stable: the earlier option, then the first found, wins ties
+        result.candidates.sort(key=lambda c: (c.cycles, c.option))
+
+    # -- the options ------------------------------------------------------------------------
+    def one_option(self) -> list[str]:
+        result = self.result
+        pk = self.assemble(self.live[0])
         result.models += 1
         result.model, result.requirements, result.scale = pk.clone, pk.reqs, pk.scale
         result.pieces = pk.b.pieces
-        outcomes.append(run(pk, beat, core=core and beat is None))
-        if outcomes[-1] == "dominated" and not result.candidates:
+        out = self.solve_model(pk, self.beat, core=self.core and self.beat is None)
+        if out == "dominated" and not result.candidates:
             result.status = "dominated"
-            return result
-    else:
-        # the option first: each option's own model (small, so each solve is quick), told
-        # the best plan so far, in the options' order; `_joint_core` joins their cores
-        best_pk, assembled = None, 0
+        return [out]
+
+    def each_option(self) -> list[str]:
+        """The option first: each option's own model (small, so each solve is quick), told
+        the best plan so far, in the options' order; :func:`_joint_core` joins their cores
+        when none has a plan."""
+        result = self.result
+        best_pk, assembled, outcomes = None, 0, []
         models: list[_Model] = []  # the options' models, while none has a plan
-        for c in live:
-            if _time.perf_counter() > deadline:
+        for c in self.live:
+            if time.perf_counter() > self.deadline:
                 outcomes.append("cut")
                 break
-            if prune and result.candidates and \
-                    _option_floor(checked[c][0], checked[c][1]) >= result.best.cycles:
+            if self.prune and result.candidates and \
+                    _option_floor(*self.checked[c][:2]) >= result.best.cycles:
                 outcomes.append("dominated")  # not worth building: it cannot beat the best
                 continue
-            pk = assemble(c)
+            pk = self.assemble(c)
             if pk is None:
                 continue
             assembled += 1
             result.models += 1
             had = result.best if result.candidates else None
-            outcomes.append(run(pk, result.best.cycles if result.candidates else None,
-                                core=False))
+            outcomes.append(self.solve_model(
+                pk, result.best.cycles if result.candidates else None, core=False))
             if outcomes[-1] == "infeasible":
                 models.append(pk)
             if result.candidates and result.best is not had:
@@ -638,7 +678,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             if outcomes[-1] == "cut":
                 break
         if not assembled and "cut" not in outcomes:  # every option is malformed
-            raise next(e for e in failed if e.kind == "input")
+            raise next(e for e in self.failed if e.kind == "input")
         if best_pk is not None:
             result.model, result.requirements, result.scale = \
                 best_pk.clone, best_pk.reqs, best_pk.scale
@@ -648,15 +688,29 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
             # none exactly when no option's model has; its core, option by option
             result.pieces = models[0].b.pieces
             result.requirements = list({r.key: r for pk in models for r in pk.reqs}.values())
-            result.conflict, result.minimal = _joint_core(models, solver, deadline)
-    if "cut" in outcomes:
-        result.status = "feasible"  # the time limit cut the search
-        if not result.candidates:
-            err = fail("plan-time-limit", (), limit=f"{time_limit:g}",
-                       lowered=result.enumerated)
-            err.search = result  # type: ignore[attr-defined]
-            raise err
-    if not result.candidates:
+            result.conflict, result.minimal = _joint_core(models, self.solver, self.deadline)
+        return outcomes
+
+    # -- the whole search -------------------------------------------------------------------
+    def run(self) -> Search:
+        self.check_options()
+        outcomes = self.one_option() if self.single else self.each_option()
+        if self.result.status == "dominated":
+            return self.result
+        if "cut" in outcomes:
+            self.result.status = "feasible"  # the time limit cut the search
+            if not self.result.candidates:
+                err = fail("plan-time-limit", (), limit=f"{self.time_limit:g}",
+                           lowered=self.result.enumerated)
+                err.search = self.result  # type: ignore[attr-defined]
+                raise err
+        if not self.result.candidates:
+            raise self.no_plan()
+        return self.result
+
+    def no_plan(self) -> TcplanError:
+        """``plan-no-layout``: the model's conflict, or the rules that rejected its plans."""
+        result = self.result
         if result.conflict:
             rules = sorted({r.rule or r.key for r in result.conflict})
             for r in result.conflict:
@@ -666,14 +720,14 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
         else:
             rules = [f"{r} (rejected {k} proposed plan(s))"
                      for r, k in sorted(result.rejected.items())]
-        pieces = (", ".join(p.term() for p in result.pieces) if single else
-                  f"in any of {len(options)} options (source layouts, placements, engine splits)")
+        pieces = (", ".join(p.term() for p in result.pieces) if self.single else
+                  f"in any of {len(self.options)} options (source layouts, placements, "
+                  "engine splits)")
         err = fail("plan-no-layout", tuple(result.rejected), pieces=pieces,
                    rules=("in conflict: " if result.conflict else "") + ", ".join(rules)
                    or "the model has no plan")
         err.search = result  # type: ignore[attr-defined]  # for the diagnostics
-        raise err
-    return result
+        return err
 
 
 def _static(opt: Option, source: Tensor, packet_max_bytes: int | None, loose: frozenset[str],
