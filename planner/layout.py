@@ -781,250 +781,333 @@ def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor
     """Option ``c``'s variables and constraints in model ``m``: the loop order (and a free
     Element order) as circuits, the Packet, the DMA packet, and every order rule as a
     requirement (``requirement`` names it for the option)."""
-    destination, stream, free_element = opt.destination, opt.stream, opt.free_element
-    axes = _axes_of(source, destination, stream)
-    label = opt.label
-    pre = f"o{c}_"
-    n, terms = len(pieces), [p.term() for p in pieces]
-    held = _ranges(Tensor("e", destination.tier, destination.dtype,
-                          {"element": destination.dims["element"]}))
-    free = [free_element is not None and any(lo <= p.lo and p.hi <= hi for lo, hi in
-                                             held.get(p.axis, [])) for p in pieces]
-    L = _Loops(terms, [p.positions for p in lp], [p.strides[0] for p in lp],
-               [p.strides[1] for p in lp], free)
-    E = [i for i in range(n) if free[i]]  # the free Element's loops
-    if free_element is not None and math.prod(L.n[i] for i in E) != \
-            destination.dims["element"].size:
-        raise fail("bad-request", detail="a free Element needs every one of its digits moved "
-                   "by Time and Packet, but the stream's engine split takes some",
-                   fix="give the destination's Element, or an engine split outside it")
-    chains = L.chains()
-    # what each DMA packet costs at least, whatever the order (the model's objective); with
-    # a free Element the representative's Element ends in the packet's run, as every plan
-    # with that packet does, so it writes the same packets
-    floors = _floors(opt, chains, L, terms, free, eb, loose, lower_with, times)
+    bld = _Builder(m, c, opt, pieces, lp, source, eb, requirement)
+    bld.check_free_element()
+    floors = _floors(opt, bld.chains, bld.L, bld.terms, bld.free, eb, loose, lower_with,
+                     times)
+    bld.loop_order()
+    if bld.L.write_free:
+        bld.element_order()
+    bld.loop_links()
+    bld.dma_packet()
+    bld.packet_max()
+    if packet_max_bytes is not None:
+        bld.packet_bound(packet_max_bytes)
+    bld.iteration_limit()
+    bld.entry_limit()
+    if not pcie:
+        bld.alignment()
+    if align_bytes is not None:
+        bld.rows_bound(align_bytes)
+    return bld.objective(floors)
 
-    D = n  # the outside of the loop nest: D -> outermost, innermost -> D
-    x = {(i, j): m.new_bool_var(f"{pre}next_{i}_{j}") for i in range(n + 1)
-         for j in range(n + 1) if i != j}
-    if n:  # every node skips itself exactly when the option is off
-        m.add_circuit([(i, j, lit) for (i, j), lit in x.items()])
-    pos = [m.new_int_var(0, max(n - 1, 0), f"{pre}depth_{t}") for t in terms]
-    inp = [m.new_bool_var(f"{pre}packet_{t}") for t in terms]
-    inc = [m.new_bool_var(f"{pre}run_{t}") for t in terms]
-    y: dict[tuple[int, int], Any] = {}  # a free Element order: D -> outermost ... -> D
-    epos: list[Any] = []
-    if L.write_free:
-        y = {(i, j): m.new_bool_var(f"{pre}element_next_{i}_{j}") for i in E + [D]
-             for j in E + [D] if i != j}
+
+class _Builder:
+    """The steps of :func:`_build`: the pieces' loops and the option's variables as fields,
+    one method per part of the model."""
+
+    def __init__(self, m, c: int, opt: Option, pieces: list[Piece], lp: list,
+                 source: Tensor, eb: int, requirement):
+        self.m, self.c, self.opt, self.pieces, self.source, self.eb = (m, c, opt, pieces,
+                                                                       source, eb)
+        self.requirement = requirement
+        destination = opt.destination
+        self.axes = _axes_of(source, destination, opt.stream)
+        self.pre = f"o{c}_"
+        self.n, self.terms = len(pieces), [p.term() for p in pieces]
+        held = _ranges(Tensor("e", destination.tier, destination.dtype,
+                              {"element": destination.dims["element"]}))
+        self.free = [opt.free_element is not None and any(
+            lo <= p.lo and p.hi <= hi for lo, hi in held.get(p.axis, [])) for p in pieces]
+        self.L = _Loops(self.terms, [p.positions for p in lp], [p.strides[0] for p in lp],
+                        [p.strides[1] for p in lp], self.free)
+        self.E = [i for i in range(self.n) if self.free[i]]  # the free Element's loops
+        # what each DMA packet costs at least, whatever the order (the model's objective);
+        # with a free Element the representative's Element ends in the packet's run, as
+        # every plan with that packet does, so it writes the same packets
+        self.chains = self.L.chains()
+        self.y: dict[tuple[int, int], Any] = {}  # a free Element order: D -> ... -> D
+        self.epos: list[Any] = []
+        self._inside: dict[tuple[int, int], Any] = {}
+
+    def check_free_element(self) -> None:
+        dst = self.opt.destination
+        if self.opt.free_element is not None and math.prod(
+                self.L.n[i] for i in self.E) != dst.dims["element"].size:
+            raise fail("bad-request", detail="a free Element needs every one of its digits "
+                       "moved by Time and Packet, but the stream's engine split takes some",
+                       fix="give the destination's Element, or an engine split outside it")
+
+    # -- small helpers ----------------------------------------------------------------------
+    def req(self, key: str, rule: str | None, v: Any) -> Any:
+        return self.requirement(key, rule, v, self.opt.label)
+
+    def var(self, name: str) -> Any:
+        return self.m.new_bool_var(f"{self.pre}{name}")
+
+    def chain_bytes(self, ch: tuple[int, ...]) -> int:
+        return math.prod(self.L.n[i] for i in ch) * self.eb
+
+    def inside(self, i: int, j: int) -> Any:
+        """Is free-Element loop j inside loop i in Element order?"""
+        if (i, j) not in self._inside:
+            b = self.var(f"element_inside_{i}_{j}")
+            self.m.add(self.epos[j] > self.epos[i]).only_enforce_if(b)
+            self.m.add(self.epos[j] < self.epos[i]).only_enforce_if(~b)
+            self._inside[i, j] = b
+        return self._inside[i, j]
+
+    def rows_aligned(self, i: int, need: int, name: str) -> Any:
+        """Free-Element loop i's write stride has 2-adic order ``need`` or more: a literal
+        that implies it, True when nothing is needed, False when no order gives it."""
+        if need <= 0:
+            return True
+        twos = [(_twos(self.L.n[j]), j) for j in self.E if j != i]
+        if sum(v for v, _ in twos) < need:
+            return False
+        ok = self.var(f"{name}_{self.terms[i]}")
+        self.m.add(sum(v * self.inside(i, j) for v, j in twos if v) >= need
+                   ).only_enforce_if(ok)
+        return ok
+
+    # -- the variables ----------------------------------------------------------------------
+    def loop_order(self) -> None:
+        """The loop order as a circuit (node n: the outside of the nest), each loop's depth,
+        whether it is in the Packet, and whether it is in the innermost contiguous run."""
+        m, n, terms, pre = self.m, self.n, self.terms, self.pre
+        self.x = {(i, j): m.new_bool_var(f"{pre}next_{i}_{j}") for i in range(n + 1)
+                  for j in range(n + 1) if i != j}
+        if n:  # every node skips itself exactly when the option is off
+            m.add_circuit([(i, j, lit) for (i, j), lit in self.x.items()])
+        self.pos = [m.new_int_var(0, max(n - 1, 0), f"{pre}depth_{t}") for t in terms]
+        self.inp = [m.new_bool_var(f"{pre}packet_{t}") for t in terms]
+        self.inc = [m.new_bool_var(f"{pre}run_{t}") for t in terms]
+
+    def element_order(self) -> None:
+        """A free Element's order as a second circuit over its loops, the prefix's pieces
+        outermost."""
+        m, E, D, pre, terms = self.m, self.E, self.n, self.pre, self.terms
+        y = self.y = {(i, j): m.new_bool_var(f"{pre}element_next_{i}_{j}") for i in E + [D]
+                      for j in E + [D] if i != j}
         m.add_circuit([(i, j, lit) for (i, j), lit in y.items()])
-        epos = [m.new_int_var(0, len(E) - 1, f"{pre}element_depth_{t}") if free[i] else None
-                for i, t in enumerate(terms)]
+        epos = self.epos = [m.new_int_var(0, len(E) - 1, f"{pre}element_depth_{t}")
+                            if self.free[i] else None for i, t in enumerate(terms)]
         for i in E:
             m.add(epos[i] == 0).only_enforce_if(y[D, i])
             for j in E:
                 if i != j:
                     m.add(epos[j] == epos[i] + 1).only_enforce_if(y[i, j])
         fixed = []  # the prefix's pieces, outermost first
-        for t in free_element.get("prefix", []):
-            pm = parse(f"m![{t}]", axes, "element")
+        for t in self.opt.free_element.get("prefix", []):
+            pm = parse(f"m![{t}]", self.axes, "element")
             f = next(f for f in pm.factors if f.axis is not None)
-            fixed += sorted((i for i, p in enumerate(pieces) if p.axis == f.axis
+            fixed += sorted((i for i, p in enumerate(self.pieces) if p.axis == f.axis
                              and f.lo <= p.lo and p.hi <= f.lo * f.count),
-                            key=lambda i: -pieces[i].lo)
+                            key=lambda i: -self.pieces[i].lo)
         for k, i in enumerate(fixed):
             m.add(epos[i] == k)
-    for i in range(n):
-        m.add(pos[i] == 0).only_enforce_if(x[D, i])
-        if not L.unit(i):
-            m.add_implication(x[i, D], ~inc[i])
-        elif L.is_free(i):  # contiguous on the write side: innermost in Element
-            m.add_bool_or([~x[i, D], ~inc[i], y[i, D]])
-            m.add_bool_or([~x[i, D], inc[i], ~y[i, D]])
-        else:
-            m.add_implication(x[i, D], inc[i])
-        for j in range(n):
-            if i == j:
-                continue
-            m.add(pos[j] == pos[i] + 1).only_enforce_if(x[i, j])
-            m.add_bool_or([~x[i, j], ~inp[i], inp[j]])  # the Packet is innermost
-            if L.merges(i, j):
-                m.add_bool_or([~x[i, j], ~inc[i], inc[j]])
-                if L.is_free(i):  # inc_i == inc_j and j is i's Element successor
-                    m.add_bool_or([~x[i, j], ~inc[i], y[i, j]])
-                    m.add_bool_or([~x[i, j], inc[i], ~inc[j], ~y[i, j]])
-                else:
-                    m.add_bool_or([~x[i, j], inc[i], ~inc[j]])
+
+    def loop_links(self) -> None:
+        """Depths follow the circuit; the Packet is innermost; the contiguous run is an
+        innermost chain of loops that merge (a free Element's: its Element successors)."""
+        m, n, L, D, x, y, inc, inp = (self.m, self.n, self.L, self.n, self.x, self.y,
+                                      self.inc, self.inp)
+        for i in range(n):
+            m.add(self.pos[i] == 0).only_enforce_if(x[D, i])
+            if not L.unit(i):
+                m.add_implication(x[i, D], ~inc[i])
+            elif L.is_free(i):  # contiguous on the write side: innermost in Element
+                m.add_bool_or([~x[i, D], ~inc[i], y[i, D]])
+                m.add_bool_or([~x[i, D], inc[i], ~y[i, D]])
             else:
-                m.add_implication(x[i, j], ~inc[i])
-    # the DMA packet: the common suffix of Packet and the contiguous run, one of the chains
-    z = [m.new_bool_var(f"{pre}dma_packet_{k}") for k in range(len(chains))]
-    m.add_exactly_one(z)
-    dpk = []  # in the DMA packet
-    for i in range(n):
-        d = m.new_bool_var(f"{pre}in_dma_packet_{terms[i]}")
-        m.add_bool_and([inp[i], inc[i]]).only_enforce_if(d)
-        m.add_bool_or([~inp[i], ~inc[i], d])
-        m.add(d == sum(z[k] for k, ch in enumerate(chains) if i in ch))
-        dpk.append(d)
-    empty = z[chains.index(())]
-    inside_of: dict[tuple[int, int], Any] = {}
+                m.add_implication(x[i, D], inc[i])
+            for j in range(n):
+                if i == j:
+                    continue
+                m.add(self.pos[j] == self.pos[i] + 1).only_enforce_if(x[i, j])
+                m.add_bool_or([~x[i, j], ~inp[i], inp[j]])  # the Packet is innermost
+                if L.merges(i, j):
+                    m.add_bool_or([~x[i, j], ~inc[i], inc[j]])
+                    if L.is_free(i):  # inc_i == inc_j and j is i's Element successor
+                        m.add_bool_or([~x[i, j], ~inc[i], y[i, j]])
+                        m.add_bool_or([~x[i, j], inc[i], ~inc[j], ~y[i, j]])
+                    else:
+                        m.add_bool_or([~x[i, j], inc[i], ~inc[j]])
+                else:
+                    m.add_implication(x[i, j], ~inc[i])
 
-    def req(key: str, rule: str | None, v: Any) -> Any:
-        return requirement(key, rule, v, label)
+    def dma_packet(self) -> None:
+        """The DMA packet: the common suffix of Packet and the contiguous run, one of the
+        chains (``z``), and which loops it holds (``dpk``)."""
+        m = self.m
+        self.z = z = [self.var(f"dma_packet_{k}") for k in range(len(self.chains))]
+        m.add_exactly_one(z)
+        self.dpk = []
+        for i in range(self.n):
+            d = self.var(f"in_dma_packet_{self.terms[i]}")
+            m.add_bool_and([self.inp[i], self.inc[i]]).only_enforce_if(d)
+            m.add_bool_or([~self.inp[i], ~self.inc[i], d])
+            m.add(d == sum(z[k] for k, ch in enumerate(self.chains) if i in ch))
+            self.dpk.append(d)
+        self.empty = z[self.chains.index(())]
 
-    def inside(i: int, j: int) -> Any:
-        """Is free-Element loop j inside loop i in Element order?"""
-        if (i, j) not in inside_of:
-            b = m.new_bool_var(f"{pre}element_inside_{i}_{j}")
-            m.add(epos[j] > epos[i]).only_enforce_if(b)
-            m.add(epos[j] < epos[i]).only_enforce_if(~b)
-            inside_of[i, j] = b
-        return inside_of[i, j]
-
-    def rows_aligned(i: int, need: int, name: str) -> Any:
-        """Free-Element loop i's write stride has 2-adic order ``need`` or more: a literal
-        that implies it, True when nothing is needed, False when no order gives it."""
-        if need <= 0:
-            return True
-        twos = [(_twos(L.n[j]), j) for j in E if j != i]
-        if sum(v for v, _ in twos) < need:
-            return False
-        ok = m.new_bool_var(f"{pre}{name}_{terms[i]}")
-        m.add(sum(v * inside(i, j) for v, j in twos if v) >= need).only_enforce_if(ok)
-        return ok
-
-    def chain_bytes(ch: tuple[int, ...]) -> int:
-        return math.prod(L.n[i] for i in ch) * eb
-
-    # dma-packet-max: the stream's Packet holds at most 4,096 B
-    f = []
-    for i in range(n):
-        fi = m.new_int_var(1, L.n[i], f"{pre}packet_loop_{terms[i]}")
-        m.add(fi == L.n[i]).only_enforce_if(inp[i])
-        m.add(fi == 1).only_enforce_if(~inp[i])
-        f.append(fi)
-    whole = math.prod(L.n)
-    prod = m.new_int_var(1, max(whole, 1), f"{pre}packet_elements")
-    if f:
-        m.add_multiplication_equality(prod, f)
-    else:
-        m.add(prod == 1)
-    most = hw.DMA_MAX_PACKET_BYTES // eb
-    if whole > most:
-        big = min((c for c in chains if chain_bytes(c) > hw.DMA_MAX_PACKET_BYTES),
-                  key=chain_bytes, default=tuple(range(n)))
-        lit = req("dma-packet-max", "dma-packet-max", Violation(
+    # -- the order rules, each a requirement ------------------------------------------------
+    def packet_max(self) -> None:
+        """dma-packet-max: the stream's Packet holds at most 4,096 B."""
+        m, n, L, eb, terms = self.m, self.n, self.L, self.eb, self.terms
+        f = []
+        for i in range(n):
+            fi = m.new_int_var(1, L.n[i], f"{self.pre}packet_loop_{terms[i]}")
+            m.add(fi == L.n[i]).only_enforce_if(self.inp[i])
+            m.add(fi == 1).only_enforce_if(~self.inp[i])
+            f.append(fi)
+        whole = math.prod(L.n)
+        prod = m.new_int_var(1, max(whole, 1), f"{self.pre}packet_elements")
+        if f:
+            m.add_multiplication_equality(prod, f)
+        else:
+            m.add(prod == 1)
+        most = hw.DMA_MAX_PACKET_BYTES // eb
+        if whole <= most:
+            return
+        big = min((c for c in self.chains if self.chain_bytes(c) > hw.DMA_MAX_PACKET_BYTES),
+                  key=self.chain_bytes, default=tuple(range(n)))
+        lit = self.req("dma-packet-max", "dma-packet-max", Violation(
             "dma-packet-max", tuple(terms[i] for i in big), {
-                "packet": chain_bytes(big) // eb, "elem_bytes": eb, "bytes": chain_bytes(big),
+                "packet": self.chain_bytes(big) // eb, "elem_bytes": eb,
+                "bytes": self.chain_bytes(big),
                 "suggestion": "m![..., " + (terms[big[0]] if big else "...") + "]"}))
         m.add(prod <= most).only_enforce_if(lit)
-    # the problem's bound on the DMA packet
-    if packet_max_bytes is not None:
-        over = [k for k, c in enumerate(chains) if chain_bytes(c) > packet_max_bytes]
+
+    def packet_bound(self, most_bytes: int) -> None:
+        """The problem's bound on the DMA packet."""
+        over = [k for k, c in enumerate(self.chains) if self.chain_bytes(c) > most_bytes]
         if over:
-            lit = req(BOUND_PACKET, None, None)
+            lit = self.req(BOUND_PACKET, None, None)
             for k in over:
-                m.add_implication(lit, ~z[k])
-    # iteration-limit: a loop longer than 65,536 is an entry of its own, too long
-    for i in range(n):
-        if L.n[i] > hw.MAX_ENTRY_ITERATIONS:
-            lit = req(f"iteration-limit:{terms[i]}", "iteration-limit", Violation(
-                "iteration-limit", (terms[i],), {"entry": i, "term": terms[i], "size": L.n[i],
-                                                 "hint": _split_hint(terms[i], L.n[i])}))
-            m.add_bool_or([~lit])
-    # entry-limit: more than 8 loops must merge down to 8
-    mergeable = [(i, j) for i in range(n) for j in range(n) if i != j and L.merges(i, j)]
-    merged = {}  # (i, j): loop j directly inside loop i, contiguous on both sides
-    for e in mergeable:
-        if L.is_free(e[0]):
-            merged[e] = m.new_bool_var(f"{pre}merge_{e[0]}_{e[1]}")
-            m.add_bool_and([x[e], y[e]]).only_enforce_if(merged[e])
-            m.add_bool_or([~x[e], ~y[e], merged[e]])
-        else:
-            merged[e] = x[e]
-    if n > hw.MAX_SEQUENCER_ENTRIES:
+                self.m.add_implication(lit, ~self.z[k])
+
+    def iteration_limit(self) -> None:
+        """iteration-limit: a loop longer than 65,536 is an entry of its own, too long."""
+        for i, t in enumerate(self.terms):
+            if self.L.n[i] > hw.MAX_ENTRY_ITERATIONS:
+                lit = self.req(f"iteration-limit:{t}", "iteration-limit", Violation(
+                    "iteration-limit", (t,), {"entry": i, "term": t, "size": self.L.n[i],
+                                              "hint": _split_hint(t, self.L.n[i])}))
+                self.m.add_bool_or([~lit])
+
+    def entry_limit(self) -> None:
+        """entry-limit: more than 8 loops must merge down to 8 (``merged``: loop j directly
+        inside loop i, contiguous on both sides)."""
+        m, n, L, x, y = self.m, self.n, self.L, self.x, self.y
+        self.mergeable = [(i, j) for i in range(n) for j in range(n)
+                          if i != j and L.merges(i, j)]
+        self.merged = {}
+        for e in self.mergeable:
+            if L.is_free(e[0]):
+                self.merged[e] = self.var(f"merge_{e[0]}_{e[1]}")
+                m.add_bool_and([x[e], y[e]]).only_enforce_if(self.merged[e])
+                m.add_bool_or([~x[e], ~y[e], self.merged[e]])
+            else:
+                self.merged[e] = x[e]
+        if n <= hw.MAX_SEQUENCER_ENTRIES:
+            return
         need = n - hw.MAX_SEQUENCER_ENTRIES
-        lit = req("entry-limit", "entry-limit", Violation(
-            "entry-limit", tuple(terms), {"count": f"{n} loops need {need} merges; at best",
-                                          "entries": ", ".join(terms)}))
+        lit = self.req("entry-limit", "entry-limit", Violation(
+            "entry-limit", tuple(self.terms), {
+                "count": f"{n} loops need {need} merges; at best",
+                "entries": ", ".join(self.terms)}))
         # a DMA packet shorter than the merged contiguous run cuts it in two: one entry more
-        cut = m.new_bool_var(f"{pre}packet_cuts_run")
+        cut = self.var("packet_cuts_run")
         for i in range(n):
-            m.add_bool_or([cut, ~inc[i], dpk[i], empty])
-        m.add(sum(merged.values()) - cut >= need
-              ).only_enforce_if(lit)
-    # alignment (seed 002): every stride but the DMA packet's own, and the packet
-    rule, checks = dma.alignment_checks(source.tier, destination.tier)
-    sides = [] if pcie else [(side, L.write if k == 2 else L.read, align)
-                             for side, k, align in checks]
-    if sides:  # the packet is one size on both sides: one requirement
-        align = max(a for _, _, a in sides)
-        bad_packets = [k for k, c in enumerate(chains) if (max(chain_bytes(c), eb)) % align]
-        if bad_packets:
-            sizes = sorted({max(chain_bytes(chains[k]), eb) for k in bad_packets})
-            lit = req(f"{rule}:packet", rule, Violation(rule, (), {
+            m.add_bool_or([cut, ~self.inc[i], self.dpk[i], self.empty])
+        m.add(sum(self.merged.values()) - cut >= need).only_enforce_if(lit)
+
+    def alignment(self) -> None:
+        """Alignment (seed 002): every stride but the DMA packet's own, and the packet."""
+        rule, checks = dma.alignment_checks(self.source.tier, self.opt.destination.tier)
+        sides = [(side, self.L.write if k == 2 else self.L.read, align)
+                 for side, k, align in checks]
+        if not sides:
+            return
+        align = max(a for _, _, a in sides)  # the packet is one size on both sides
+        bad = [k for k, c in enumerate(self.chains)
+               if max(self.chain_bytes(c), self.eb) % align]
+        if bad:
+            sizes = sorted({max(self.chain_bytes(self.chains[k]), self.eb) for k in bad})
+            lit = self.req(f"{rule}:packet", rule, Violation(rule, (), {
                 "side": " and ".join(sorted(s for s, _, _ in sides)), "align": align,
                 "what": "packets of " + ", ".join(f"{b} B" for b in sizes)}))
-            for k in bad_packets:
-                m.add_implication(lit, ~z[k])
-    for side, strides, align in sides:
-        for i in range(n):
-            aligned: Any = False  # a free Element: aligned when enough 2s lie inside it
-            if side == "write" and L.is_free(i):
-                aligned = rows_aligned(i, _twos(align) - _twos(eb), "aligned")
-                if aligned is True:
-                    continue
-                what = f"the write stride of {terms[i]} (its Element order is free)"
-            elif (strides[i] * eb) % align == 0:
-                continue
-            else:
-                what = f"stride {strides[i] * eb} B of {terms[i]} outside the DMA packet"
-            lit = req(f"{rule}:{side}:{terms[i]}", rule, Violation(rule, (terms[i],), {
-                "side": side, "align": align, "what": what}))
-            # i is the DMA packet's run (a packet of more than one element), or the innermost
-            # loop (a one-element packet), or (more than 8 loops) merges into the loop inside
-            q = m.new_bool_var(f"{pre}exempt_{side}_{terms[i]}")
-            in_run = m.new_bool_var(f"{pre}in_run_{side}_{terms[i]}")
-            m.add_bool_and([inc[i], ~empty]).only_enforce_if(in_run)
-            m.add_bool_or([~inc[i], empty, in_run])
-            inner = m.new_bool_var(f"{pre}inner_{side}_{terms[i]}")
-            m.add_bool_and([x[i, D], empty]).only_enforce_if(inner)
-            m.add_bool_or([~x[i, D], ~empty, inner])
-            m.add_bool_or([~q, in_run, inner]
-                          + ([merged[a, j] for (a, j) in mergeable if a == i]
-                             if n > hw.MAX_SEQUENCER_ENTRIES else [])
-                          + ([aligned] if aligned is not False else []))
-            m.add_implication(lit, q)
-    # the problem's alignment bound on the destination's Element rows
-    if align_bytes is not None:
-        lit = None
-        for i in range(n):
+            for k in bad:
+                self.m.add_implication(lit, ~self.z[k])
+        for side, strides, align in sides:
+            for i in range(self.n):
+                self.stride_aligned(rule, side, strides, align, i)
+
+    def stride_aligned(self, rule: str, side: str, strides: list, align: int, i: int
+                       ) -> None:
+        """Loop i's stride on ``side`` is aligned, or i is exempt: the DMA packet's run (a
+        packet of more than one element), the innermost loop (a one-element packet), or
+        (more than 8 loops) merged into the loop inside it."""
+        m, t, x, D = self.m, self.terms[i], self.x, self.n
+        aligned: Any = False  # a free Element: aligned when enough 2s lie inside it
+        if side == "write" and self.L.is_free(i):
+            aligned = self.rows_aligned(i, _twos(align) - _twos(self.eb), "aligned")
+            if aligned is True:
+                return
+            what = f"the write stride of {t} (its Element order is free)"
+        elif (strides[i] * self.eb) % align == 0:
+            return
+        else:
+            what = f"stride {strides[i] * self.eb} B of {t} outside the DMA packet"
+        lit = self.req(f"{rule}:{side}:{t}", rule, Violation(rule, (t,), {
+            "side": side, "align": align, "what": what}))
+        q = self.var(f"exempt_{side}_{t}")
+        in_run = self.var(f"in_run_{side}_{t}")
+        m.add_bool_and([self.inc[i], ~self.empty]).only_enforce_if(in_run)
+        m.add_bool_or([~self.inc[i], self.empty, in_run])
+        inner = self.var(f"inner_{side}_{t}")
+        m.add_bool_and([x[i, D], self.empty]).only_enforce_if(inner)
+        m.add_bool_or([~x[i, D], ~self.empty, inner])
+        m.add_bool_or([~q, in_run, inner]
+                      + ([self.merged[a, j] for (a, j) in self.mergeable if a == i]
+                         if self.n > hw.MAX_SEQUENCER_ENTRIES else [])
+                      + ([aligned] if aligned is not False else []))
+        m.add_implication(lit, q)
+
+    def rows_bound(self, align_bytes: int) -> None:
+        """The problem's alignment bound on the destination's Element rows."""
+        lit, L, eb = None, self.L, self.eb
+        for i in range(self.n):
             rows = L.write[i] > 1 and L.write[i] * eb < hw.DM_SLICE_STRIDE
-            ok = rows_aligned(i, _twos(align_bytes) - _twos(eb), "row_aligned") \
+            ok = self.rows_aligned(i, _twos(align_bytes) - _twos(eb), "row_aligned") \
                 if L.is_free(i) else not rows or (L.write[i] * eb) % align_bytes == 0
             if ok is True:
                 continue
-            lit = req(BOUND_ALIGN, None, None) if lit is None else lit
+            lit = self.req(BOUND_ALIGN, None, None) if lit is None else lit
             if ok is False and not L.is_free(i):
-                m.add_bool_or([~lit])  # a given Element row breaks it: no plan keeps it
+                self.m.add_bool_or([~lit])  # a given Element row breaks it: no plan keeps it
             else:  # Element's innermost loop is no row
-                m.add_bool_or([~lit, y[i, D]] + ([] if ok is False else [ok]))
-    # the objective terms: the DMA packet's floor; the tie-break keeps row-stepping loops
-    # outer, then a Packet no longer than the DMA packet
-    weight = []
-    for i in range(n):
-        hbm_strides = [abs(s) * eb for s, t in ((L.read[i], source.tier),
-                                                (L.write[i], destination.tier)) if t == "hbm"]
-        weight.append(max(hbm_strides, default=0).bit_length())
-    spare = sum(inp) - sum(len(ch) * z[k] for k, ch in enumerate(chains))
-    span = (sum(weight) * max(n - 1, 0) + 1) * (n + 1)
-    b = _Built(opt, pieces, terms, L, E, x, y, pos, inp, epos)
-    b.tie = (sum(fl * z[k] for k, fl in enumerate(floors)),
-             (n + 1) * sum(w * p for w, p in zip(weight, pos)) + spare)
-    b.span = span
-    b.c = c
-    return b
+                self.m.add_bool_or([~lit, self.y[i, self.n]] + ([] if ok is False else [ok]))
+
+    def objective(self, floors: list[int]) -> _Built:
+        """The objective terms: the DMA packet's floor; the tie-break keeps row-stepping
+        loops outer, then a Packet no longer than the DMA packet."""
+        n, L, eb, z = self.n, self.L, self.eb, self.z
+        weight = []
+        for i in range(n):
+            hbm_strides = [abs(s) * eb for s, t in ((L.read[i], self.source.tier),
+                                                    (L.write[i], self.opt.destination.tier))
+                           if t == "hbm"]
+            weight.append(max(hbm_strides, default=0).bit_length())
+        spare = sum(self.inp) - sum(len(ch) * z[k] for k, ch in enumerate(self.chains))
+        b = _Built(self.opt, self.pieces, self.terms, L, self.E, self.x, self.y, self.pos,
+                   self.inp, self.epos)
+        b.tie = (sum(fl * z[k] for k, fl in enumerate(floors)),
+                 (n + 1) * sum(w * p for w, p in zip(weight, self.pos)) + spare)
+        b.span = (sum(weight) * max(n - 1, 0) + 1) * (n + 1)
+        b.c = self.c
+        return b
 
 
 def _option_floor(opt: Option, got: tuple) -> int:
