@@ -184,22 +184,41 @@ def _fold(n: ex.Node, dtype: str) -> Any:
 
 def linearize(f: ex.Formula, vrf: set[str]) -> Spine:
     """The formula as spines of ops (raises plan-* errors for what cannot be linearized)."""
-    text = f.text
-    streams = ("group0", "group1") if f.pair else ("x",)
-
-    def dep(n: ex.Node) -> set[str]:
-        return {m.value for m in n.walk() if m.op == "var" and m.value in streams}
-
     if any(m.op in ex.REDUCTIONS for m in f.root.walk()):
-        raise fail("plan-pair", ("sum",), formula=text,
+        raise fail("plan-pair", ("sum",), formula=f.text,
                    detail="reductions are chain steps with declared mappings; the planner "
                           "compiles elementwise formulas", fix="write the chain as a vector "
                                                                "problem")
+    lz = _Linearizer(f, vrf)
+    if not lz.dep(f.root):
+        raise fail("plan-two-streams", (f.text,), formula=f.text, a=f.text, b="x",
+                   detail="the formula does not read the stream", fix="use x")
+    if not f.pair:
+        ops: list[SpineOp] = []
+        lz.lin(f.root, ops, {}, None, f.dtype)
+        return Spine(ops, False, f.dtype)
+    return lz.pair()
 
-    def operand(n: ex.Node, dtype: str) -> ve.Operand:
-        if n.op == "var" and n.value in vrf:
+
+class _Linearizer:
+    """The steps of :func:`linearize`: the formula, its stream variables and its VRF
+    operands as fields; a spine value table ``values`` maps (node, dtype) to the index of
+    the spine value holding it."""
+
+    def __init__(self, f: ex.Formula, vrf: set[str]):
+        self.f, self.text, self.vrf = f, f.text, vrf
+        self.streams = ("group0", "group1") if f.pair else ("x",)
+
+    def dep(self, n: ex.Node) -> set[str]:
+        """The stream variables ``n`` reads."""
+        return {m.value for m in n.walk() if m.op == "var" and m.value in self.streams}
+
+    def operand(self, n: ex.Node, dtype: str) -> ve.Operand:
+        """``n`` as an op's operand: a VRF tensor or a constant."""
+        text = self.text
+        if n.op == "var" and n.value in self.vrf:
             return ve.Operand("vrf", name=n.value)
-        if dep(n):
+        if self.dep(n):
             raise fail("plan-pair", (n.text(),), formula=text,
                        detail=f"{n.text()} reads a group again after the zip",
                        fix="combine the groups once, with one binary op")
@@ -215,6 +234,7 @@ def linearize(f: ex.Formula, vrf: set[str]) -> Spine:
                        f"{dtype}", fix="keep operands in the stream's type")
         return ve.Operand("const", value=_fold(n, dtype))
 
+    @staticmethod
     def convert(ops: list[SpineOp], values: dict, n: ex.Node, cur: str, want: str,
                 group: int | None) -> None:
         if cur != want:  # an i32 formula's float island: enter or leave it
@@ -222,179 +242,186 @@ def linearize(f: ex.Formula, vrf: set[str]) -> Spine:
                                [_conv(want)], dtype=want, group=group))
             values[(n, want)] = len(ops)
 
-    def lin(n: ex.Node, ops: list[SpineOp], values: dict, group: int | None,
-            want: str) -> None:
-        """Append the ops that turn the stream into n's value, converted to ``want``;
-        ``values`` maps (node, dtype) to the spine value index that holds it."""
-        if n.op == "var" and n.value in streams:
-            values[(n, f.dtype)] = 0
-            convert(ops, values, n, f.dtype, want, group)
-            return
-        if (n, want) in values:  # pragma: no cover - a spine passes a node once
-            return
-        _lin_op(n, ops, values, group)
-        convert(ops, values, n, n.dtype, want, group)
-
+    @staticmethod
     def done(ops: list[SpineOp], values: dict, n: ex.Node, op: SpineOp) -> None:
         ops.append(op)
         values[(n, n.dtype)] = len(ops)
 
-    def _lin_op(n: ex.Node, ops: list[SpineOp], values: dict, group: int | None) -> None:
-        args = n.args
-        deps = [bool(dep(a)) for a in args]
-        kind = n.op
-        if n.op in ex.FLOAT_FUNCS:
-            lin(args[0], ops, values, group, "f32")
-            done(ops, values, n, SpineOp(kind, n, _options(kind, "f32", False, text),
-                                         dtype="f32", group=group))
+    def lin(self, n: ex.Node, ops: list[SpineOp], values: dict, group: int | None,
+            want: str) -> None:
+        """Append the ops that turn the stream into n's value, converted to ``want``."""
+        if n.op == "var" and n.value in self.streams:
+            values[(n, self.f.dtype)] = 0
+            self.convert(ops, values, n, self.f.dtype, want, group)
             return
-        if n.op in ("abs", "neg"):
-            lin(args[0], ops, values, group, n.dtype)
-            i32 = n.dtype == "i32"
-            opts = _options(kind, n.dtype, kind == "neg" and i32, text)
-            zero = ve.Operand("const", value=0)
-            done(ops, values, n, SpineOp(kind, n, opts, (zero,) if i32 else (),
-                                         left=kind == "neg" and i32, dtype=n.dtype,
-                                         group=group))
+        if (n, want) in values:  # pragma: no cover - a spine passes a node once
             return
-        if n.op == "fma":
-            a, b, c = args
-            if deps == [True, True, False] and a == b:  # fma(x, x, c): Mode002
-                mode, s_, others = "Mode002", a, (c, c)
-            elif deps == [True, False, True] and a == c:  # fma(x, c, x): Mode020
-                mode, s_, others = "Mode020", a, (b, b)
-            elif sum(deps) == 1:
-                i = deps.index(True)
-                mode = {0: "Mode012", 1: "Mode102", 2: "Mode120"}[i]
-                s_, others = args[i], tuple(x for k, x in enumerate(args) if k != i)
-            else:
-                raise fail("plan-two-streams", (n.text(),), formula=text,
-                           a=args[0].text(), b=args[1].text(), detail="fma reads the stream "
-                           "once (or twice in one position pair) and operands",
-                           fix="keep the other arguments free of the stream")
-            lin(s_, ops, values, group, n.dtype)
-            opt = _options("fma", n.dtype, False, text)
-            for o in opt:
-                o.mode = mode
-            done(ops, values, n, SpineOp("fma", n, opt, tuple(operand(x, n.dtype)
-                                                                for x in others),
-                                         dtype=n.dtype, group=group))
-            return
-        a, b = args
-        if deps == [True, True]:
-            if a == b:  # op(s, s): arg mode Mode00
-                try:
-                    opts = _options(kind, n.dtype, False, text, same=True)
-                except TcplanError:
-                    opts = []
-                if opts:
-                    lin(a, ops, values, group, n.dtype)
-                    done(ops, values, n, SpineOp(kind, n, opts, (), dtype=n.dtype,
-                                                 group=group))
-                    return
-            if group is not None:
-                raise fail("plan-pair", (n.text(),), formula=text,
-                           detail=f"{n.text()} reads a group's value twice before the zip; "
-                                  "that needs the stash, which pair mode does not have",
-                           fix="move the op after the zip, or into another invocation")
-            for spine_side, other, left in ((a, b, False), (b, a, True)):
-                trial: list[SpineOp] = []
-                tv: dict = {}
-                try:
-                    lin(spine_side, trial, tv, group, n.dtype)
-                except TcplanError:
-                    continue
-                idx = tv.get((other, n.dtype))
-                if idx is None:
-                    continue
-                try:
-                    opts = _options(kind, n.dtype, left, text, operand="stash")
-                except TcplanError:
-                    continue
-                ops.extend(trial)
-                values.update(tv)
-                done(ops, values, n, SpineOp(kind, n, opts, (ve.Operand("stash"),),
-                                             stash_of=idx, left=left, dtype=n.dtype,
-                                             group=group))
-                return
-            raise fail("plan-two-streams", (n.text(),), formula=text, a=a.text(), b=b.text(),
-                       detail="both operands depend on the stream and neither is an earlier "
-                              "value of the other's computation",
-                       fix="load one side as a VRF operand, or restructure the formula")
-        s_ = 0 if deps[0] else 1
-        lin(args[s_], ops, values, group, n.dtype)
-        o = operand(args[1 - s_], n.dtype)
-        done(ops, values, n, SpineOp(kind, n, _options(kind, n.dtype, s_ == 1, text,
-                                                       operand=o.kind), (o,),
-                                     left=s_ == 1, dtype=n.dtype, group=group))
-
-    root = f.root
-    if not dep(root):
-        raise fail("plan-two-streams", (text,), formula=text, a=text, b="x",
-                   detail="the formula does not read the stream", fix="use x")
-    if not f.pair:
-        ops: list[SpineOp] = []
-        lin(root, ops, {}, None, f.dtype)
-        return Spine(ops, False, f.dtype)
-    # pair: the zip is the node whose two arguments read one group each
-    zip_node = None
-    for m in root.walk():
-        if len(m.args) == 2 and dep(m.args[0]) in ({"group0"}, {"group1"}) and \
-                dep(m.args[1]) in ({"group0"}, {"group1"}) and \
-                dep(m.args[0]) != dep(m.args[1]):
-            zip_node = m
-            break
-    if zip_node is None:
-        raise fail("plan-pair", (text,), formula=text,
-                   detail="a pair formula combines group0 and group1 with one binary op",
-                   fix="e.g. exp(group0) * group1")
-    pre: list[SpineOp] = []
-    a, b = zip_node.args
-    g_of = {0: 0 if dep(a) == {"group0"} else 1, 1: 0 if dep(b) == {"group0"} else 1}
-    for k, side in enumerate((a, b)):
-        lin(side, pre, {}, g_of[k], zip_node.dtype)
-    if any(op.options[0].kind in ("fxp_to_fp", "fp_to_fxp") for op in pre):
-        raise fail("plan-pair", (text,), formula=text,
-                   detail="a conversion before the zip converts both groups",
-                   fix="convert after the zip, or write the formula in f32")
-    zops = _ZIP.get((zip_node.op, zip_node.dtype))
-    if not zops:
-        raise _unsupported(f"{zip_node.op} (zip)", zip_node.dtype, text)
-    swapped = g_of[0] == 1
-    opts = []
-    for kind, op in zops:
-        mode = "Mode10" if swapped and zip_node.op not in _COMMUTATIVE else "Mode01"
-        alu = ve.ALU_CATALOG[(ve.FAMILY[kind], zip_node.dtype)][op]
-        opts.append(Option(kind, op, mode, alu, ve.STEP_STAGE[kind]))
-    pre.append(SpineOp(zip_node.op, zip_node, opts, dtype=zip_node.dtype, zip_=True))
-    zip_at = len(pre) - 1
-    # after the zip the zipped value is the stream: linearize the rest as a single stream
-    # whose only variable is the zip node
-    post: list[SpineOp] = []
-
-    def dep_after(n: ex.Node) -> bool:
-        return any(m == zip_node for m in n.walk())
-
-    def lin_after(n: ex.Node, want: str) -> None:
-        if n == zip_node:
-            convert(post, {}, n, n.dtype, want, None)
-            return
-        args = n.args
-        deps = [dep_after(x) for x in args]
         if n.op in ex.FLOAT_FUNCS or n.op in ("abs", "neg"):
-            lin_after(args[0], "f32" if n.op in ex.FLOAT_FUNCS else n.dtype)
+            self.lin_unary(n, ops, values, group)
+        elif n.op == "fma":
+            self.lin_fma(n, ops, values, group)
+        elif all(self.dep(a) for a in n.args):
+            self.lin_two_streams(n, ops, values, group)
+        else:
+            s_ = 0 if self.dep(n.args[0]) else 1
+            self.lin(n.args[s_], ops, values, group, n.dtype)
+            o = self.operand(n.args[1 - s_], n.dtype)
+            self.done(ops, values, n, SpineOp(n.op, n, _options(
+                n.op, n.dtype, s_ == 1, self.text, operand=o.kind), (o,), left=s_ == 1,
+                dtype=n.dtype, group=group))
+        self.convert(ops, values, n, n.dtype, want, group)
+
+    def lin_unary(self, n: ex.Node, ops: list[SpineOp], values: dict, group: int | None
+                  ) -> None:
+        kind = n.op
+        if kind in ex.FLOAT_FUNCS:
+            self.lin(n.args[0], ops, values, group, "f32")
+            self.done(ops, values, n, SpineOp(kind, n, _options(kind, "f32", False, self.text),
+                                              dtype="f32", group=group))
+            return
+        self.lin(n.args[0], ops, values, group, n.dtype)
+        i32 = n.dtype == "i32"
+        opts = _options(kind, n.dtype, kind == "neg" and i32, self.text)
+        zero = ve.Operand("const", value=0)
+        self.done(ops, values, n, SpineOp(kind, n, opts, (zero,) if i32 else (),
+                                          left=kind == "neg" and i32, dtype=n.dtype,
+                                          group=group))
+
+    def lin_fma(self, n: ex.Node, ops: list[SpineOp], values: dict, group: int | None
+                ) -> None:
+        a, b, c = args = n.args
+        deps = [bool(self.dep(x)) for x in args]
+        if deps == [True, True, False] and a == b:  # fma(x, x, c): Mode002
+            mode, s_, others = "Mode002", a, (c, c)
+        elif deps == [True, False, True] and a == c:  # fma(x, c, x): Mode020
+            mode, s_, others = "Mode020", a, (b, b)
+        elif sum(deps) == 1:
+            i = deps.index(True)
+            mode = {0: "Mode012", 1: "Mode102", 2: "Mode120"}[i]
+            s_, others = args[i], tuple(x for k, x in enumerate(args) if k != i)
+        else:
+            raise fail("plan-two-streams", (n.text(),), formula=self.text,
+                       a=args[0].text(), b=args[1].text(), detail="fma reads the stream "
+                       "once (or twice in one position pair) and operands",
+                       fix="keep the other arguments free of the stream")
+        self.lin(s_, ops, values, group, n.dtype)
+        opt = _options("fma", n.dtype, False, self.text)
+        for o in opt:
+            o.mode = mode
+        self.done(ops, values, n, SpineOp("fma", n, opt, tuple(self.operand(x, n.dtype)
+                                                                 for x in others),
+                                          dtype=n.dtype, group=group))
+
+    def lin_two_streams(self, n: ex.Node, ops: list[SpineOp], values: dict,
+                        group: int | None) -> None:
+        """A binary op on two values of the stream: op(s, s) when they are one, else one
+        side's spine computing the other on the way, stashed."""
+        a, b = n.args
+        kind, text = n.op, self.text
+        if a == b:  # op(s, s): arg mode Mode00
+            try:
+                opts = _options(kind, n.dtype, False, text, same=True)
+            except TcplanError:
+                opts = []
+            if opts:
+                self.lin(a, ops, values, group, n.dtype)
+                self.done(ops, values, n, SpineOp(kind, n, opts, (), dtype=n.dtype,
+                                                  group=group))
+                return
+        if group is not None:
+            raise fail("plan-pair", (n.text(),), formula=text,
+                       detail=f"{n.text()} reads a group's value twice before the zip; "
+                              "that needs the stash, which pair mode does not have",
+                       fix="move the op after the zip, or into another invocation")
+        for spine_side, other, left in ((a, b, False), (b, a, True)):
+            trial: list[SpineOp] = []
+            tv: dict = {}
+            try:
+                self.lin(spine_side, trial, tv, group, n.dtype)
+            except TcplanError:
+                continue
+            idx = tv.get((other, n.dtype))
+            if idx is None:
+                continue
+            try:
+                opts = _options(kind, n.dtype, left, text, operand="stash")
+            except TcplanError:
+                continue
+            ops.extend(trial)
+            values.update(tv)
+            self.done(ops, values, n, SpineOp(kind, n, opts, (ve.Operand("stash"),),
+                                              stash_of=idx, left=left, dtype=n.dtype,
+                                              group=group))
+            return
+        raise fail("plan-two-streams", (n.text(),), formula=text, a=a.text(), b=b.text(),
+                   detail="both operands depend on the stream and neither is an earlier "
+                          "value of the other's computation",
+                   fix="load one side as a VRF operand, or restructure the formula")
+
+    # -- pair mode --------------------------------------------------------------------------
+    def pair(self) -> Spine:
+        """Pair mode: each group's spine up to the zip (the node whose two arguments read one
+        group each), the zip, then the rest on the zipped value."""
+        f, text = self.f, self.text
+        zip_node = next((m for m in f.root.walk() if len(m.args) == 2
+                         and self.dep(m.args[0]) in ({"group0"}, {"group1"})
+                         and self.dep(m.args[1]) in ({"group0"}, {"group1"})
+                         and self.dep(m.args[0]) != self.dep(m.args[1])), None)
+        if zip_node is None:
+            raise fail("plan-pair", (text,), formula=text,
+                       detail="a pair formula combines group0 and group1 with one binary op",
+                       fix="e.g. exp(group0) * group1")
+        pre: list[SpineOp] = []
+        a, b = zip_node.args
+        g_of = {0: 0 if self.dep(a) == {"group0"} else 1,
+                1: 0 if self.dep(b) == {"group0"} else 1}
+        for k, side in enumerate((a, b)):
+            self.lin(side, pre, {}, g_of[k], zip_node.dtype)
+        if any(op.options[0].kind in ("fxp_to_fp", "fp_to_fxp") for op in pre):
+            raise fail("plan-pair", (text,), formula=text,
+                       detail="a conversion before the zip converts both groups",
+                       fix="convert after the zip, or write the formula in f32")
+        zops = _ZIP.get((zip_node.op, zip_node.dtype))
+        if not zops:
+            raise _unsupported(f"{zip_node.op} (zip)", zip_node.dtype, text)
+        swapped = g_of[0] == 1
+        opts = []
+        for kind, op in zops:
+            mode = "Mode10" if swapped and zip_node.op not in _COMMUTATIVE else "Mode01"
+            alu = ve.ALU_CATALOG[(ve.FAMILY[kind], zip_node.dtype)][op]
+            opts.append(Option(kind, op, mode, alu, ve.STEP_STAGE[kind]))
+        pre.append(SpineOp(zip_node.op, zip_node, opts, dtype=zip_node.dtype, zip_=True))
+        zip_at = len(pre) - 1
+        # after the zip the zipped value is the stream: linearize the rest as a single
+        # stream whose only variable is the zip node
+        self.zip_node, self.post = zip_node, []
+        self.lin_after(f.root, f.dtype)
+        return Spine(pre + self.post, True, f.dtype, zip_at)
+
+    def dep_after(self, n: ex.Node) -> bool:
+        return any(m == self.zip_node for m in n.walk())
+
+    def lin_after(self, n: ex.Node, want: str) -> None:
+        post, text = self.post, self.text
+        if n == self.zip_node:
+            self.convert(post, {}, n, n.dtype, want, None)
+            return
+        args = n.args
+        deps = [self.dep_after(x) for x in args]
+        if n.op in ex.FLOAT_FUNCS or n.op in ("abs", "neg"):
+            self.lin_after(args[0], "f32" if n.op in ex.FLOAT_FUNCS else n.dtype)
             i32 = n.dtype == "i32"
             opts = _options(n.op, n.dtype, n.op == "neg" and i32, text)
             zero = (ve.Operand("const", value=0),) if i32 and n.op == "neg" else ()
             post.append(SpineOp(n.op, n, opts, zero, left=bool(zero), dtype=n.dtype))
         elif len(args) == 2 and deps == [True, True] and args[0] == args[1]:
-            lin_after(args[0], n.dtype)
+            self.lin_after(args[0], n.dtype)
             post.append(SpineOp(n.op, n, _options(n.op, n.dtype, False, text, same=True),
                                 (), dtype=n.dtype))
         elif sum(deps) == 1 and len(args) == 2:
             k = deps.index(True)
-            lin_after(args[k], n.dtype)
-            o = operand(args[1 - k], n.dtype)
+            self.lin_after(args[k], n.dtype)
+            o = self.operand(args[1 - k], n.dtype)
             post.append(SpineOp(n.op, n, _options(n.op, n.dtype, k == 1, text,
                                                   operand=o.kind), (o,), left=k == 1,
                                 dtype=n.dtype))
@@ -402,10 +429,7 @@ def linearize(f: ex.Formula, vrf: set[str]) -> Spine:
             raise fail("plan-pair", (n.text(),), formula=text,
                        detail=f"{n.text()} reads the zipped value in more than one argument",
                        fix="use the zipped value once per op (or square it, x * x)")
-        convert(post, {}, n, n.dtype, want, None)
-
-    lin_after(root, f.dtype)
-    return Spine(pre + post, True, f.dtype, zip_at)
+        self.convert(post, {}, n, n.dtype, want, None)
 
 
 # ---- the CP-SAT model ------------------------------------------------------------------------
