@@ -445,56 +445,80 @@ class Solution:
 
 def solve(spine: Spine, flits: int, split: bool, time_limit: float = 10.0, workers: int = 1,
           seed: int = 0, enforce_stash: list[bool] | None = None) -> Solution | None:
-    """``split``: the stream's back four lanes hold data, so a 4-way section doubles the
+    """The fewest-cycle assignment of (invocation, option) to every spine op, or None.
+    ``split``: the stream's back four lanes hold data, so a 4-way section doubles the
     flits (narrow_split); a pair's first invocation always splits."""
-    """The fewest-cycle assignment of (invocation, option) to every spine op, or None."""
-    from ortools.sat.python import cp_model
-    ops = spine.ops
-    n = len(ops)
-    m = cp_model.CpModel()
-    inv = [m.new_int_var(0, max(n - 1, 0), f"inv_{i}") for i in range(n)]
-    x = [[m.new_bool_var(f"x_{i}_{k}") for k in range(len(op.options))]
-         for i, op in enumerate(ops)]
-    for i in range(n):
-        m.add_exactly_one(x[i])
-    stage = [sum(o.stage * x[i][k] for k, o in enumerate(ops[i].options)) for i in range(n)]
-    way4 = [sum(x[i][k] for k, o in enumerate(ops[i].options) if o.way == 4)
-            for i in range(n)]
-    pre = set(range(spine.zip_at + 1)) if spine.pair else set()
-    for i in pre:
-        m.add(inv[i] == 0)
-    if n:
-        m.add(inv[0] == 0)
-    # order: the spine (per group before the zip) passes stages in order within an invocation
-    chains: list[list[int]] = []
+    cm = _ChainModel(spine)
+    cm.order()
     if spine.pair:
-        g0 = [i for i in pre if ops[i].group == 0]
-        g1 = [i for i in pre if ops[i].group == 1]
-        z = spine.zip_at
-        chains = [g0 + [z] + list(range(z + 1, n)), g1 + [z]]
-    else:
-        chains = [list(range(n))]
-    same: dict[tuple[int, int], Any] = {}
+        cm.pair_merges()
+    cm.alus_once()
+    cm.stash(enforce_stash)
+    cm.objective(flits, split)
+    return cm.solve(time_limit, workers, seed)
 
-    def eq(i: int, j: int):
+
+class _ChainModel:
+    """The CP-SAT model of :func:`solve`, one method per part: each op's invocation and
+    option, the spine's stage order, pair mode's merged steps, each ALU once per
+    invocation, the stash, the cycles."""
+
+    def __init__(self, spine: Spine):
+        from ortools.sat.python import cp_model
+        self.cp, self.spine = cp_model, spine
+        self.ops = ops = spine.ops
+        n = self.n = len(ops)
+        m = self.m = cp_model.CpModel()
+        self.inv = [m.new_int_var(0, max(n - 1, 0), f"inv_{i}") for i in range(n)]
+        self.x = [[m.new_bool_var(f"x_{i}_{k}") for k in range(len(op.options))]
+                  for i, op in enumerate(ops)]
+        for i in range(n):
+            m.add_exactly_one(self.x[i])
+        self.stage = [sum(o.stage * self.x[i][k] for k, o in enumerate(ops[i].options))
+                      for i in range(n)]
+        self.way4 = [sum(self.x[i][k] for k, o in enumerate(ops[i].options) if o.way == 4)
+                     for i in range(n)]
+        self.pre = set(range(spine.zip_at + 1)) if spine.pair else set()
+        for i in self.pre:
+            m.add(self.inv[i] == 0)
+        if n:
+            m.add(self.inv[0] == 0)
+        self.same: dict[tuple[int, int], Any] = {}
+        self.merged: dict[tuple[int, int], Any] = {}
+
+    def eq(self, i: int, j: int):
+        """Ops i and j run in the same invocation."""
         key = (min(i, j), max(i, j))
-        if key not in same:
-            b = m.new_bool_var(f"same_{key[0]}_{key[1]}")
-            m.add(inv[key[0]] == inv[key[1]]).only_enforce_if(b)
-            m.add(inv[key[0]] != inv[key[1]]).only_enforce_if(~b)
-            same[key] = b
-        return same[key]
+        if key not in self.same:
+            b = self.m.new_bool_var(f"same_{key[0]}_{key[1]}")
+            self.m.add(self.inv[key[0]] == self.inv[key[1]]).only_enforce_if(b)
+            self.m.add(self.inv[key[0]] != self.inv[key[1]]).only_enforce_if(~b)
+            self.same[key] = b
+        return self.same[key]
 
-    for ch in chains:
-        for a, b in zip(ch, ch[1:]):
-            m.add(inv[b] >= inv[a])
-            m.add(inv[b] <= inv[a] + 1)
-            m.add(stage[b] >= stage[a]).only_enforce_if(eq(a, b))
-    # merges of the two groups' ops (pair mode): one step serves both groups
-    merged: dict[tuple[int, int], Any] = {}
-    if spine.pair:
-        for a in g0:
-            for b in g1:
+    def order(self) -> None:
+        """The spine (per group before the zip) passes stages in order within an
+        invocation, and moves on by at most one invocation per op."""
+        m, inv, ops, n = self.m, self.inv, self.ops, self.n
+        if self.spine.pair:
+            z = self.spine.zip_at
+            self.g0 = [i for i in self.pre if ops[i].group == 0]
+            self.g1 = [i for i in self.pre if ops[i].group == 1]
+            chains = [self.g0 + [z] + list(range(z + 1, n)), self.g1 + [z]]
+        else:
+            chains = [list(range(n))]
+        for ch in chains:
+            for a, b in zip(ch, ch[1:]):
+                m.add(inv[b] >= inv[a])
+                m.add(inv[b] <= inv[a] + 1)
+                m.add(self.stage[b] >= self.stage[a]).only_enforce_if(self.eq(a, b))
+
+    def pair_merges(self) -> None:
+        """Merges of the two groups' ops (pair mode): one step serves both groups; each op
+        merges at most once, and merges do not cross."""
+        m, ops, x, merged = self.m, self.ops, self.x, self.merged
+        for a in self.g0:
+            for b in self.g1:
                 shared = [(ka, kb) for ka, oa in enumerate(ops[a].options)
                           for kb, ob in enumerate(ops[b].options)
                           if (oa.kind, oa.op, oa.mode) == (ob.kind, ob.op, ob.mode)]
@@ -505,37 +529,48 @@ def solve(spine: Spine, flits: int, split: bool, time_limit: float = 10.0, worke
                 for ka, kb in shared:
                     m.add(x[a][ka] == x[b][kb]).only_enforce_if(v)
                 m.add(sum(x[a][ka] for ka, _ in shared) == 1).only_enforce_if(v)
-        for a in g0:
+        for a in self.g0:
             m.add(sum(v for (p, _), v in merged.items() if p == a) <= 1)
-        for b in g1:
+        for b in self.g1:
             m.add(sum(v for (_, q), v in merged.items() if q == b) <= 1)
         for (a1, b1), v1 in merged.items():
             for (a2, b2), v2 in merged.items():
                 if a1 < a2 and b1 > b2:
                     m.add(v1 + v2 <= 1)
-    # each ALU (and each conversion stage) at most once per invocation
-    res = {}
-    for i, op in enumerate(ops):
-        for k, o in enumerate(op.options):
-            res.setdefault(o.alu or o.kind, []).append((i, k))
-    for uses in res.values():
-        for u in range(len(uses)):
-            for w in range(u + 1, len(uses)):
-                (i, ki), (j, kj) = uses[u], uses[w]
-                if i == j:
-                    continue
-                key = (min(i, j), max(i, j))
-                if spine.pair and (key in merged or (key[::-1] in merged)):
+
+    def alus_once(self) -> None:
+        """Each ALU (and each conversion stage) at most once per invocation."""
+        m, x, merged = self.m, self.x, self.merged
+        res: dict[str, list[tuple[int, int]]] = {}
+        for i, op in enumerate(self.ops):
+            for k, o in enumerate(op.options):
+                res.setdefault(o.alu or o.kind, []).append((i, k))
+        for uses in res.values():
+            for u in range(len(uses)):
+                for w in range(u + 1, len(uses)):
+                    (i, ki), (j, kj) = uses[u], uses[w]
+                    if i == j:
+                        continue
+                    key = (min(i, j), max(i, j))
                     mv = merged.get(key, merged.get(key[::-1]))
-                    m.add_bool_or([~x[i][ki], ~x[j][kj], ~eq(i, j), mv])
-                else:
-                    m.add_bool_or([~x[i][ki], ~x[j][kj], ~eq(i, j)])
-    # the stash: reads need their value in the same invocation (see module doc)
-    needs = [(r, op.stash_of) for r, op in enumerate(ops) if op.stash_of is not None]
-    for t, (r, k) in enumerate(needs):
-        if enforce_stash is not None and not enforce_stash[t]:
-            continue
-        if spine.pair:
+                    m.add_bool_or([~x[i][ki], ~x[j][kj], ~self.eq(i, j)]
+                                  + ([mv] if self.spine.pair and mv is not None else []))
+
+    def stash(self, enforce: list[bool] | None) -> None:
+        """The stash: each read needs its value in the same invocation (module doc)."""
+        needs = [(r, op.stash_of) for r, op in enumerate(self.ops) if op.stash_of is not None]
+        for t, (r, k) in enumerate(needs):
+            if enforce is None or enforce[t]:
+                self.stash_read(r, k)
+        for t1 in range(len(needs)):
+            for t2 in range(t1 + 1, len(needs)):
+                self.m.add(self.inv[needs[t1][0]] != self.inv[needs[t2][0]])
+
+    def stash_read(self, r: int, k: int) -> None:
+        """Op r reads what op k computed: (a) stashed after op k - 1, at r's way; (c) right
+        after the narrow before op k, 4-way; (b) the invocation's input, 8-way."""
+        m, inv, x, ops, way4 = self.m, self.inv, self.x, self.ops, self.way4
+        if self.spine.pair:
             m.add(inv[r] >= 1)  # no stash in pair mode (invocation 0)
         avail = []
         reader_way = [(kk, o.way) for kk, o in enumerate(ops[r].options)]
@@ -547,12 +582,11 @@ def solve(spine: Spine, flits: int, split: bool, time_limit: float = 10.0, worke
                     if o.stage not in STASHABLE or o.way != wr:
                         m.add_bool_or([~a, ~x[k - 1][kw], ~x[r][kr]])
             avail.append(a)
-        # (c) stashed right after the narrow that precedes op k (the value is 4-way there)
         c = m.new_bool_var(f"stash_c_{r}")
         m.add(inv[r] == inv[k]).only_enforce_if(c)
         m.add(way4[k] == 1).only_enforce_if(c)
         if k >= 1:  # op k is the invocation's first 4-way op: the narrow comes right before
-            m.add(way4[k - 1] == 0).only_enforce_if([c, eq(k - 1, k)])
+            m.add(way4[k - 1] == 0).only_enforce_if([c, self.eq(k - 1, k)])
         for kr, wr in reader_way:
             if wr != 4:
                 m.add_bool_or([~c, ~x[r][kr]])
@@ -568,50 +602,53 @@ def solve(spine: Spine, flits: int, split: bool, time_limit: float = 10.0, worke
                 m.add_bool_or([~b, ~x[r][kr]])
         avail.append(b)
         m.add_bool_or(avail)
-    for t1 in range(len(needs)):
-        for t2 in range(t1 + 1, len(needs)):
-            m.add(inv[needs[t1][0]] != inv[needs[t2][0]])
-    # objective: sum over invocations of flits (x2 when a split 4-way section runs) + ALUs
-    n_inv = m.new_int_var(1, max(n, 1), "invocations")
-    if n:
-        m.add_max_equality(n_inv, [v + 1 for v in inv])
-    four = []  # (invocation, "it has a 4-way op and splits")
-    for q in range(n):
-        if not (split or (q == 0 and spine.pair)):
-            continue  # trim / pad keep the flits
-        f = m.new_bool_var(f"four_{q}")
-        for i in range(n):
-            if spine.pair and q == 0 and i > spine.zip_at:
-                continue  # after the zip a split pass carries half the pair's flits
-            bi = m.new_bool_var(f"in_{i}_{q}")
-            m.add(inv[i] == q).only_enforce_if(bi)
-            m.add(inv[i] != q).only_enforce_if(~bi)
-            m.add(f >= bi + way4[i] - 1)
-        four.append((q, f))
-    alus = sum(x[i][k] for i, op in enumerate(ops) for k, o in enumerate(op.options)
-               if o.alu is not None) - sum(merged.values())  # a merged step is one ALU
-    # a pair's later invocations stream one group's worth (the zipped tensor): half the flits
-    later = flits // 2 if spine.pair else flits
-    cycles = flits + (n_inv - 1) * later + alus
-    cycles += sum(f * (flits if q == 0 else later) for q, f in four)
-    # ties go to the catalog's first option (MulF(Mul0) before Mul1, Fxp before Clip)
-    prefer = sum(k * x[i][k] for i in range(n) for k in range(len(x[i])))
-    m.minimize(cycles * (1 + sum(len(x[i]) for i in range(n))) + prefer)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = time_limit
-    solver.parameters.num_workers = workers
-    solver.parameters.random_seed = seed
-    st = solver.solve(m)
-    if st == cp_model.UNKNOWN:  # stopped by the time limit: neither a plan nor a proof
-        raise fail("plan-time-limit", (), limit=f"{time_limit:g}", lowered=0)
-    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None
-    choice = [ops[i].options[next(k for k in range(len(x[i])) if solver.value(x[i][k]))]
-              for i in range(n)]
-    mg = {a: b for (a, b), v in merged.items() if solver.value(v)}
-    return Solution("optimal" if st == cp_model.OPTIMAL else "feasible",
-                    [solver.value(v) for v in inv], choice, int(solver.value(cycles)), mg,
-                    solver.wall_time)
+
+    def objective(self, flits: int, split: bool) -> None:
+        """Over the invocations: the flits (twice where a split 4-way section runs) plus the
+        ALUs used; a pair's later invocations stream one group's worth."""
+        m, n, inv, spine, x = self.m, self.n, self.inv, self.spine, self.x
+        n_inv = m.new_int_var(1, max(n, 1), "invocations")
+        if n:
+            m.add_max_equality(n_inv, [v + 1 for v in inv])
+        four = []  # (invocation, "it has a 4-way op and splits")
+        for q in range(n):
+            if not (split or (q == 0 and spine.pair)):
+                continue  # trim / pad keep the flits
+            f = m.new_bool_var(f"four_{q}")
+            for i in range(n):
+                if spine.pair and q == 0 and i > spine.zip_at:
+                    continue  # after the zip a split pass carries half the pair's flits
+                bi = m.new_bool_var(f"in_{i}_{q}")
+                m.add(inv[i] == q).only_enforce_if(bi)
+                m.add(inv[i] != q).only_enforce_if(~bi)
+                m.add(f >= bi + self.way4[i] - 1)
+            four.append((q, f))
+        alus = sum(x[i][k] for i, op in enumerate(self.ops) for k, o in enumerate(op.options)
+                   if o.alu is not None) - sum(self.merged.values())  # a merged step: 1 ALU
+        later = flits // 2 if spine.pair else flits
+        cycles = flits + (n_inv - 1) * later + alus
+        self.cycles = cycles + sum(f * (flits if q == 0 else later) for q, f in four)
+        # ties go to the catalog's first option (MulF(Mul0) before Mul1, Fxp before Clip)
+        prefer = sum(k * x[i][k] for i in range(n) for k in range(len(x[i])))
+        m.minimize(self.cycles * (1 + sum(len(x[i]) for i in range(n))) + prefer)
+
+    def solve(self, time_limit: float, workers: int, seed: int) -> Solution | None:
+        cp, x, n = self.cp, self.x, self.n
+        solver = cp.CpSolver()
+        solver.parameters.max_time_in_seconds = time_limit
+        solver.parameters.num_workers = workers
+        solver.parameters.random_seed = seed
+        st = solver.solve(self.m)
+        if st == cp.UNKNOWN:  # stopped by the time limit: neither a plan nor a proof
+            raise fail("plan-time-limit", (), limit=f"{time_limit:g}", lowered=0)
+        if st not in (cp.OPTIMAL, cp.FEASIBLE):
+            return None
+        choice = [self.ops[i].options[next(k for k in range(len(x[i]))
+                                           if solver.value(x[i][k]))] for i in range(n)]
+        mg = {a: b for (a, b), v in self.merged.items() if solver.value(v)}
+        return Solution("optimal" if st == cp.OPTIMAL else "feasible",
+                        [solver.value(v) for v in self.inv], choice,
+                        int(solver.value(self.cycles)), mg, solver.wall_time)
 
 
 # ---- building chains ---------------------------------------------------------------------------
