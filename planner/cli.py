@@ -61,6 +61,20 @@ def _build_parser() -> argparse.ArgumentParser:
                 epilog="tcplan --version prints the version.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    for add in (_verb_sequence, _verb_trace, _verb_lower, _verb_verify, _verb_schema,
+                _verb_completion, _verb_run, _verb_solve, _verb_explain, _verb_batch):
+        add(sub)  # each verb's flags, in the order --help lists them
+    for parser in (p, *sub.choices.values()):  # before or after the command
+        parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                            help="no progress, only results and errors")
+        parser.add_argument("-v", "--verbose", action="store_true",
+                            default=argparse.SUPPRESS,
+                            help="also say where the time goes (search rounds, stages)")
+    _picture_flags(sub.choices)
+    return p
+
+
+def _verb_sequence(sub) -> None:
     s = sub.add_parser(
         "sequence", help="derive a sequencer config from a (buffer, stream) mapping pair",
         description="Derive the sequencer config [size : stride, ...] : packet for reading a "
@@ -77,6 +91,9 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--batch", metavar="REQUESTS.jsonl",
                    help="one JSON request per line ('-' for stdin); one JSON answer per line")
+
+
+def _verb_trace(sub) -> None:
     t = sub.add_parser(
         "trace", help="where one tensor index lives in every tensor and stream of a problem",
         description="Trace a tensor index through every tensor and stream of a problem: chip, "
@@ -86,6 +103,9 @@ def _build_parser() -> argparse.ArgumentParser:
     t.add_argument("--index", required=True, help="the tensor index, e.g. N=1,C=17,H=3,W=5 "
                    "(axes not named are 0)")
     t.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _verb_lower(sub) -> None:
     lo = sub.add_parser(
         "lower", help="derive every config of a problem (DMA: per engine and command)",
         description="Lower a problem to the configs the hardware runs: for a DMA, the read, "
@@ -93,6 +113,9 @@ def _build_parser() -> argparse.ArgumentParser:
                     "commands with their base addresses; for a sequence problem, the sequencer.")
     lo.add_argument("problem", metavar="PROBLEM.yaml")
     lo.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _verb_verify(sub) -> None:
     v = sub.add_parser(
         "verify", help="lower, execute on simulated memories, verify, and estimate cycles",
         description="Lower a problem, run its configs over simulated memories filled from a "
@@ -101,11 +124,17 @@ def _build_parser() -> argparse.ArgumentParser:
     v.add_argument("problem", metavar="PROBLEM.yaml")
     v.add_argument("--json", action="store_true", help="print one JSON object")
     v.add_argument("--seed", type=_seed, default=0, help="seed of the random source data")
+
+
+def _verb_schema(sub) -> None:
     sub.add_parser(
         "schema", help="print the JSON Schema of problem files",
         description="Print the JSON Schema (draft 2020-12) of tcplan's problem files, "
                     "generated from the definitions the loader checks (point an editor's YAML "
                     "support at it: docs/problem-format.md).")
+
+
+def _verb_completion(sub) -> None:
     co = sub.add_parser(
         "completion", help="print a shell completion script",
         description="Print a bash completion script for tcplan, generated from this "
@@ -113,6 +142,9 @@ def _build_parser() -> argparse.ArgumentParser:
                     "zsh, after autoload -U bashcompinit && bashcompinit).")
     co.add_argument("shell", choices=("bash",), help="the shell (bash; zsh through "
                     "bashcompinit)")
+
+
+def _verb_run(sub) -> None:
     r = sub.add_parser(
         "run", help="run a problem's data moves on your data and write every tensor",
         description="Run a problem's data moves (DMA, PCIe, redistribution, gather, scatter, "
@@ -127,6 +159,9 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=_seed, default=0, help="seed for inputs not given")
     r.add_argument("--json", action="store_true",
                    help="print one JSON object: the files written, their dtypes and shapes")
+
+
+def _verb_solve(sub) -> None:
     so = sub.add_parser(
         "solve", help="plan a problem's free choices, lower, verify and estimate cycles",
         description="Plan a problem's free choices, then lower, execute and verify the plan "
@@ -151,6 +186,9 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="solver worker threads (default 1: deterministic)")
     so.add_argument("--seed", type=_seed, default=0,
                     help="solver seed and seed of the verification data")
+
+
+def _verb_explain(sub) -> None:
     ex = sub.add_parser(
         "explain", help="why a problem has no plan, or what binds the plan it has",
         description="For an infeasible problem: a minimal set of conflicting requirements "
@@ -159,6 +197,9 @@ def _build_parser() -> argparse.ArgumentParser:
                     "the binding constraints and the bottleneck; exit 0.")
     ex.add_argument("problem", metavar="PROBLEM.yaml")
     ex.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _verb_batch(sub) -> None:
     ba = sub.add_parser(
         "batch", help="solve and verify every problem under a directory",
         description="Solve (or verify) every *.yaml under DIR in parallel worker processes "
@@ -188,14 +229,6 @@ def _build_parser() -> argparse.ArgumentParser:
     ba.add_argument("--resume", action="store_true",
                     help="with --results: keep the rows already in the file and run only "
                          "the problems missing from it")
-    for parser in (p, *sub.choices.values()):  # before or after the command
-        parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
-                            help="no progress, only results and errors")
-        parser.add_argument("-v", "--verbose", action="store_true",
-                            default=argparse.SUPPRESS,
-                            help="also say where the time goes (search rounds, stages)")
-    _picture_flags(sub.choices)
-    return p
 
 
 PLOT_HELP = ("also draw the plan of a DMA or PCIe problem to FILE (.svg or .png; needs "
