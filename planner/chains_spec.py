@@ -131,140 +131,186 @@ def _step(ctx, keys: tuple, item: Any) -> ve.Step:
         kind, arg = item, None
     elif isinstance(item, dict) and len(item) == 1:
         (kind, arg), = item.items()
-        keys_k = keys + (kind,)
     else:
         raise doc.error(keys, "a step is a name or one {step: arguments} mapping", STEP_HELP)
     if kind not in ve.STEP_KINDS:
         raise doc.error(keys, f"unknown step {kind!r}", STEP_HELP)
-    keys_k = keys + (kind,) if isinstance(item, dict) else keys
-    st = ve.Step(kind, where=doc.where(keys_k))
+    r = _StepReader(ctx, keys + (kind,) if isinstance(item, dict) else keys, kind, arg)
+    getattr(r, _STEP_READERS.get(kind, "operand_op"))()
+    return r.st
 
-    def bad(detail: str, fix: str, sub: tuple = ()) -> Exception:
-        return doc.error(keys_k + sub, detail, fix)
 
-    def fields(allowed: set[str], required: set[str]) -> dict:
+class _StepReader:
+    """One chain step's arguments read into a :class:`ve.Step`, one method per family of
+    steps (``_STEP_READERS``), every mistake located at its key."""
+
+    def __init__(self, ctx, keys: tuple, kind: str, arg: Any):
+        self.ctx, self.doc, self.keys, self.kind, self.arg = ctx, ctx.doc, keys, kind, arg
+        self.st = ve.Step(kind, where=ctx.doc.where(keys))
+
+    def bad(self, detail: str, fix: str, sub: tuple = ()) -> Exception:
+        return self.doc.error(self.keys + sub, detail, fix)
+
+    def fields(self, allowed: set[str], required: set[str]) -> dict:
+        arg, kind = self.arg, self.kind
         if isinstance(arg, str) and "op" in allowed and required <= {"op"}:
             return {"op": arg}
         if arg is None and not required:
             return {}
         if not isinstance(arg, dict):
-            raise bad("expected a mapping of " + ", ".join(sorted(allowed)),
-                      f"e.g. {kind}: {{{', '.join(sorted(required or allowed))}: ...}}")
+            raise self.bad("expected a mapping of " + ", ".join(sorted(allowed)),
+                           f"e.g. {kind}: {{{', '.join(sorted(required or allowed))}: ...}}")
         for k in arg:
             if k not in allowed:
-                raise doc.error(keys_k + (k,), "unknown key", "allowed: "
-                                + ", ".join(sorted(allowed)), at_key=True)
+                raise self.doc.error(self.keys + (k,), "unknown key", "allowed: "
+                                     + ", ".join(sorted(allowed)), at_key=True)
         for k in sorted(required):
             if k not in arg:
-                raise bad(f"missing {k}", f"add {k}")
+                raise self.bad(f"missing {k}", f"add {k}")
         return arg
 
-    fam = ve.FAMILY.get(kind)
-    if kind == "tag":
-        st.tag = _tag(ctx, keys_k, arg)
-    elif kind == "unzip":
-        f = fields({"axis", "time"}, {"axis", "time"})
-        st.axis = _axis(ctx, keys_k + ("axis",), f["axis"])
-        st.time = ctx.mapping(keys_k + ("time",), f["time"], "time")
-    elif kind in ("fxp_to_fp", "fp_to_fxp"):
+    def mapping(self, f: dict, key: str) -> Any:
+        return self.ctx.mapping(self.keys + (key,), f[key], key)
+
+    def op(self, f: dict, family: str) -> Any:
+        return _op(self.ctx, _opkeys(self.keys, self.arg), f["op"], family)
+
+    # -- the step families ------------------------------------------------------------------
+    def tag(self) -> None:
+        self.st.tag = _tag(self.ctx, self.keys, self.arg)
+
+    def unzip(self) -> None:
+        f = self.fields({"axis", "time"}, {"axis", "time"})
+        self.st.axis = _axis(self.ctx, self.keys + ("axis",), f["axis"])
+        self.st.time = self.mapping(f, "time")
+
+    def convert(self) -> None:
+        arg = self.arg
         w = arg.get("int_width") if isinstance(arg, dict) and set(arg) == {"int_width"} \
             else arg
         if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w <= 31:
-            raise bad(f"{w!r} is not an int_width", f"{kind}: 31 (0 to 31; 31 is the plain "
-                      "integer conversion)")
-        st.int_width = w
-    elif kind in ("narrow_split", "widen_concat"):
-        f = fields({"time", "packet"}, {"time", "packet"})
-        st.time = ctx.mapping(keys_k + ("time",), f["time"], "time")
-        st.packet = ctx.mapping(keys_k + ("packet",), f["packet"], "packet")
-    elif kind in ("narrow_trim", "widen_pad"):
-        if isinstance(arg, str):
-            st.packet = ctx.mapping(keys_k, arg, "packet")
-        else:
-            f = fields({"packet"}, set())
-            if "packet" in f:
-                st.packet = ctx.mapping(keys_k + ("packet",), f["packet"], "packet")
-    elif kind == "reinterpret":
-        if arg not in ve.DTYPES:
-            raise bad(f"{arg!r} is not a 32-bit scalar", "reinterpret: i32 (or f32)")
-        st.dtype = arg
-    elif kind == "filter":
+            raise self.bad(f"{w!r} is not an int_width", f"{self.kind}: 31 (0 to 31; 31 is "
+                           "the plain integer conversion)")
+        self.st.int_width = w
+
+    def reshape(self) -> None:  # narrow_split, widen_concat
+        f = self.fields({"time", "packet"}, {"time", "packet"})
+        self.st.time, self.st.packet = self.mapping(f, "time"), self.mapping(f, "packet")
+
+    def pad(self) -> None:  # narrow_trim, widen_pad
+        if isinstance(self.arg, str):
+            self.st.packet = self.ctx.mapping(self.keys, self.arg, "packet")
+            return
+        f = self.fields({"packet"}, set())
+        if "packet" in f:
+            self.st.packet = self.mapping(f, "packet")
+
+    def reinterpret(self) -> None:
+        if self.arg not in ve.DTYPES:
+            raise self.bad(f"{self.arg!r} is not a 32-bit scalar", "reinterpret: i32 (or f32)")
+        self.st.dtype = self.arg
+
+    def filter(self) -> None:
+        arg = self.arg
         g = arg.get("guard") if isinstance(arg, dict) and set(arg) == {"guard"} else arg
-        st.guard = _guard(ctx, keys_k, g if g is not None else "all")
-    elif kind in ("stash", "final", "inter_slice_reduce"):
+        self.st.guard = _guard(self.ctx, self.keys, g if g is not None else "all")
+
+    def bare(self) -> None:  # stash, final, inter_slice_reduce
+        arg, kind, st = self.arg, self.kind, self.st
         if arg not in (None, {}) and not (kind == "inter_slice_reduce" and isinstance(
                 arg, dict) and set(arg) <= {"op"}):
-            raise bad("takes no arguments", f"write - {kind}")
+            raise self.bad("takes no arguments", f"write - {kind}")
         st.op = arg.get("op") if isinstance(arg, dict) else None
         if st.op is not None and st.op not in ve.INTER_SLICE_OPS:
-            raise bad(f"{st.op!r} is not an inter-slice reduce op",
-                      "op: " + ", ".join(ve.INTER_SLICE_OPS), ("op",))
-    elif kind == "reduce":
-        f = fields({"op", "axis", "time", "packet"}, {"op", "axis", "time", "packet"})
-        st.op = _op(ctx, _opkeys(keys_k, arg), f["op"], "reduce")
-        st.axis = _axis(ctx, keys_k + ("axis",), f["axis"])
-        st.time = ctx.mapping(keys_k + ("time",), f["time"], "time")
-        st.packet = ctx.mapping(keys_k + ("packet",), f["packet"], "packet")
-    elif kind == "fp_unary":
-        f = fields({"op", "groups"}, {"op"})
-        st.op = _op(ctx, _opkeys(keys_k, arg), f["op"], "fp_unary")
+            raise self.bad(f"{st.op!r} is not an inter-slice reduce op",
+                           "op: " + ", ".join(ve.INTER_SLICE_OPS), ("op",))
+
+    def reduce(self) -> None:
+        f = self.fields({"op", "axis", "time", "packet"}, {"op", "axis", "time", "packet"})
+        self.st.op = self.op(f, "reduce")
+        self.st.axis = _axis(self.ctx, self.keys + ("axis",), f["axis"])
+        self.st.time, self.st.packet = self.mapping(f, "time"), self.mapping(f, "packet")
+
+    def fp_unary(self) -> None:
+        f = self.fields({"op", "groups"}, {"op"})
+        self.st.op = self.op(f, "fp_unary")
         if "groups" in f:
             g = f["groups"]
             if not isinstance(g, list) or len(g) != 2 or not all(isinstance(b, bool)
                                                                 for b in g):
-                raise bad("groups of a unary op are two flags", "groups: [true, false]",
-                          ("groups",))
-            st.groups = tuple(g)
-    else:  # ops with operands, and zips
+                raise self.bad("groups of a unary op are two flags", "groups: [true, false]",
+                               ("groups",))
+            self.st.groups = tuple(g)
+
+    def operand_op(self) -> None:
+        """Ops with operands, and zips: the op, its arg mode, its operands or its groups'."""
+        kind, st = self.kind, self.st
         is_zip = kind in ve.ZIPS
         allowed = {"op", "mode"} if is_zip else {"op", "mode", "operand", "operands",
                                                  "groups"}
-        f = fields(allowed, {"op"})
-        st.op = _op(ctx, _opkeys(keys_k, arg), f["op"], fam)
+        f = self.fields(allowed, {"op"})
+        st.op = self.op(f, ve.FAMILY.get(kind))
         if "mode" in f:
             modes = ve.TERNARY_MODES if kind in ve.TERNARY else ve.BINARY_MODES
             if not isinstance(f["mode"], str) or f["mode"] not in modes:
-                raise bad(f"{f['mode']!r} is not an arg mode", "use one of "
-                          + ", ".join(modes), ("mode",))
+                raise self.bad(f"{f['mode']!r} is not an arg mode", "use one of "
+                               + ", ".join(modes), ("mode",))
             st.mode = f["mode"]
-        if not is_zip:
-            ternary = kind in ve.TERNARY
-            if "operand" in f and "operands" in f:
-                raise bad("give operand or operands, not both", "drop one")
-            if "operands" in f:
-                ops = f["operands"]
-                if not isinstance(ops, list) or len(ops) != (2 if ternary else 1):
-                    raise bad("expected a list of " + ("two operands" if ternary else
-                                                       "one operand"), "operands: [1.0, 2.0]",
-                              ("operands",))
-                st.operands = tuple(_operand(ctx, keys_k + ("operands", i), o)
-                                    for i, o in enumerate(ops))
-            elif "operand" in f:
-                if ternary:
-                    raise bad("a ternary op takes operands: [o0, o1]", "operands: [2.0, 1.0]")
-                st.operands = (_operand(ctx, keys_k + ("operand",), f["operand"]),)
-            if "groups" in f:
-                g = f["groups"]
-                if not isinstance(g, list) or len(g) != 2:
-                    raise bad("groups is a list of two arguments (null skips a group)",
-                              "groups: [10, null]", ("groups",))
-                out = []
-                for i, x in enumerate(g):
-                    if x is None:
-                        out.append(None)
-                    elif ternary:
-                        if not isinstance(x, list) or len(x) != 2:
-                            raise bad("a ternary group argument is [o0, o1]",
-                                      "groups: [[2.0, 1.0], null]", ("groups", i))
-                        out.append(tuple(_operand(ctx, keys_k + ("groups", i, j), o)
-                                         for j, o in enumerate(x)))
-                    else:
-                        out.append((_operand(ctx, keys_k + ("groups", i), x),))
-                st.groups = tuple(out)
-            if not st.operands and st.groups is None and (st.mode or "") not in (
-                    "Mode00",):
-                raise bad("missing operand", f"e.g. {kind}: {{op: {st.op}, operand: 1}}")
-    return st
+        if is_zip:
+            return
+        self.operands(f, kind in ve.TERNARY)
+        if "groups" in f:
+            st.groups = self.groups(f["groups"], kind in ve.TERNARY)
+        if not st.operands and st.groups is None and (st.mode or "") not in ("Mode00",):
+            raise self.bad("missing operand", f"e.g. {kind}: {{op: {st.op}, operand: 1}}")
+
+    def operands(self, f: dict, ternary: bool) -> None:
+        ctx, keys = self.ctx, self.keys
+        if "operand" in f and "operands" in f:
+            raise self.bad("give operand or operands, not both", "drop one")
+        if "operands" in f:
+            ops = f["operands"]
+            if not isinstance(ops, list) or len(ops) != (2 if ternary else 1):
+                raise self.bad("expected a list of " + ("two operands" if ternary else
+                                                        "one operand"),
+                               "operands: [1.0, 2.0]", ("operands",))
+            self.st.operands = tuple(_operand(ctx, keys + ("operands", i), o)
+                                     for i, o in enumerate(ops))
+        elif "operand" in f:
+            if ternary:
+                raise self.bad("a ternary op takes operands: [o0, o1]",
+                               "operands: [2.0, 1.0]")
+            self.st.operands = (_operand(ctx, keys + ("operand",), f["operand"]),)
+
+    def groups(self, g: Any, ternary: bool) -> tuple:
+        """Pair mode's per-group arguments (None skips a group)."""
+        ctx, keys = self.ctx, self.keys
+        if not isinstance(g, list) or len(g) != 2:
+            raise self.bad("groups is a list of two arguments (null skips a group)",
+                           "groups: [10, null]", ("groups",))
+        out = []
+        for i, x in enumerate(g):
+            if x is None:
+                out.append(None)
+            elif ternary:
+                if not isinstance(x, list) or len(x) != 2:
+                    raise self.bad("a ternary group argument is [o0, o1]",
+                                   "groups: [[2.0, 1.0], null]", ("groups", i))
+                out.append(tuple(_operand(ctx, keys + ("groups", i, j), o)
+                                 for j, o in enumerate(x)))
+            else:
+                out.append((_operand(ctx, keys + ("groups", i), x),))
+        return tuple(out)
+
+
+#: which reader each step kind takes (any other: an op with operands, or a zip)
+_STEP_READERS = {
+    "tag": "tag", "unzip": "unzip", "fxp_to_fp": "convert", "fp_to_fxp": "convert",
+    "narrow_split": "reshape", "widen_concat": "reshape", "narrow_trim": "pad",
+    "widen_pad": "pad", "reinterpret": "reinterpret", "filter": "filter", "stash": "bare",
+    "final": "bare", "inter_slice_reduce": "bare", "reduce": "reduce",
+    "fp_unary": "fp_unary",
+}
 
 
 def _opkeys(keys: tuple, arg: Any) -> tuple:

@@ -163,8 +163,10 @@ def first_message(o: Outcome) -> str:
 
 
 def _json_codes(v) -> list[str]:
+    """Rule ids in printed JSON: an error's ``code``, or an explanation item's ``rule``
+    (``tcplan explain --json``: each conflicting requirement names its rule)."""
     if isinstance(v, dict):
-        out = [v["code"]] if isinstance(v.get("code"), str) and "message" in v else []
+        out = [v[k] for k in ("code", "rule") if isinstance(v.get(k), str) and "message" in v]
         for x in v.values():
             out += _json_codes(x)
         return out
