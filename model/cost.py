@@ -444,6 +444,19 @@ def floor(plan) -> int:
     return _estimate(plan, floor=True).cycles
 
 
+@dataclass
+class _Sampled:
+    """What :func:`_estimate` gathers over the commands: per chip, the sampled HBM requests
+    (address, stamp, block, weight), the HBM rows the transfer reaches and (the floor) the
+    least requests of sampled commands; the DMN loads; whether anything was sampled."""
+
+    hbm: dict = field(default_factory=dict)
+    row_sets: dict = field(default_factory=dict)
+    spread: dict = field(default_factory=dict)
+    dmn_load: dict = field(default_factory=dict)  # (chip, cluster x 8 + DMN) -> bytes
+    sampled: bool = False
+
+
 def _estimate(plan, floor: bool) -> CycleReport:
     """The cycle model of :func:`dma_cycles` evaluated on a sample: for every command, blocks
     of consecutive packets spread evenly over it stand for the whole (request counts, DMN
@@ -451,125 +464,130 @@ def _estimate(plan, floor: bool) -> CycleReport:
     Milliseconds instead of a pass over every request: the planner ranks layouts with it, and
     `verify` reports it beside the full model (the two agree within 10% on every problem of
     the library, tests/test_layout_planner.py)."""
-    eb = plan.elem_bytes
-    src, dst = plan.source.tier, plan.destination.tier
+    got = _Sampled()
     worst_engine = 0.0
-    # per chip, the sampled HBM requests: (address, stamp, block, weight)
-    hbm: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = {}
-    row_sets: dict[int, set[int]] = {}  # per chip, the HBM rows the transfer reaches
-    spread: dict[int, float] = {}  # floor: per chip, least requests of sampled commands
-    sampled = False
     n_cmd_max = max((len(e.commands) for e in plan.engines), default=0)
-    dmn_load: dict[tuple[int, int], float] = {}  # (chip, cluster x 8 + DMN) -> bytes
     for e in plan.engines:
-        t_engine = 0.0
-        stamp0 = 0.0
+        t_engine = stamp0 = 0.0
         for c in e.commands:
-            pbytes = c.packet * eb
-            outer = _digits(c.entries, c.packet)
-            n = 1
-            for x in outer:
-                n *= x[0]
-            idx, block = _sample(n)
-            scale = n / max(idx.size, 1)
-            sampled = sampled or idx.size < n
-            rough = floor and idx.size < n  # a sampled command, in the floor
-            sides = {}
-            for k, tier, base, chip in ((1, src, c.read_base, e.read_chip),
-                                        (2, dst, c.write_base, e.write_chip)):
-                if rough:  # every packet takes at least its bytes' 256-byte blocks
-                    least = n * -(-pbytes // REQUEST_BYTES)
-                    t = least / REQUESTS_PER_CYCLE
-                    if plan.pcie:
-                        t = max(t, n * pbytes / PCIE_BYTES_PER_CYCLE)
-                    if tier == "hbm":  # a write not a whole block is read-modify-write
-                        rmw = n if k == 2 and pbytes % REQUEST_BYTES else 0
-                        spread[chip] = spread.get(chip, 0.0) + least + rmw
-                    sides[k] = t
-                    continue
-                paddr = _packet_addr_at(outer, base, k, eb, idx)
-                req, partial = _requests(paddr, pbytes)
-                rpp = _per_packet_requests(paddr, pbytes)
-                n_req = rpp.mean() * n if rpp.size else 0.0
-                t = n_req / REQUESTS_PER_CYCLE
-                if plan.pcie:
-                    t = max(t, n * pbytes / PCIE_BYTES_PER_CYCLE)
-                if tier == "dm":
-                    most, _ = _dmn_loads(paddr, pbytes, chip, dmn_load, scale)
-                    t = max(t, most / DMN_BYTES_PER_CYCLE)
-                if tier == "hbm":
-                    first = np.repeat(np.cumsum(np.r_[0, rpp[:-1]]), rpp)
-                    j = np.arange(req.size) - first
-                    stamp = stamp0 + np.repeat(idx, rpp) * (rpp.mean() if rpp.size else 1) + j
-                    rblock = np.repeat(block, rpp)
-                    w = np.full(req.size, scale)
-                    if k == 2 and partial.any():  # read-modify-write: the block twice
-                        req = np.concatenate([req, req[partial]])
-                        stamp = np.concatenate([stamp, stamp[partial]])
-                        rblock = np.concatenate([rblock, rblock[partial]])
-                        w = np.concatenate([w, w[partial]])
-                    hbm.setdefault(chip, []).append((req, stamp, rblock, w))
-                    row_sets.setdefault(chip, set()).update(
-                        _rows(outer, base, k, eb, pbytes))
-                sides[k] = t
+            sides = _command_sides(plan, e, c, floor, stamp0, got)
             stamp0 += max(sides.values())
             t_engine += STARTUP + _data_time(plan, e, c, sides)
         worst_engine = max(worst_engine, t_engine)
     worst_hbm = 0.0
-    rows_touched = {chip: len(rows) for chip, rows in row_sets.items()}
-    chip_of = {id(parts): chip for chip, parts in hbm.items()}
-    for chip in spread:  # floor: a chip with sampled commands
-        total = spread[chip] + sum(float(p[3].sum()) for p in hbm.get(chip, []))
+    for chip in got.spread:  # floor: a chip with sampled commands
+        total = got.spread[chip] + sum(float(p[3].sum()) for p in got.hbm.get(chip, []))
         worst_hbm = max(worst_hbm, total * HBM_SERVICE / HBM_CHANNELS)
-    for parts in hbm.values():
+    for chip, parts in got.hbm.items():
         # (a chip with sampled commands in the floor: its exact requests still bound their
         # channels; the sampled ones only add)
-        req = np.concatenate([p[0] for p in parts])
-        stamp = np.concatenate([p[1] for p in parts])
-        blk = np.concatenate([p[2] for p in parts])
-        w = np.concatenate([p[3] for p in parts])
-        channel, bank, row = _decode(req)
-        order = np.lexsort((stamp, blk, bank, channel))
-        ch, b, r, bl, ww = channel[order], bank[order], row[order], blk[order], w[order]
-        same = np.r_[False, (ch[1:] == ch[:-1]) & (b[1:] == b[:-1]) & (bl[1:] == bl[:-1])]
-        if not floor and sampled and same.mean() < MIN_SAME_BANK and \
-                _packets(plan) <= limits.COST_MAX_PACKETS:
-            # the blocks see too few requests per bank to show its row switches: the full
-            # model (every request) instead, where it can list them
+        reached = got.row_sets.get(chip)
+        cost = _channels_estimate(plan, parts, floor, got,
+                                  len(reached) if reached is not None else 1)
+        if cost is None:
             return dma_cycles(plan)
-        load = np.bincount(ch, weights=ww, minlength=HBM_CHANNELS)
-        # the rows each bank must open whatever the order (exact where nothing is sampled)
-        banks, most_rows = _bank_rows(ch, b, r)
-        if floor:  # whatever the order: no re-opens, each bank opens each of its rows once
-            cost = channel_time(load, 0.0, most_rows)
-        elif not sampled:  # every request is here, in issue order: the full model's reading
-            cost = row_opens(channel, bank, row, stamp).times()
-        else:
-            switch = same & np.r_[False, r[1:] != r[:-1]]
-            # a block's first request in a bank has no predecessor in the sample: give it
-            # the switch rate its channel shows elsewhere
-            n_same = np.bincount(ch[same], minlength=HBM_CHANNELS)
-            n_sw = np.bincount(ch[switch], minlength=HBM_CHANNELS)
-            rate = np.where(n_same > 0, n_sw / np.maximum(n_same, 1), 0.0)
-            p_sw = np.where(same, switch.astype(float), rate[ch])
-            sw = np.bincount(ch, weights=p_sw * ww, minlength=HBM_CHANNELS)
-            # each bank opens every row the transfer reaches at least once (first opens),
-            # which blocks of consecutive packets rarely see; the opens beyond are re-opens
-            rows = rows_touched.get(chip_of[id(parts)], 1)
-            opens = np.minimum(load, np.maximum(sw + banks, banks * rows))
-            reopens = np.maximum(0.0, opens - banks * rows)
-            cost = channel_time(load, reopens,
-                                np.maximum(most_rows, opens / np.maximum(banks, 1)))
         worst_hbm = max(worst_hbm, float(cost.max()))
     hbm_total = STARTUP + worst_hbm
     if hbm_total > worst_engine:
         cycles, bottleneck = hbm_total, "HBM channels"
     else:
         cycles, bottleneck = worst_engine, "engine requests and DM"
-    if dmn_load and STARTUP + max(dmn_load.values()) / DMN_BYTES_PER_CYCLE > cycles:
-        cycles = STARTUP + max(dmn_load.values()) / DMN_BYTES_PER_CYCLE
+    dmn = got.dmn_load
+    if dmn and STARTUP + max(dmn.values()) / DMN_BYTES_PER_CYCLE > cycles:
+        cycles = STARTUP + max(dmn.values()) / DMN_BYTES_PER_CYCLE
         bottleneck = "a DMN shared by several engines"
     return CycleReport(math.ceil(cycles), STARTUP * n_cmd_max, 0.0, 0.0, bottleneck)
+
+
+def _command_sides(plan, e, c, floor: bool, stamp0: float, got: _Sampled) -> dict[int, float]:
+    """One command's read (1) and write (2) sides estimated on its sampled packets: each
+    side's time, its HBM requests and DMN loads added to ``got``."""
+    eb = plan.elem_bytes
+    pbytes = c.packet * eb
+    outer = _digits(c.entries, c.packet)
+    n = 1
+    for x in outer:
+        n *= x[0]
+    idx, block = _sample(n)
+    scale = n / max(idx.size, 1)
+    got.sampled = got.sampled or idx.size < n
+    rough = floor and idx.size < n  # a sampled command, in the floor
+    sides = {}
+    for k, tier, base, chip in ((1, plan.source.tier, c.read_base, e.read_chip),
+                                (2, plan.destination.tier, c.write_base, e.write_chip)):
+        if rough:  # every packet takes at least its bytes' 256-byte blocks
+            least = n * -(-pbytes // REQUEST_BYTES)
+            t = least / REQUESTS_PER_CYCLE
+            if plan.pcie:
+                t = max(t, n * pbytes / PCIE_BYTES_PER_CYCLE)
+            if tier == "hbm":  # a write not a whole block is read-modify-write
+                rmw = n if k == 2 and pbytes % REQUEST_BYTES else 0
+                got.spread[chip] = got.spread.get(chip, 0.0) + least + rmw
+            sides[k] = t
+            continue
+        paddr = _packet_addr_at(outer, base, k, eb, idx)
+        req, partial = _requests(paddr, pbytes)
+        rpp = _per_packet_requests(paddr, pbytes)
+        n_req = rpp.mean() * n if rpp.size else 0.0
+        t = n_req / REQUESTS_PER_CYCLE
+        if plan.pcie:
+            t = max(t, n * pbytes / PCIE_BYTES_PER_CYCLE)
+        if tier == "dm":
+            most, _ = _dmn_loads(paddr, pbytes, chip, got.dmn_load, scale)
+            t = max(t, most / DMN_BYTES_PER_CYCLE)
+        if tier == "hbm":
+            first = np.repeat(np.cumsum(np.r_[0, rpp[:-1]]), rpp)
+            j = np.arange(req.size) - first
+            stamp = stamp0 + np.repeat(idx, rpp) * (rpp.mean() if rpp.size else 1) + j
+            rblock = np.repeat(block, rpp)
+            w = np.full(req.size, scale)
+            if k == 2 and partial.any():  # read-modify-write: the block twice
+                req = np.concatenate([req, req[partial]])
+                stamp = np.concatenate([stamp, stamp[partial]])
+                rblock = np.concatenate([rblock, rblock[partial]])
+                w = np.concatenate([w, w[partial]])
+            got.hbm.setdefault(chip, []).append((req, stamp, rblock, w))
+            got.row_sets.setdefault(chip, set()).update(_rows(outer, base, k, eb, pbytes))
+        sides[k] = t
+    return sides
+
+
+def _channels_estimate(plan, parts: list, floor: bool, got: _Sampled, rows: int
+                       ) -> np.ndarray | None:
+    """One chip's HBM channel times from its sampled requests (``rows``: the rows the
+    transfer reaches); None when the sample sees too few requests per bank to show their
+    row switches (the caller then runs the full model)."""
+    req = np.concatenate([p[0] for p in parts])
+    stamp = np.concatenate([p[1] for p in parts])
+    blk = np.concatenate([p[2] for p in parts])
+    w = np.concatenate([p[3] for p in parts])
+    channel, bank, row = _decode(req)
+    order = np.lexsort((stamp, blk, bank, channel))
+    ch, b, r, bl, ww = channel[order], bank[order], row[order], blk[order], w[order]
+    same = np.r_[False, (ch[1:] == ch[:-1]) & (b[1:] == b[:-1]) & (bl[1:] == bl[:-1])]
+    if not floor and got.sampled and same.mean() < MIN_SAME_BANK and \
+            _packets(plan) <= limits.COST_MAX_PACKETS:
+        return None
+    load = np.bincount(ch, weights=ww, minlength=HBM_CHANNELS)
+    # the rows each bank must open whatever the order (exact where nothing is sampled)
+    banks, most_rows = _bank_rows(ch, b, r)
+    if floor:  # whatever the order: no re-opens, each bank opens each of its rows once
+        return channel_time(load, 0.0, most_rows)
+    if not got.sampled:  # every request is here, in issue order: the full model's reading
+        return row_opens(channel, bank, row, stamp).times()
+    switch = same & np.r_[False, r[1:] != r[:-1]]
+    # a block's first request in a bank has no predecessor in the sample: give it the
+    # switch rate its channel shows elsewhere
+    n_same = np.bincount(ch[same], minlength=HBM_CHANNELS)
+    n_sw = np.bincount(ch[switch], minlength=HBM_CHANNELS)
+    rate = np.where(n_same > 0, n_sw / np.maximum(n_same, 1), 0.0)
+    p_sw = np.where(same, switch.astype(float), rate[ch])
+    sw = np.bincount(ch, weights=p_sw * ww, minlength=HBM_CHANNELS)
+    # each bank opens every row the transfer reaches at least once (first opens), which
+    # blocks of consecutive packets rarely see; the opens beyond are re-opens
+    opens = np.minimum(load, np.maximum(sw + banks, banks * rows))
+    reopens = np.maximum(0.0, opens - banks * rows)
+    return channel_time(load, reopens, np.maximum(most_rows, opens / np.maximum(banks, 1)))
 
 
 ROW_BYTES = 1 << hw.HBM_ROW_LOW_BIT
