@@ -87,3 +87,17 @@ def test_a_new_circle_would_be_seen(tmp_path, monkeypatch):
     g = import_graph()
     g.add_edge("tcplan.planner.registry", "tcplan.planner.kinds.dma")
     assert any(len(c) > 1 for c in nx.strongly_connected_components(g))
+
+
+def test_functions_read_as_one_page():
+    """Every function of the model, the planner and the executor is at most 120 lines
+    (issue 25: a longer one is a module waiting to be cut along its steps)."""
+    long = []
+    for d in ("model", "planner", "executor"):
+        for f in sorted((ROOT / d).rglob("*.py")):
+            for node in ast.walk(ast.parse(f.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    n = node.end_lineno - node.lineno + 1
+                    if n > 120:
+                        long.append(f"{f.relative_to(ROOT)}:{node.lineno} {node.name} ({n})")
+    assert not long, long
