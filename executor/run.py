@@ -11,12 +11,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Callable, Iterator
 
-import ml_dtypes
 import numpy as np
 
 from tcplan.model import limits
+from tcplan.model.hardware import DTYPE_BYTES as DTYPE_WIDTH
 from tcplan.model.broadcast import broadcast_axes
 from tcplan.model.mapping import BOTTOM, LIVE, TOP, ZERO
 from tcplan.model.rules import TcplanError, Violation
@@ -25,12 +26,42 @@ from tcplan.model.tiers import TIER_DIMS, Tensor, dm_address
 from . import strided
 from .memory import Memories
 
-NP_DTYPES = {
-    "i8": np.dtype(np.int8), "i16": np.dtype(np.int16), "i32": np.dtype(np.int32),
-    "f32": np.dtype(np.float32), "bf16": np.dtype(ml_dtypes.bfloat16),
-    "f16": np.dtype(np.float16), "f8e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
-    "f8e5m2": np.dtype(ml_dtypes.float8_e5m2),
-}
+class _Dtypes(Mapping):
+    """numpy's dtype of each tcplan dtype.  bf16 and the fp8s are ml_dtypes' types, imported
+    on first use: its import takes about half a second, and a move that is checked bit for
+    bit never needs it (:func:`tensor_bits` draws their bits as unsigned integers)."""
+
+    NATIVE = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "f32": np.float32,
+              "f16": np.float16}
+    ML = {"bf16": "bfloat16", "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2"}
+
+    def __getitem__(self, name: str) -> np.dtype:
+        if name in self.NATIVE:
+            return np.dtype(self.NATIVE[name])
+        import ml_dtypes
+        return np.dtype(getattr(ml_dtypes, self.ML[name]))
+
+    def __iter__(self):
+        return iter([*self.NATIVE, *self.ML])
+
+    def __len__(self) -> int:
+        return len(self.NATIVE) + len(self.ML)
+
+
+NP_DTYPES = _Dtypes()
+
+
+def bits_dtype(name: str) -> np.dtype:
+    """The dtype a tensor that only moves is held in: numpy's own, or for ml_dtypes' types
+    the unsigned integer of their width (the same bits)."""
+    if name in _Dtypes.ML:
+        return np.dtype(f"u{DTYPE_WIDTH[name]}")
+    return NP_DTYPES[name]
+
+
+def value_text(raw: np.ndarray, name: str) -> str:
+    """One element's bytes shown as a value of tcplan dtype ``name`` (for messages)."""
+    return repr(np.frombuffer(np.ascontiguousarray(raw).tobytes(), NP_DTYPES[name])[0])
 TOP_BYTE = 0xA5  # recognizable garbage in Top padding
 UNWRITTEN = 0x5A  # what a destination holds before the move
 CHUNK = 1 << 22  # elements per vectorized step: bounds the memory of large transfers
@@ -87,7 +118,7 @@ def tensor_bits(axes: dict[str, int], dtype: str, seed: int) -> np.ndarray:
     :func:`tensor_values`' normal draws: a 1 GiB tensor in about a second)."""
     rng = np.random.default_rng(seed)
     shape = tensor_shape(axes)
-    dt = NP_DTYPES[dtype]
+    dt = bits_dtype(dtype)
     u = np.dtype(f"u{dt.itemsize}")
     bits = rng.integers(0, np.iinfo(u).max, size=shape, dtype=u, endpoint=True)
     if dtype in FINITE_MASK:
@@ -344,7 +375,7 @@ def verify(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray,
         live = status == LIVE
         if not live.any():
             continue
-        _holds(mem.space(dst.tier, chip), chip, addr[live], lin[live], flat, axes, T.dtype)
+        _holds(mem.space(dst.tier, chip), chip, addr[live], lin[live], flat, axes, dst.dtype)
         checked += int(live.sum())
     if moved is not None and landed != moved:
         raise TcplanError(Violation("verify-mismatch", (), {"detail": (
@@ -356,10 +387,10 @@ def verify(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray,
 
 
 def _holds(space, chip: int, addr: np.ndarray, lin: np.ndarray, flat: np.ndarray,
-           axes: dict[str, int], dtype, note: str = "") -> None:
+           axes: dict[str, int], dtype: str, note: str = "") -> None:
     """The holding rule at live positions: the bytes at ``addr`` equal T's element ``lin``
     (``flat``: T as rows of bytes); else ``verify-mismatch`` naming the first that does
-    not, its index, address and both values."""
+    not, its index, address and both values (as values of tcplan dtype ``dtype``)."""
     got = space.read(addr, flat.shape[1])
     want = flat[lin]
     bad = (got != want).any(axis=1)
@@ -369,8 +400,8 @@ def _holds(space, chip: int, addr: np.ndarray, lin: np.ndarray, flat: np.ndarray
     index = dict(zip(axes, np.unravel_index(int(lin[k]), tuple(axes.values()))))
     raise TcplanError(Violation("verify-mismatch", (), {"detail": (
         f"destination index {', '.join(f'{a}={int(v)}' for a, v in index.items())} "
-        f"at chip {chip} address {int(addr[k]):,} holds {got[k].view(dtype)[0]!r}, "
-        f"expected {want[k].view(dtype)[0]!r}"
+        f"at chip {chip} address {int(addr[k]):,} holds {value_text(got[k], dtype)}, "
+        f"expected {value_text(want[k], dtype)}"
         + (" (never written)" if (got[k] == UNWRITTEN).all() else "") + note)}))
 
 
@@ -488,7 +519,7 @@ def verify_sample(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarra
     checked = 0
     for chip in np.unique(chips[live]).tolist():
         at = live & (chips == chip)
-        _holds(mem.space(dst.tier, chip), chip, addr[at], lin[at], flat_T, axes, T.dtype,
+        _holds(mem.space(dst.tier, chip), chip, addr[at], lin[at], flat_T, axes, dst.dtype,
                " (a sampled position)")
         checked += int(at.sum())
     return {"checked": checked, "sampled": k}

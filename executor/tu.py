@@ -22,7 +22,7 @@ from tcplan.model.tiers import dm_address
 from tcplan.model.tu import SPATIAL, TuPlan
 
 from .memory import Memories
-from .run import place, verify
+from .run import place, value_text, verify
 
 
 def _strides(axes: dict[str, int]) -> dict[str, int]:
@@ -96,9 +96,9 @@ def run_fetch(mem: Memories, plan: TuPlan, axes: dict[str, int], T: np.ndarray) 
                 f"the Fetch of chip {chip} cluster {cluster} slice {slice_} delivers, at "
                 f"stream position {at} (time {at // plan.stream.dims['packet'].size}, packet "
                 f"lane {at % plan.stream.dims['packet'].size}), "
-                f"{got[k].view(T.dtype)[0]!r}; the stream must hold index "
+                f"{value_text(got[k], plan.memory.dtype)}; the stream must hold index "
                 + ", ".join(f"{a}={int(v)}" for a, v in index.items())
-                + f", {want[k].view(T.dtype)[0]!r}")}))
+                + f", {value_text(want[k], plan.memory.dtype)}")}))
         checked += int(live.sum())
     return checked
 

@@ -689,6 +689,27 @@ def hbm_bytes(plan) -> tuple[dict[int, int], dict[int, int]]:
     return out
 
 
+def dmn_floor(t) -> int:
+    """What every move writing DM tensor ``t`` whole takes at least, whatever its engines
+    and order: the busiest DMN's bytes (each live slice of it receives every live element
+    of its part) at 128 B/cycle, after one start-up (docs/hardware.md section 4).  0 for a
+    tensor not in DM.  The layout search prices an engine split's option with it."""
+    if t.tier != "dm":
+        return 0
+    live = 1
+    for f in t.dims["element"].factors:
+        live *= f.count
+    per: dict[tuple[int, int, int], int] = {}
+    ok = [np.flatnonzero(t.dims[d].evaluate()[1] == 0).tolist()
+          for d in ("chip", "cluster", "slice")]
+    for chip in ok[0]:
+        for cluster in ok[1]:
+            for s in ok[2]:
+                key = (chip, cluster, s // hw.SLICES_PER_DMN)
+                per[key] = per.get(key, 0) + live * t.elem_bytes
+    return math.ceil(STARTUP + max(per.values(), default=0) / DMN_BYTES_PER_CYCLE)
+
+
 def lower_bound(plan) -> int:
     """Bytes over the bottleneck bandwidth, plus one start-up: the busiest engine at one
     256-byte request per cycle and each DMN it writes or reads at 128 B/cycle (per command,

@@ -19,7 +19,6 @@ import stat
 import tempfile
 from typing import IO, Iterator
 
-import ml_dtypes  # noqa: F401 - registers bfloat16 and float8 with numpy
 import numpy as np
 
 from tcplan.model import limits
@@ -137,6 +136,7 @@ def load_npy(path: str, what: str, max_elements: int = limits.SIM_MAX_ELEMENTS
     of at most ``max_elements`` elements (a problem's input holds no more than its tensor T)
     and :data:`model.limits.NPY_MAX_BYTES` bytes, and a file that holds exactly that many
     bytes after the header."""
+    import ml_dtypes  # noqa: F401 - registers bfloat16 and float8 with numpy's loader
     fmt = np.lib.format
     try:
         with open_input(path) as fh:

@@ -1115,8 +1115,8 @@ def _option_floor(opt: Option, got: tuple) -> int:
     one of its plans (the same engines, bytes and DM addresses): its engine floor, and with
     packets no longer than its longest run contiguous on both sides (any length with a free
     Element), its requests: at one a cycle per engine, and spread over all 32 HBM channels
-    (planner/bits.py)."""
-    from tcplan.model.cost import engine_floor, hbm_bytes
+    (planner/bits.py); and a DM destination's busiest DMN (the same for every split)."""
+    from tcplan.model.cost import dmn_floor, engine_floor, hbm_bytes
 
     from .bits import REQUEST_BITS, bus_floor, request_floor
     pieces, lp, plan = got
@@ -1132,7 +1132,7 @@ def _option_floor(opt: Option, got: tuple) -> int:
     per = 1 << bits
     bus = max((bus_floor(reads.get(c, 0) / per, writes.get(c, 0) / per, 5)
                for c in set(reads) | set(writes)), default=0)
-    return max(floor, request_floor(moved, bits), bus)
+    return max(floor, request_floor(moved, bits), bus, dmn_floor(opt.destination))
 
 
 def _cycles_of(objective: float, scale: int) -> int:
