@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 
 from tcplan.model import hardware as hw
 from tcplan.model import limits
-from tcplan.model.cost import engine_floor, hbm_bytes
+from tcplan.model.cost import dmn_floor, engine_floor, hbm_bytes
 from tcplan.model.mapping import parse
 from tcplan.model.rules import TcplanError, fail
 from tcplan.model.tiers import Tensor
@@ -211,7 +211,8 @@ def outer_model(fs: FreeSource, choices, seed: int = 0
 
 def _prices(options: list, lower_option
             ) -> tuple[list[tuple[int, int] | None], float, float, list[TcplanError]]:
-    """Per option, its engine floor and request bytes (None when it breaks a rule no order
+    """Per option, its engine floor (with its DM destination's busiest DMN) and request
+    bytes (None when it breaks a rule no order
     changes: capacity, placement, the engine count); the most HBM read requests of one chip
     and that chip's write requests; the errors of the options that break such rules."""
     floors: list[int | None] = []
@@ -224,7 +225,8 @@ def _prices(options: list, lower_option
             floors.append(None)
             broken.append(e)
             continue
-        floors.append(engine_floor(plan))  # (cycles, request bytes)
+        f, moved = engine_floor(plan)  # and a DM destination's busiest DMN, every split's
+        floors.append((max(f, dmn_floor(o.destination)), moved))  # (cycles, request bytes)
         r, w = hbm_bytes(plan)  # the same transfer in every option: its busiest chip
         loads.append(max(((r.get(c, 0) / REQUEST_BYTES, w.get(c, 0) / REQUEST_BYTES)
                           for c in set(r) | set(w)), default=(0.0, 0.0)))
