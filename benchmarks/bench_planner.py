@@ -5,8 +5,14 @@
 1. Every planning problem (problems/planning/*.yaml, problems/expressions/*.yaml): solve time
    (search only, one worker; verification is not timed) and, for DMA layout searches, where
    it goes (CP-SAT, lowering, the estimate and floors), modeled cycles and the lower bound;
-   then median and p95 solve time (issue 16's targets on a 2-core machine: median <= 0.2 s,
+   then median and p95 solve time (issue 25's targets on a 2-core machine: median <= 0.2 s,
    p95 <= 1 s) and the mean ratio of planned cycles to the lower bound (target <= 1.15).
+   The baseline, in the same run: every problem planned again without the DMN floor that
+   prices an engine split's options and a free source's (model.cost.dmn_floor, issue 25),
+   as the search did before; the ratio of the two medians and p95s.  Then a whole
+   `tcplan solve --json -q problems/planning/attention_k_to_dm.yaml` (target under 1 s),
+   three runs each way: as it is, and with ml_dtypes imported first (as every command did
+   before issue 25) and the DMN floor off; and the import time of the command line.
 2. The layout search against an itertools enumeration of every order and packet on small
    generated problems (tests/test_layout_planner.py's generator), in the same run: the ratio of
    the two times.
@@ -63,6 +69,10 @@ def main() -> None:
                 cycles, bound = plan.cycles, None
             elif p.params.get("hops", 1) > 1:
                 cycles, bound, best = plan_hops(p).cycles, None, None
+            elif p.kind in ("fetch", "commit"):
+                from tcplan.planner.kinds import Options, kind_of
+                _, cycles, _ = kind_of(p).plan(p, Options())
+                bound, best = None, None
             else:
                 found = plan_free(p)[0]
                 best, rounds, spent = found.best, found.enumerated, found.times
@@ -81,10 +91,14 @@ def main() -> None:
                 if spent else f"{'-':>7} {'-':>6} {'-':>6}")
         print(f"{p.name:<38} {dt:>8.3f} {cols} {cycles!s:>11} "
               f"{bound if bound else '-'!s:>10} {rounds!s:>7}")
-    times.sort()
-    p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))]
-    print(f"\nsolve time: median {statistics.median(times):.3f} s (target <= 0.2 s), "
-          f"p95 {p95:.3f} s (target <= 1 s)")
+    med, p95 = _median_p95(times)
+    with _without_dmn_floor():
+        before = [_plan_seconds(load_problem(f)) for f in files]
+    bmed, bp95 = _median_p95(before)
+    print(f"\nsolve time: median {med:.3f} s (target <= 0.2 s), p95 {p95:.3f} s (target "
+          f"<= 1 s); before (no DMN floor, same run): median {bmed:.3f} s, p95 {bp95:.3f} s; "
+          f"ratio {med / bmed:.2f} and {p95 / bp95:.2f}")
+    _whole_command()
     if ratios:
         print(f"planned cycles / lower bound: mean {statistics.mean(ratios):.3f} "
               "(target <= 1.15)")
@@ -112,6 +126,70 @@ def main() -> None:
         a, b = _race(p, lambda seed=seed: enumerate_all(seed))
         print(f"{k:7d}  {a:8.3f}  {b:13.2f}  {a / b:.4f}")
     _graphs()
+
+
+def _median_p95(times: list[float]) -> tuple[float, float]:
+    ts = sorted(times)
+    return statistics.median(ts), ts[min(len(ts) - 1, int(round(0.95 * (len(ts) - 1))))]
+
+
+def _plan_seconds(p) -> float:
+    """One problem planned (as part 1 plans it), in seconds."""
+    t0 = time.perf_counter()
+    try:
+        if p.kind == "expression":
+            plan_expression(p)
+        elif p.params.get("hops", 1) > 1:
+            plan_hops(p)
+        elif p.kind in ("dma", "pcie"):
+            plan_free(p)
+        else:
+            from tcplan.planner.kinds import Options, kind_of
+            kind_of(p).plan(p, Options())
+    except TcplanError:
+        pass
+    return time.perf_counter() - t0
+
+
+class _without_dmn_floor:
+    """The search as it was before issue 25: no DMN floor in an option's price."""
+
+    def __enter__(self):
+        import tcplan.model.cost as cost
+        import tcplan.planner.sources as sources
+        self.saved = cost.dmn_floor
+        cost.dmn_floor = sources.dmn_floor = lambda t: 0
+
+    def __exit__(self, *exc):
+        import tcplan.model.cost as cost
+        import tcplan.planner.sources as sources
+        cost.dmn_floor = sources.dmn_floor = self.saved
+
+
+def _whole_command() -> None:
+    """`tcplan solve --json -q` of attention_k_to_dm end to end, three runs each way: as it
+    is, and as before issue 25 (ml_dtypes imported by every command, no DMN floor)."""
+    import subprocess
+    problem = str(ROOT / "problems/planning/attention_k_to_dm.yaml")
+    now = [sys.executable, "-m", "tcplan", "solve", "--json", "-q", problem]
+    then = [sys.executable, "-c", "import ml_dtypes, runpy, sys; sys.argv = ['tcplan'] + "
+            "sys.argv[1:]; import tcplan.model.cost as c, tcplan.planner.sources as s; "
+            "c.dmn_floor = s.dmn_floor = lambda t: 0; runpy.run_module('tcplan', "
+            "run_name='__main__')", "solve", "--json", "-q", problem]
+
+    def best(argv: list[str]) -> float:
+        out = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+            out.append(time.perf_counter() - t0)
+        return statistics.median(out)
+    a, b = best(now), best(then)
+    imp = subprocess.run([sys.executable, "-X", "importtime", "-c", "import tcplan.planner.cli"],
+                         capture_output=True, text=True).stderr.strip().splitlines()[-1]
+    print(f"tcplan solve --json -q attention_k_to_dm.yaml: {a:.2f} s (target under 1 s); "
+          f"before: {b:.2f} s; ratio {a / b:.2f}; import of the command line "
+          f"{int(imp.split('|')[1]) / 1e6:.2f} s")
 
 
 def _graphs() -> None:
