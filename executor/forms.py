@@ -199,16 +199,19 @@ def verify_indexed(problem, plan, seed: int, T: np.ndarray | None = None,
     else:
         place(mem, side, axes, T)
         place(mem, table, axes, None)
+    # every element of every row: the DM side's loop nest (rows outer, a row's elements
+    # inner, one row perhaps spread over several slices), the HBM row contiguous
     addr = np.array([dm_address(0, 0, side.address)], np.int64)
-    for n, st in plan.dm_entries[:-1] if plan.row_elements > 1 else plan.dm_entries:
+    for n, st in plan.dm_entries:
         addr = (addr[:, None] + np.arange(n, dtype=np.int64) * st * eb).ravel()
     hbm, dm = mem.space("hbm", 0), mem.space("dm", 0)
-    hbm_addr = table.address + rows * rb
+    hbm_addr = (table.address + rows[:, None] * rb
+                + np.arange(plan.row_elements, dtype=np.int64) * eb).ravel()
     if plan.kind == "gather":
-        dm.write(addr, hbm.read(hbm_addr, rb))
+        dm.write(addr, hbm.read(hbm_addr, eb))
         check_t, holder = side, dm
     else:
-        hbm.write(hbm_addr, dm.read(addr, rb))
+        hbm.write(hbm_addr, dm.read(addr, eb))
         check_t, holder = table, hbm
     if want_mem:
         index = row_of_key * rb if plan.variant == "scaled" else row_of_key

@@ -47,3 +47,30 @@ def test_a_trf_tensor_in_a_graph_is_refused_at_its_tier():
     msg = e.value.to_json()["message"]
     assert msg.startswith("g.yaml:6:") and "'trf' is not modelled" in msg
     assert "Collect Engine" in msg
+
+
+SCATTER = """format: 1
+kind: scatter
+dtype: bf16
+axes: {T: 512, N: 8, D: 128}
+source: {tier: dm, cluster: 'm![1 # 2]', slice: 'm![N, 1 # 32]', element: 'm![D]'}
+index: {tier: hbm, dtype: i32, element: 'm![1]', address: 0}
+destination: {tier: hbm, element: 'm![T, N, D]', address: 1048576}
+"""
+
+
+def test_a_scatter_whose_row_spans_slices():
+    """The KV cache append of the projection and RoPE kernels (dma_scatter): one row
+    m![N, D] of 8 heads, one head per slice, into the cache at the row the index names.  The
+    row is walked over 8 slices (its DM side's loop nest, rows outer, a row's elements inner);
+    before, the executor read it as 8 rows and crashed."""
+    import ml_dtypes
+    import numpy as np
+    p = tcplan.loads(SCATTER)
+    r = tcplan.verify(p)
+    assert r.verified and r.checked == 8 * 128
+    src = (np.arange(8 * 128).reshape(8, 128) % 251 + 1).astype(ml_dtypes.bfloat16)
+    out = tcplan.run(p, inputs={"source": src, "index": np.array(5 * 2048, np.int32)})
+    table = out.arrays["destination"]
+    assert np.array_equal(table[5].view(np.uint16), src.view(np.uint16))
+    assert not table[4].view(np.uint16).any() and not table[6].view(np.uint16).any()
