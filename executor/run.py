@@ -461,7 +461,8 @@ def over_axes(values: np.ndarray, have: list[str], want: dict[str, int]) -> np.n
     if list(want) == list(have):
         return values
     shape = tuple(want[a] if a in have else 1 for a in want)
-    return np.broadcast_to(values.reshape(shape), tuple(want.values()))
+    # one copy here, not one per check (a flat view of a broadcast array copies it)
+    return np.ascontiguousarray(np.broadcast_to(values.reshape(shape), tuple(want.values())))
 
 
 def simulate(plan, axes: dict[str, int], T: np.ndarray, progress: Callable | None = None
