@@ -76,3 +76,72 @@ def test_a_scatter_whose_row_spans_slices():
     unwritten = 0x5A5A  # (executor/run.py UNWRITTEN in both bytes: no other row is written)
     assert (table[4].view(np.uint16) == unwritten).all()
     assert (table[6].view(np.uint16) == unwritten).all()
+
+
+# ---- the Qwen3 decode kernels (problems/kernels/qwen3; docs/kernels.md) -------------------
+from pathlib import Path  # noqa: E402
+
+KERNELS = Path(__file__).resolve().parents[1] / "problems/kernels/qwen3"
+AS_TYPED = sorted(f for f in KERNELS.glob("*.yaml") if not f.stem.endswith("_free"))
+FREE = sorted(KERNELS.glob("*_free.yaml"))
+UNMODELLED_OPS = ("scatter", "gather", "redistribute")  # (their cycles count 0)
+
+
+def _at_bound(record: dict) -> None:
+    for op in record["plan"]["ops"]:
+        if op["kind"] in UNMODELLED_OPS:
+            assert op["cycles"] is None, op
+        else:
+            assert op["cycles"] == op["lower_bound"], op
+
+
+def test_every_kernel_function_has_its_files():
+    """One graph per kernel function with data movement of its own (proj_k only calls
+    proj_p), each beside its free variant."""
+    stems = {f.stem for f in AS_TYPED}
+    assert stems >= {
+        "attention_qk_scaled", "attention_row_max", "attention_masked_exp",
+        "attention_row_sum", "attention_weighted_sum", "attention_forward_first",
+        "attention_forward", "attention_norm", "attention_ng_to_vrf", "projection_proj_q",
+        "projection_proj_p", "projection_proj_v", "projection_proj_o", "mlp_forward",
+        "rmsnorm_forward", "rmsnorm_forward_q", "rmsnorm_forward_k", "rope_apply_rope",
+        "residual_forward", "lm_head_forward"}
+    assert {f.stem[: -len("_free")] for f in FREE} == stems
+
+
+@pytest.mark.parametrize("path", AS_TYPED, ids=lambda p: p.stem)
+def test_each_kernel_function_as_typed(path):
+    """Every move of the kernel, each layout as the kernel types it: the graph plans every
+    op at its lower bound and verifies end to end, or explain names the rule that stops it
+    (a Fetch packet of 64 bytes: packet-bytes, docs/kernels.md)."""
+    p = tcplan.load(path)
+    r = tcplan.solve(p)
+    assert r.status == p.expect["status"], r.text()
+    if r.status == "optimal":
+        assert r.verified is True
+        _at_bound(r.record)
+        return
+    e = tcplan.explain(p).to_json()
+    assert not e["feasible"]
+    rules = [x for item in e["conflict"] for x in item.get("rules", [])]
+    assert rules and all("packet-bytes" in x for x in rules), e
+
+
+def test_the_query_broadcast_in_qk_scaled():
+    """The issue's reproducer inside its kernel: q into 64 slice groups, at its bound."""
+    r = tcplan.solve(KERNELS / "attention_qk_scaled.yaml")
+    load_q = next(o for o in r.record["plan"]["ops"] if o["op"] == "load_q")
+    assert load_q["cycles"] == load_q["lower_bound"] == 842 and r.verified is True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", FREE, ids=lambda p: p.stem)
+def test_each_kernel_function_with_free_layouts(path):
+    """The same graph with its DM and HBM layouts free: it solves and verifies, every op at
+    its bound, never slower than the kernel's own layouts (which are among its candidates)."""
+    free = tcplan.solve(path)
+    typed = tcplan.solve(path.with_name(path.stem[: -len("_free")] + ".yaml"), verify="none")
+    assert free.status == typed.status
+    if free.status == "optimal":
+        assert free.verified is True and free.cycles <= typed.cycles
+        _at_bound(free.record)
