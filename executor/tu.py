@@ -117,6 +117,32 @@ def run_commit(mem: Memories, plan: TuPlan, axes: dict[str, int], T: np.ndarray)
     return moved
 
 
+def read_stream(mem: Memories, plan: TuPlan, axes: dict[str, int], dtype) -> np.ndarray:
+    """What a Fetch delivers, as the mathematical tensor over every axis: every live stream
+    position of every live slice, read from DM through the config (``tcplan run``)."""
+    eb = plan.elem_bytes
+    out = np.zeros(tuple(axes.values()), dtype)
+    flat = out.reshape(-1)
+    addr, lin, live = _positions(plan, axes)
+    for chip, cluster, slice_, off in _units(plan, axes):
+        got = mem.space("dm", chip).read(_address(cluster, slice_, plan, addr[live]), eb)
+        flat[lin[live] + off] = got.reshape(-1).view(dtype)
+    return out
+
+
+def run_with_data(plan: TuPlan, axes: dict[str, int], T: np.ndarray) -> np.ndarray:
+    """A Fetch or Commit run on the user's tensor ``T`` (over every axis): a Fetch's
+    stream, or the DM tensor a Commit leaves, over every axis."""
+    from .run import read_tensor
+    mem = Memories()
+    if plan.engine == "fetch":
+        place(mem, plan.memory, axes, T)
+        return read_stream(mem, plan, axes, T.dtype)
+    place(mem, plan.memory, axes, None)
+    run_commit(mem, plan, axes, T)
+    return read_tensor(mem, plan.memory, axes, T.dtype)
+
+
 def simulate(plan: TuPlan, axes: dict[str, int], T: np.ndarray) -> dict:
     """A Fetch or Commit on fresh memories: a Fetch's tensor placed holding ``T`` and its
     stream checked; a Commit's tensor placed unwritten, the stream written, the tensor read

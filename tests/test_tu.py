@@ -271,3 +271,23 @@ def test_graph_conflict_across_dma_and_fetch():
     assert r.status == "infeasible"
     e = tcplan.explain(g).to_json()
     assert not e["feasible"] and "fetch" in str(e["conflict"])
+
+
+def test_run_a_commit_and_a_fetch_on_data():
+    """tcplan run: a Commit of the user's stream leaves the DM tensor holding it; a Fetch of
+    the user's DM tensor delivers, at every position it holds, the tensor's values (and
+    nothing at the indices the tensor does not hold: T % 8 is no digit of it)."""
+    import ml_dtypes
+    import numpy as np
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    s = (np.arange(8 * 2 * 512).reshape(8, 2, 512) % 97 + 1).astype(ml_dtypes.bfloat16)
+    r = tcplan.run(tcplan.load(root / "problems/planning/commit_qk_logits.yaml"),
+                   inputs={"stream": s})
+    assert np.array_equal(r.arrays["destination"].view(np.uint16), s.view(np.uint16))
+    q = (np.arange(8 * 2 * 128 * 512).reshape(8, 2, 128, 512) % 89 + 1).astype(
+        ml_dtypes.bfloat16)
+    r = tcplan.run(tcplan.load(root / "problems/planning/fetch_q_free_stream.yaml"),
+                   inputs={"source": q})
+    st = r.arrays["stream"].view(np.uint16)
+    assert np.array_equal(st[..., ::8], q.view(np.uint16)[..., ::8])
+    assert not st[..., 1::8].any()

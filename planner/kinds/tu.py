@@ -88,6 +88,23 @@ class TensorUnitMove(Kind):
     def render(self, problem, plan) -> str:
         return plan.text()
 
+    def inputs(self, problem) -> tuple[str, ...]:
+        return ("source",) if problem.kind == "fetch" else ("stream",)
+
+    def run(self, problem, plan, inputs: dict, seed: int) -> dict:
+        """The user's DM tensor fetched (source and stream), or the user's stream committed
+        (stream and destination): arrays over the axes each carries."""
+        from tcplan.executor import tu as run_tu
+        from tcplan.executor.run import embed, read_tensor_from
+        axes = problem.axes
+        role = self.inputs(problem)[0]
+        held = plan.memory if role == "source" else plan.stream
+        T = embed(inputs.get(role), held, axes, role, seed)
+        out = run_tu.run_with_data(plan, axes, T)
+        other = plan.stream if role == "source" else plan.memory
+        name = "stream" if role == "source" else "destination"
+        return {role: read_tensor_from(T, held, axes), name: read_tensor_from(out, other, axes)}
+
     def verify_lines(self, report: dict[str, Any]) -> list[str]:
         b = report["breakdown"]
         return [f"  {b['packets']:,} packets of {b['packet_bytes']} B per slice, "
