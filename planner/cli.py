@@ -170,7 +170,8 @@ def _verb_solve(sub) -> None:
                     "HBM tensor's layout and address, and hops through an intermediate HBM "
                     "layout, as the problem frees them (CP-SAT; the plan is the cycle "
                     "estimate's minimum). An expression problem: the fewest Tensor Unit "
-                    "invocations and a valid Intra-Slice Chain for each. A graph: every free "
+                    "invocations and a valid Intra-Slice Chain for each. A Fetch or Commit: the "
+                    "stream's Time and Packet when free. A graph: every free "
                     "tensor's layout and every op's plan, jointly (docs/graphs.md), then the "
                     "whole graph run end to end. Exit 1 naming the conflicting rules when no "
                     "plan exists.")
