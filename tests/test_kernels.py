@@ -143,5 +143,9 @@ def test_each_kernel_function_with_free_layouts(path):
     typed = tcplan.solve(path.with_name(path.stem[: -len("_free")] + ".yaml"), verify="none")
     assert free.status == typed.status
     if free.status == "optimal":
-        assert free.verified is True and free.cycles <= typed.cycles
+        assert free.verified is True
+        if typed.cycles is None:  # only unmodelled ops (a scatter): no figure either way
+            assert free.cycles is None
+        else:
+            assert free.cycles <= typed.cycles
         _at_bound(free.record)
