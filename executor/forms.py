@@ -13,7 +13,7 @@ from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import dm_address
 
 from .memory import Memories
-from .run import extents, place, positions, tensor_values, verify
+from .run import axis_strides, extents, place, positions, tensor_values, verify
 
 
 def _report(checked: int, method: str) -> dict[str, Any]:
@@ -52,7 +52,7 @@ def verify_sequence(problem, cfg, seed: int) -> dict[str, Any]:
     tc, ts = time.evaluate(pos // packet.size)
     pc, ps = packet.evaluate(pos % packet.size)
     live = (ts == LIVE) & (ps == LIVE)
-    strides = _strides(axes)
+    strides = axis_strides(axes)
     lin = np.zeros(n, np.int64)
     for a in axes:
         c = tc.get(a, 0) + pc.get(a, 0)
@@ -90,14 +90,6 @@ def verify_sequence(problem, cfg, seed: int) -> dict[str, Any]:
                             f"{got[k]!r}, expected {want[k]!r}")
         checked = int(live.sum())
     return _report(checked, "ran the config's loop nest over the buffer (brute force)")
-
-
-def _strides(axes: dict[str, int]) -> dict[str, int]:
-    out, s = {}, 1
-    for a in reversed(list(axes)):
-        out[a] = s
-        s *= axes[a]
-    return out
 
 
 def _project(lin: np.ndarray, buf, axes: dict[str, int], strides: dict[str, int]
@@ -157,7 +149,7 @@ def verify_indexed(problem, plan, seed: int, T: np.ndarray | None = None,
     from tcplan.model.mapping import parse
     rng = np.random.default_rng(seed)
     axes = problem.axes
-    strides = _strides(axes)
+    strides = axis_strides(axes)
     table, side = plan.table, plan.rows_side
     eb, rb = table.elem_bytes, plan.row_bytes
     table_rows = table.dims["element"].size // plan.row_elements

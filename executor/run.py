@@ -95,6 +95,16 @@ def check_positions(t: Tensor, name: str | None = None) -> None:
                                               for d, m in t.dims.items()})
 
 
+def axis_strides(axes: dict[str, int]) -> dict[str, int]:
+    """Each axis's stride in T's linear index (T over every axis, in the axes block's
+    order, the last axis fastest)."""
+    out, s = {}, 1
+    for a in reversed(list(axes)):
+        out[a] = s
+        s *= axes[a]
+    return out
+
+
 def tensor_values(axes: dict[str, int], dtype: str, seed: int) -> np.ndarray:
     """The mathematical tensor T: deterministic random values from ``seed``."""
     rng = np.random.default_rng(seed)

@@ -22,15 +22,7 @@ from tcplan.model.tiers import dm_address
 from tcplan.model.tu import SPATIAL, TuPlan
 
 from .memory import Memories
-from .run import place, value_text, verify
-
-
-def _strides(axes: dict[str, int]) -> dict[str, int]:
-    out, s = {}, 1
-    for a in reversed(list(axes)):
-        out[a] = s
-        s *= axes[a]
-    return out
+from .run import axis_strides, place, value_text, verify
 
 
 def _positions(plan: TuPlan, axes: dict[str, int]) -> tuple[np.ndarray, np.ndarray,
@@ -50,7 +42,7 @@ def _positions(plan: TuPlan, axes: dict[str, int]) -> tuple[np.ndarray, np.ndarr
     live = (ts == LIVE) & (ps == LIVE)
     lin = np.zeros(n, np.int64)
     past = np.zeros(n, bool)
-    for a, st in _strides(axes).items():
+    for a, st in axis_strides(axes).items():
         c = np.asarray(tc.get(a, 0) + pc.get(a, 0), np.int64)
         past |= c >= axes[a]
         lin += c * st
@@ -59,7 +51,7 @@ def _positions(plan: TuPlan, axes: dict[str, int]) -> tuple[np.ndarray, np.ndarr
 
 def _units(plan: TuPlan, axes: dict[str, int]) -> Iterator[tuple[int, int, int, int]]:
     """Every live slice: (chip, cluster, slice, its linear index offset into T)."""
-    st = _strides(axes)
+    st = axis_strides(axes)
     evals = [plan.memory.dims[d].evaluate() for d in SPATIAL]
     sizes = [plan.memory.dims[d].size for d in SPATIAL]
     for unit in np.ndindex(*sizes):

@@ -184,15 +184,20 @@ def _placement(memory: Tensor, stream: Tensor) -> list[Violation]:
 
 
 def access_elements(config: SequencerConfig, engine: str, context: str) -> int:
-    """Elements of one hardware access: the largest divisor of the packet's contiguous access
-    (``max_access_size``) whose bytes are a packet size of at most 32 (8 in the sub context;
-    a Commit's write is the gcd of its packet and its contiguous access)."""
-    eb = hw.DTYPE_BYTES[config.dtype]
+    """Elements of one hardware access of a lowered config (:func:`access_of` of its
+    contiguous access, ``max_access_size``)."""
+    return access_of(config.max_access_size, hw.DTYPE_BYTES[config.dtype], context)
+
+
+def access_of(contiguous: int, eb: int, context: str) -> int:
+    """Elements of one hardware access: the largest divisor of the packet's ``contiguous``
+    access (elements of ``eb`` bytes) whose bytes are a packet size of at most 32 bytes in
+    the main context, 8 in the sub (a Commit's write, the gcd of its packet and its
+    contiguous access, is the same number: its packet is contiguous)."""
     most = hw.FETCH_MAX_READ_BYTES if context == "main" else hw.SUB_CONTEXT_ACCESS_BYTES
     best = 1
-    for d in range(1, config.max_access_size + 1):
-        if config.max_access_size % d == 0 and d * eb <= most \
-                and d * eb in hw.FETCH_COMMIT_PACKET_BYTES:
+    for d in range(1, contiguous + 1):
+        if contiguous % d == 0 and d * eb <= most and d * eb in hw.FETCH_COMMIT_PACKET_BYTES:
             best = d
     return best
 

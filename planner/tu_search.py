@@ -2,7 +2,7 @@
 
 The candidates are the *pieces* of the DM tensor's Element: its digits, coalesced, the
 innermost contiguous run cut where a packet reaches the 32-byte read.  One CP-SAT model
-(:func:`build`) holds
+(:class:`_Model`) holds
 
 * the Packet: the innermost ``j`` pieces of the run, in the tensor's order (a packet of more
   than one element must be contiguous: ``innermost-access``), ``j`` among those whose bytes
@@ -115,21 +115,17 @@ class Found:
             "limit": time_limit, "lowered": self.lowered}))
 
 
-def _packets(pieces: list[Piece], run: int, eb: int, engine: str, context: str,
-             total: int) -> dict[int, int]:
+def _packets(pieces: list[Piece], run: int, eb: int, context: str, total: int
+             ) -> dict[int, int]:
     """For each packet of the innermost ``j`` pieces whose bytes are a packet size: the
-    cycles per slice (packets x accesses per packet)."""
-    most = hw.FETCH_MAX_READ_BYTES if context == "main" else hw.SUB_CONTEXT_ACCESS_BYTES
+    cycles per slice (packets x accesses per packet; the packet is contiguous)."""
     out = {}
     for j in range(run + 1):
         n = 1
         for p in pieces[len(pieces) - j:]:
             n *= p.count
-        if n * eb not in hw.FETCH_COMMIT_PACKET_BYTES:
-            continue
-        access = max(b for b in hw.FETCH_COMMIT_PACKET_BYTES if b <= min(most, n * eb)
-                     and (n * eb) % b == 0) // eb or 1
-        out[j] = (total // n) * -(-n // access)
+        if n * eb in hw.FETCH_COMMIT_PACKET_BYTES:
+            out[j] = (total // n) * -(-n // tu.access_of(n, eb, context))
     return out
 
 
@@ -263,7 +259,7 @@ def search(engine: str, memory: Tensor, context: str, chips: int, time_limit: fl
     total = 1
     for p in pieces:
         total *= p.count
-    packets = _packets(pieces, run, eb, engine, context, total)
+    packets = _packets(pieces, run, eb, context, total)
     model = _Model(pieces, run, packets, engine, eb)
     model.m.AddAssumptions(list(model.req.values()))
     found = Found(None, False, pieces=[p.term() for p in pieces])

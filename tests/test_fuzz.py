@@ -301,23 +301,29 @@ SEQ_LINES = [line for line in (ROOT / "problems/seed/sequencer.jsonl").read_text
              if line.strip()]
 
 
-@fuzz_settings(10)
-@given(st.data())
-def test_fuzz_batch_lines(data):
-    """``tcplan sequence --batch``: one JSON answer per line, whatever the lines hold."""
-    lines = [_request_line(data.draw) for _ in range(data.draw(st.integers(1, 25)))]
+def _batch_answers(lines: list[bytes]) -> list[str]:
+    """``tcplan sequence --batch`` over the lines: judged, exit 0, one answer per line."""
     with Scratch() as d:
         path = os.path.join(d, "b.jsonl")
         with open(path, "wb") as fh:
             fh.write(b"\n".join(lines) + b"\n")
         o = run_cli(["sequence", "--batch", path])
-        judge(o)
-        assert o.code == 0, o.show()
-        answers = o.stdout.splitlines()
-        assert len(answers) == len(lines), o.show()
-        for a in answers:
-            v = json.loads(a)
-            assert isinstance(v, dict) and ("error" in v or "entries" in v), a
+    judge(o)
+    assert o.code == 0, o.show()
+    answers = o.stdout.splitlines()
+    assert len(answers) == len(lines), o.show()
+    return answers
+
+
+@fuzz_settings(10)
+@given(st.data())
+def test_fuzz_batch_lines(data):
+    """``tcplan sequence --batch``: one JSON answer per line, whatever the lines hold."""
+    lines = [_request_line(data.draw) for _ in range(data.draw(st.integers(1, 25)))]
+    answers = _batch_answers(lines)
+    for a in answers:
+        v = json.loads(a)
+        assert isinstance(v, dict) and ("error" in v or "entries" in v), a
 
 
 @st.composite
@@ -521,27 +527,19 @@ def test_fuzz_long_numbers_in_batch_lines(data):
     error at the number's column; the other lines as usual."""
     drawn = [_long_request(data.draw) for _ in range(data.draw(st.integers(1, 8)))]
     lines = [line for line, _ in drawn]
-    with Scratch() as d:
-        path = os.path.join(d, "b.jsonl")
-        with open(path, "wb") as fh:
-            fh.write(b"\n".join(lines) + b"\n")
-        o = run_cli(["sequence", "--batch", path])
-        judge(o)
-        assert o.code == 0, o.show()
-        answers = o.stdout.splitlines()
-        assert len(answers) == len(lines), o.show()
-        for k, (answer, (line, long)) in enumerate(zip(answers, drawn), 1):
-            v = json.loads(answer)
-            assert len(answer) < 1000, answer[:300]
-            if not long:
-                continue
-            msg = v["error"]["message"]
-            assert "characters, more than 40" in msg, msg
-            if msg.startswith(f"line {k}, column "):
-                col = int(msg.split("column ", 1)[1].split(":")[0])
-                assert line[col - 1:col + 1].lstrip(b"-")[:1] in b"123456789", (msg, line[:80])
-            else:  # (in a mapping string: the mapping's own column)
-                assert msg.startswith("buf: the number"), msg
+    answers = _batch_answers(lines)
+    for k, (answer, (line, long)) in enumerate(zip(answers, drawn), 1):
+        v = json.loads(answer)
+        assert len(answer) < 1000, answer[:300]
+        if not long:
+            continue
+        msg = v["error"]["message"]
+        assert "characters, more than 40" in msg, msg
+        if msg.startswith(f"line {k}, column "):
+            col = int(msg.split("column ", 1)[1].split(":")[0])
+            assert line[col - 1:col + 1].lstrip(b"-")[:1] in b"123456789", (msg, line[:80])
+        else:  # (in a mapping string: the mapping's own column)
+            assert msg.startswith("buf: the number"), msg
 
 
 @fuzz_settings(12)

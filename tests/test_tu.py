@@ -166,7 +166,7 @@ def _brute_best(kind, memory, context):
         total *= p.count
     best = None
     from tcplan.planner.tu_search import _stream
-    for j in _packets(pieces, run, eb, kind, context, total):
+    for j in _packets(pieces, run, eb, context, total):
         rest = list(range(len(pieces) - j))
         for order in itertools.permutations(rest):
             try:
