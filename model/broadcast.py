@@ -20,12 +20,11 @@ from typing import Iterable
 
 import numpy as np
 
+from . import limits
 from .mapping import Factor
 from .rules import Violation
 from .tiers import DIM_TITLES, Tensor
 
-#: above this many value combinations an axis's value set is compared by digit ranges only
-EXACT_VALUES = 1 << 22
 
 
 def carried(t: Tensor) -> dict[str, list[tuple[str, Factor]]]:
@@ -64,7 +63,7 @@ def _values(fs: list[Factor]) -> np.ndarray | None:
     n = 1
     for f in fs:
         n *= f.count
-    if n > EXACT_VALUES:
+    if n > limits.BROADCAST_EXACT_VALUES:
         return None
     vals = np.zeros(1, np.int64)
     for f in fs:

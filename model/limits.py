@@ -75,6 +75,15 @@ SAMPLE_POSITIONS = 1 << 16
 #: one minimal conflict (beyond, the rules that rejected them are named with their counts).
 JOINT_CORE_MOST = 120
 GRAPH_EVALUATIONS_MAX = 2000
+#: Value combinations of one axis the broadcast check lists exactly (model/broadcast.py);
+#: above it, a source that holds an axis in part is compared by digit ranges.
+BROADCAST_EXACT_VALUES = 1 << 22
+#: A run of accesses on one DM bank is counted exactly up to this (model/tu.py); longer runs
+#: are said to be unbounded (a slice's DM holds 2**16 accesses of 8 bytes).
+BANK_RUN_CAP = 1 << 40
+#: Plans a free Fetch or Commit stream's search lowers before it gives up (each rejected
+#: one is excluded from its model: planner/tu_search.py).
+TU_SEARCH_MAX_PLANS = 200
 PLANNER = "the graph planner"
 
 

@@ -32,14 +32,14 @@ from typing import Any
 import numpy as np
 
 from . import hardware as hw
+from . import limits
 from .rules import TcplanError, Violation
 from .sequencer import SequencerConfig, coalesce, derive
 from .tiers import DIM_TITLES, Tensor, placement_violations
 
 SPATIAL = ("chip", "cluster", "slice")
 MODE = {"fetch": "read", "commit": "write"}
-#: run lengths are exact below this (a cap, never reached by a slice's DM: 512 KiB)
-RUN_CAP = 1 << 40
+RUN_CAP = limits.BANK_RUN_CAP
 
 
 @dataclass

@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcplan.model import hardware as hw
+from tcplan.model import limits
 from tcplan.model import tu
 from tcplan.model.mapping import Factor, coalesce_factors, parse
 from tcplan.model.rules import RULES, TcplanError, Violation, fail
 from tcplan.model.tiers import Tensor
 
-#: the most plans a search lowers before it stops (each rejected one is excluded)
-MAX_PLANS = 200
+MAX_PLANS = limits.TU_SEARCH_MAX_PLANS
 
 
 @dataclass(frozen=True)
