@@ -70,13 +70,16 @@ def _address(cluster: int, slice_: int, plan: TuPlan, addr: np.ndarray) -> np.nd
 
 def run_fetch(mem: Memories, plan: TuPlan, axes: dict[str, int], T: np.ndarray) -> int:
     """Run the Fetch of every live slice over ``mem`` and check the stream it delivers against
-    ``T`` (the holding rule); returns the stream positions checked."""
+    ``T`` (the holding rule); returns the stream positions checked.  The hardware reads
+    every position, padding lanes included: each is read here."""
     eb = plan.elem_bytes
     flat = T.reshape(-1).view(np.uint8).reshape(-1, eb)
     addr, lin, live = _positions(plan, axes)
     checked = 0
     for chip, cluster, slice_, off in _units(plan, axes):
-        got = mem.space("dm", chip).read(_address(cluster, slice_, plan, addr[live]), eb)
+        # every position is read, padding lanes too (a read of Bottom padding or past the
+        # slice is a memory-access error); the live ones must hold T
+        got = mem.space("dm", chip).read(_address(cluster, slice_, plan, addr), eb)[live]
         want = flat[lin[live] + off]
         bad = (got != want).any(axis=1)
         if bad.any():

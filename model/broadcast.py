@@ -72,7 +72,8 @@ def _values(fs: list[Factor]) -> np.ndarray | None:
 
 
 def _ranges(fs: Iterable[Factor]) -> list[tuple[int, int]]:
-    return sorted((f.lo, f.lo * f.radix) for f in fs)
+    """The digit ranges the live values reach (a digit cut short by ``=`` reaches less)."""
+    return sorted((f.lo, f.lo * f.count) for f in fs)
 
 
 def _within(dst: list[tuple[int, int]], src: list[tuple[int, int]]) -> bool:

@@ -35,7 +35,7 @@ from . import hardware as hw
 from . import limits
 from .rules import TcplanError, Violation
 from .sequencer import SequencerConfig, coalesce, derive
-from .tiers import DIM_TITLES, Tensor, placement_violations
+from .tiers import DIM_TITLES, Tensor, dimension_overlap, placement_violations
 
 SPATIAL = ("chip", "cluster", "slice")
 MODE = {"fetch": "read", "commit": "write"}
@@ -117,7 +117,7 @@ def lower(engine: str, memory: Tensor, stream: Tensor, context: str, chips: int
           ) -> TuPlan:
     """Lower a Fetch (``memory`` read into ``stream``) or a Commit (``stream`` written into
     ``memory``), or raise :class:`TcplanError` naming every rule it breaks."""
-    violations = list(placement_violations(memory, chips)) + _placement(memory, stream)
+    violations = static_violations(engine, memory, chips) + _placement(memory, stream)
     config = None
     try:
         config = derive(memory.dims["element"], stream.dims["time"], stream.dims["packet"],
@@ -171,16 +171,40 @@ def binding(plan: TuPlan, free: bool) -> list[dict[str, Any]]:
     return out
 
 
+def static_violations(engine: str, memory: Tensor, chips: int) -> list[Violation]:
+    """The rules of a Fetch or Commit that no stream changes: the tensor's placement rules,
+    and a Commit's tensor address on an 8-byte word."""
+    out = list(placement_violations(memory, chips))
+    if engine == "commit" and memory.address % hw.COMMIT_ALIGN_BYTES:
+        out.append(Violation("commit-align", (f"address {memory.address}",), {
+            "what": f"address {memory.address}"}))
+    return out
+
+
 def _placement(memory: Tensor, stream: Tensor) -> list[Violation]:
     """``tu-placement``: each slice moves its own part, so the stream's spatial mappings are
     the DM tensor's."""
     out = []
+    overlap = dimension_overlap(stream)  # (Time or Packet taking the Slice's digits again)
+    if overlap:
+        out.append(Violation("overlapping-dimensions", (), {"tensor": "the stream",
+                                                            "detail": overlap}))
     for d in SPATIAL:
-        if stream.dims[d].text() != memory.dims[d].text():
+        if not _same_cells(stream.dims[d], memory.dims[d]):
             out.append(Violation("tu-placement", (stream.dims[d].text(),), {
                 "dim": DIM_TITLES[d], "stream": stream.dims[d].text(),
                 "memory": memory.dims[d].text()}))
     return out
+
+
+def _same_cells(a, b) -> bool:
+    """Do two mappings give every position the same cell (``m![A / 2, A % 2]`` is
+    ``m![A]``)?"""
+    if a.size != b.size:
+        return False
+    (ca, sa), (cb, sb) = a.evaluate(), b.evaluate()
+    return bool((sa == sb).all()) and set(ca) == set(cb) and all(
+        bool((ca[k] == cb[k]).all()) for k in ca)
 
 
 def access_elements(config: SequencerConfig, engine: str, context: str) -> int:
@@ -211,10 +235,8 @@ def _commit_align(config: SequencerConfig, memory: Tensor) -> list[Violation]:
     for (n, s), group in zip(config.entries, config.groups):
         if all(config.raw[g].side == "time" for g in group) and (s * eb) % align:
             bad.append(f"stride {s * eb} B of entry {n} : {s}")
-    if config.packet_bytes % align:
+    if config.packet_bytes % align:  # (the packet is written whole, padding lanes too)
         bad.append(f"packet {config.packet_bytes} B")
-    if memory.address % align:
-        bad.append(f"address {memory.address}")
     if not bad:
         return []
     return [Violation("commit-align", tuple(bad[:4]), {"what": ", ".join(bad)})]

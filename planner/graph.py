@@ -16,6 +16,7 @@ op and a choice of layouts into the ordinary problem the op's kind plans.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 import networkx as nx
 
 from tcplan.model import limits
+from tcplan.model.hardware import DTYPE_BYTES
 from tcplan.model.tiers import Tensor
 
 from .spec import SubDoc, _Ctx, _did_you_mean, problem_from
@@ -116,8 +118,9 @@ class Graph:
         t = self.tensors[name]
         axes = self.axes_of([name])
         ctx = _Ctx(self.doc, axes, self.base["chips"], self.base["dtype"])
-        return ctx.tensor(("tensors", name), t.with_element(layout.get(name)), name,
-                          allow_stream=True)
+        spec = t.with_element(layout.get(name))
+        return _stream_dtype(ctx, ("tensors", name), spec, ctx.tensor(
+            ("tensors", name), _without_dtype(spec), name, allow_stream=True))
 
     def op_problem(self, op: GraphOp, layout: dict[str, str]):
         """The op as the problem of its own kind, its tensors in the chosen layout."""
@@ -189,9 +192,14 @@ def _tensors(ctx: _Ctx, spec: Any) -> dict[str, GraphTensor]:
             from .registry import refuse_unmodelled
             refuse_unmodelled(doc, keys + ("tier",), t["tier"])
         base = {k: v for k, v in t.items() if k not in GRAPH_TENSOR_KEYS}
+        if t.get("tier") == "stream" and t.get("time") == "free":
+            raise doc.error(keys + ("time",), "a graph's stream is given: the computation "
+                            "that reads or writes it fixes its Time and Packet",
+                            "write the stream's Time and Packet mappings")
         cands = _candidates(ctx, keys, t)
-        first = ctx.tensor(keys, {**base, "element": cands[0]} if cands else base, str(name),
-                           allow_stream=True)
+        first = _stream_dtype(ctx, keys, base, ctx.tensor(
+            keys, _without_dtype({**base, "element": cands[0]} if cands else base), str(name),
+            allow_stream=True))
         axes = tuple(a for a in ctx.axes if a in {x for m in first.dims.values()
                                                   for x in m.used_axes})
         for c in cands or ():
@@ -201,6 +209,24 @@ def _tensors(ctx: _Ctx, spec: Any) -> dict[str, GraphTensor]:
                                 f"than {cands[0]}", "give candidates over the same digits")
         out[str(name)] = GraphTensor(str(name), base, axes, cands, given)
     return out
+
+
+def _without_dtype(spec: dict) -> dict:
+    """A stream's spec as a problem reads it: a stream takes no dtype there."""
+    return {k: v for k, v in spec.items() if k != "dtype"} if spec.get("tier") == "stream" \
+        else spec
+
+
+def _stream_dtype(ctx: _Ctx, keys: tuple, spec: dict, t: Tensor) -> Tensor:
+    """In a graph a stream has a dtype, the values it carries (the graph's unless it says
+    ``dtype:``): a Fetch and a Commit must carry their DM tensor's."""
+    if t.tier != "stream" or "dtype" not in spec:
+        return t
+    d = spec["dtype"]
+    if d not in DTYPE_BYTES:
+        raise ctx.doc.error(keys + ("dtype",), f"{d!r} is not a dtype",
+                            "dtype: one of " + ", ".join(DTYPE_BYTES))
+    return dataclasses.replace(t, dtype=d)
 
 
 def _candidates(ctx: _Ctx, keys: tuple, t: dict) -> list[str] | None:
@@ -354,7 +380,7 @@ def _op_problem(g: Graph, op: GraphOp, layout: dict[str, str]):
     for role, t in op.roles.items():
         if roles[role][1]:  # the tensor is part of the op's own problem, in its own dtype
             spec = g.tensors[t].with_element(layout.get(t))
-            data[role] = spec if spec.get("tier") == "stream" else \
+            data[role] = _without_dtype(spec) if spec.get("tier") == "stream" else \
                 {"dtype": g.base["dtype"], **spec}
             place[role] = ("tensors", t)
 

@@ -39,26 +39,55 @@ MAX_PLANS = limits.TU_SEARCH_MAX_PLANS
 
 @dataclass(frozen=True)
 class Piece:
-    """One candidate stream term: digits [lo, lo * count) of ``axis``, one DM step apart by
-    ``weight`` elements."""
+    """One candidate stream term: ``count`` live values of the digit [lo, lo * radix) of
+    ``axis``, one DM step apart by ``weight`` elements."""
 
     axis: str
     lo: int
     count: int
     weight: int
     size: int  # the axis's size
+    radix: int = 0  # the digit's range (0: its count)
 
     def term(self) -> str:
-        hi = self.lo * self.count
-        if self.lo == 1:
-            return self.axis if hi >= self.size else f"{self.axis} % {hi}"
-        return f"{self.axis} / {self.lo}" + ("" if hi >= self.size else f" % {self.count}")
+        radix = self.radix or self.count
+        text = self.axis if self.lo == 1 else f"{self.axis} / {self.lo}"
+        if self.lo * radix < self.size:
+            text += f" % {radix}"
+        return text + (f" = {self.count}" if self.count < radix else "")
+
+
+def _cuts(f: Factor, span: int, most: int) -> list[int]:
+    """Where to cut digit ``f`` (``span`` elements inside it, all contiguous) so that every
+    packet of a power-of-two number of elements up to ``most`` is a suffix of whole pieces:
+    the digit's own positions ``k`` at which ``span * k`` is such a packet."""
+    ks, p = [], 1
+    while p <= most:
+        if span < p < span * f.count and p % span == 0:
+            k = p // span
+            if f.count % k == 0 and f.radix % k == 0:
+                ks.append(k)
+        p *= 2
+    return ks
+
+
+def _split(f: Factor, wt: int, ks: list[int], size: int) -> list[Piece]:
+    """Digit ``f`` (DM step ``wt``) cut at positions ``ks``, innermost piece first."""
+    out, prev = [], 1
+    for k in ks + [f.count]:
+        radix = f.radix // prev if k == f.count else k // prev
+        out.append(Piece(f.axis, f.lo * prev, k // prev if k != f.count else f.count // prev,
+                         wt * prev, size, radix))
+        prev = k
+    return out
 
 
 def pieces_of(memory: Tensor, most: int) -> tuple[list[Piece], int]:
-    """The Element's live digits, outermost first, with the innermost contiguous run cut so
-    that a packet of ``most`` elements is a suffix of whole pieces; and how many of the
-    innermost pieces form that contiguous run."""
+    """The Element's live digits, outermost first, the innermost contiguous run cut at every
+    power-of-two packet of at most ``most`` elements (so that each is a suffix of whole
+    pieces); and how many of the innermost pieces form that run.  A digit with padding
+    positions (``#``) or cut short (``=``) may end the run: its live values are contiguous,
+    what lies beyond them is not."""
     el = memory.dims["element"]
     axes = el.axes
     fs: list[Factor] = list(coalesce_factors(el.factors))
@@ -73,19 +102,15 @@ def pieces_of(memory: Tensor, most: int) -> tuple[list[Piece], int]:
         if f.axis is None or f.count <= 1:
             contiguous &= f.size == 1
             continue
-        if contiguous and wt == span and f.count == f.size:
-            cut = most // span if span < most else 0
-            if 1 < cut < f.count and f.count % cut == 0:
-                out.append(Piece(f.axis, f.lo, cut, wt, axes[f.axis]))
-                out.append(Piece(f.axis, f.lo * cut, f.count // cut, wt * cut, axes[f.axis]))
-                run += 2
-            else:
-                out.append(Piece(f.axis, f.lo, f.count, wt, axes[f.axis]))
-                run += 1
+        if contiguous and wt == span:
+            parts = _split(f, wt, _cuts(f, span, most), axes[f.axis])
+            out += parts
+            run += len(parts)
+            contiguous = f.count == f.size
             span *= f.size
             continue
         contiguous = False
-        out.append(Piece(f.axis, f.lo, f.count, wt, axes[f.axis]))
+        out.append(Piece(f.axis, f.lo, f.count, wt, axes[f.axis], f.radix))
     return out[::-1], run
 
 
@@ -101,16 +126,19 @@ class Found:
     conflict: list[Violation] = field(default_factory=list)
     lowered: int = 0
     pieces: list[str] = field(default_factory=list)
+    timed_out: bool = False  # the solver stopped at the time limit
 
     def error(self, time_limit: float) -> TcplanError:
         """Why there is no plan: the model's conflict, the rules that rejected every plan it
-        proposed, or the time limit."""
+        proposed (all of them, or the first ``MAX_PLANS``), or the time limit."""
         if self.conflict:
             return TcplanError(self.conflict)
-        if self.examples and self.lowered < MAX_PLANS:
+        if self.examples and not self.timed_out:
+            more = (f" (the first {self.lowered} plans the model proposed)"
+                    if self.lowered >= MAX_PLANS else "")
             return TcplanError(Violation("plan-no-layout", tuple(self.examples), {
                 "pieces": ", ".join(self.pieces), "rules": "; ".join(
-                    f"[{r}] {v.message}" for r, v in self.examples.items())}))
+                    f"[{r}] {v.message}" for r, v in self.examples.items()) + more}))
         return TcplanError(Violation("plan-time-limit", (), {
             "limit": time_limit, "lowered": self.lowered}))
 
@@ -235,11 +263,27 @@ class _Model:
         self.m.AddBoolOr([x.Not() for x in lits] + [self.j[j].Not()])
 
 
+def _joined(ps: list[Piece]) -> list[Piece]:
+    """Neighbouring pieces of one digit rejoined (the outer one starting where the inner one
+    ends): the terms the stream is written with (``D / 8 % 2, D % 8`` is ``D % 16``)."""
+    out: list[Piece] = []
+    for p in ps:
+        if out:
+            q = out[-1]  # outer, p inner
+            pr = p.radix or p.count
+            if q.axis == p.axis and q.lo == p.lo * pr and p.count == pr:
+                out[-1] = Piece(p.axis, p.lo, q.count * pr, p.weight, p.size,
+                                (q.radix or q.count) * pr)
+                continue
+        out.append(p)
+    return out
+
+
 def _stream(memory: Tensor, pieces: list[Piece], order: list[int], j: int) -> Tensor:
     axes = memory.dims["element"].axes
     n = len(pieces)
-    time = ", ".join(pieces[i].term() for i in order) or "1"
-    packet = ", ".join(p.term() for p in pieces[n - j:]) or "1"
+    time = ", ".join(p.term() for p in _joined([pieces[i] for i in order])) or "1"
+    packet = ", ".join(p.term() for p in _joined(pieces[n - j:])) or "1"
     dims = {d: memory.dims[d] for d in tu.SPATIAL}
     dims["time"] = parse(f"m![{time}]", axes, "time")
     dims["packet"] = parse(f"m![{packet}]", axes, "packet")
@@ -250,6 +294,9 @@ def search(engine: str, memory: Tensor, context: str, chips: int, time_limit: fl
            seed: int = 0, workers: int = 1) -> Found:
     """The fastest legal stream (Time order and Packet) of a Fetch or Commit of ``memory``."""
     deadline = _time.perf_counter() + time_limit
+    static = tu.static_violations(engine, memory, chips)
+    if static:  # no stream changes these: they are the answer
+        raise TcplanError(static)
     eb = memory.elem_bytes
     pieces, run = pieces_of(memory, hw.FETCH_MAX_READ_BYTES // eb)
     if not pieces:
@@ -271,9 +318,10 @@ def search(engine: str, memory: Tensor, context: str, chips: int, time_limit: fl
         status = s.Solve(model.m)
         if status == model.cp.INFEASIBLE:
             if found.lowered == 0:
-                found.conflict = _conflict(model, s, memory, engine)
+                found.conflict = _conflict(model, s, memory, engine, deadline)
             return found
         if status not in (model.cp.OPTIMAL, model.cp.FEASIBLE):
+            found.timed_out = True
             return found  # the time limit: no plan, or none proven
         order, j = model.decode(s)
         found.lowered += 1
@@ -292,10 +340,22 @@ def search(engine: str, memory: Tensor, context: str, chips: int, time_limit: fl
     return found
 
 
-def _conflict(model: _Model, s, memory: Tensor, engine: str) -> list[Violation]:
-    """The model's core: the rules no order and packet satisfy together."""
+def _conflict(model: _Model, s, memory: Tensor, engine: str, deadline: float
+              ) -> list[Violation]:
+    """The model's core, shrunk by deletion to a minimal set of rules that no order and
+    packet satisfy together (without any one of them the others can be met)."""
     names = {v.Index(): r for r, v in model.req.items()}
     core = [names[i] for i in s.SufficientAssumptionsForInfeasibility() if i in names]
+    for r in list(core):
+        if len(core) == 1 or _time.perf_counter() > deadline:
+            break
+        trial = [x for x in core if x != r]
+        model.m.ClearAssumptions()
+        model.m.AddAssumptions([model.req[x] for x in trial])
+        sv = model.cp.CpSolver()
+        sv.parameters.max_time_in_seconds = max(deadline - _time.perf_counter(), 0.05)
+        if sv.Solve(model.m) == model.cp.INFEASIBLE:
+            core = trial  # still no plan without r: r is not needed
     return [Violation("plan-no-layout", tuple(core), {
         "pieces": ", ".join(p.term() for p in model.pieces),
         "rules": "; ".join(f"[{r}] {RULES[r].title}" for r in core)

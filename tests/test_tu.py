@@ -291,3 +291,182 @@ def test_run_a_commit_and_a_fetch_on_data():
     st = r.arrays["stream"].view(np.uint16)
     assert np.array_equal(st[..., ::8], q.view(np.uint16)[..., ::8])
     assert not st[..., 1::8].any()
+
+
+def _best_fetch_cycles(memory, context: str) -> int:
+    """An independent oracle for a free Fetch: every live element is read once; a packet is
+    whole digits of the tensor's innermost contiguous run (the digits inside it whole, the
+    outermost one cut at any divisor of its live values), a power of two of bytes at most
+    32; an access takes the packet, or 8 bytes in the sub context.  The fewest cycles are
+    the live elements over the widest access any such packet allows."""
+    from tcplan.model.mapping import coalesce_factors
+    eb = memory.elem_bytes
+    fs = list(coalesce_factors(memory.dims["element"].factors))
+    live = 1
+    for f in fs:
+        if f.axis is not None:
+            live *= f.count
+    best, span = 1, 1
+    for f in reversed(fs):
+        if f.axis is None or f.count <= 1:
+            if f.size > 1:
+                break
+            continue
+        for k in range(1, f.count + 1):
+            n = span * k
+            if f.count % k == 0 and n * eb <= 32 and (n * eb) & (n * eb - 1) == 0:
+                best = max(best, n)
+        if f.count != f.size:
+            break
+        span *= f.size
+    most = (32 if context == "main" else 8) // eb
+    return live // min(best, most)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["m![A, B]", "m![B, A]", "m![A, B # {b2}]", "m![A = {a1}, B]",
+                        "m![A, B = {b1}]", "m![[A, B] # {ab2}]"]),
+       st.sampled_from([(4, 6), (6, 4), (4, 24), (2, 48), (8, 3), (5, 12)]),
+       st.sampled_from(["i8", "bf16", "f32"]), st.sampled_from(["main", "sub"]))
+def test_free_fetch_reads_as_wide_as_the_tensor_allows(element, sizes, dtype, context):
+    """The free Fetch stream's cycles against the oracle above, on tensors with padded,
+    resized and odd-sized digits (the search once missed packets cut out of a digit and the
+    live part of a padded one)."""
+    a, b = sizes
+    element = element.format(b2=2 * b, a1=max(1, a - 1), b1=max(1, b - 1), ab2=2 * a * b)
+    try:
+        p = tcplan.loads(_problem("fetch", f"{{A: {a}, B: {b}}}", element, "free", "",
+                                  dtype=dtype, context=context))
+    except TcplanError:
+        return  # (a mapping the generator made that is no product of digits)
+    r = tcplan.solve(p)
+    assert r.status == "optimal" and r.verified is True, r.text()
+    assert r.cycles == _best_fetch_cycles(p.tensors["source"], context), r.text()
+
+
+# ---- the review's findings, each a regression test -------------------------------------
+def test_a_stream_carries_its_dm_tensors_dtype_in_a_graph():
+    """A bf16 stream committed into an f32 tensor is refused by graph-dtype (it crashed, or
+    verified reinterpreted bytes); saying the stream's dtype makes the graph plan."""
+    text = """kind: graph
+dtype: bf16
+axes: {N: 4, D: 64}
+tensors:
+  x: {tier: dm, slice: 'm![1 # 256]', element: 'm![N, D]', address: 0, given: true}
+  s: {tier: stream, slice: 'm![1 # 256]', time: 'm![N, D / 8]', packet: 'm![D % 8]'}
+  y: {tier: dm, slice: 'm![1 # 256]', element: 'm![N, D]', address: 4096, dtype: f32}
+ops:
+  - {name: f, kind: fetch, source: x, stream: s}
+  - {name: c, kind: commit, stream: s, destination: y}
+"""
+    r = tcplan.solve(tcplan.loads(text))
+    assert r.status == "infeasible" and "graph-dtype" in r.error.to_json()["message"]
+    ok = text.replace("x: {tier: dm,", "x: {tier: dm, dtype: f32,").replace(
+        "s: {tier: stream,", "s: {tier: stream, dtype: f32,")
+    r = tcplan.solve(tcplan.loads(ok))
+    assert r.status == "optimal" and r.verified is True
+
+
+def test_a_stream_asking_for_values_the_tensor_lacks_is_refused():
+    with pytest.raises(TcplanError) as e:
+        tcplan.loads(_problem("fetch", "{A: 8, B: 8}", "m![A % 4, B]", "m![A]", "m![B]"))
+    assert e.value.code == "broadcast-partial"
+    # the stream's Time taking digits its Slice carries already
+    text = _problem("fetch", "{A: 8, B: 8}", "m![A % 4, B]", "m![A]", "m![B]",
+                    slice_="m![A / 4 # 256]")
+    assert _code(text) == {"overlapping-dimensions"}
+
+
+def test_the_same_placement_written_otherwise_is_the_same():
+    text = _problem("fetch", "{A: 64, B: 8}", "m![B]", "m![1]", "m![B]",
+                    slice_="m![A # 256]").replace(
+        "stream: {", "stream: {slice: 'm![[A / 2, A % 2] # 256]', ")
+    assert tcplan.verify(tcplan.loads(text)).verified
+
+
+def test_a_fetch_reads_its_padding_lanes():
+    """Padding lanes are read: of Bottom padding, or past the slice, the read fails."""
+    bottom = _problem("fetch", "{A: 64}", "m![A #{!} 128]", "m![A # 128 / 16]",
+                      "m![A # 128 % 16]")
+    past = _problem("fetch", "{A: 4, B: 12}", "m![A, B]", "m![A]", "m![B # 16]",
+                    dtype="i8", address=524240)
+    for text in (bottom, past):
+        r = tcplan.verify(tcplan.loads(text))
+        assert r.verified is False and r.error.code == "memory-access"
+
+
+def test_what_no_stream_changes_is_said_before_searching():
+    """A Commit at address 4: every stream breaks commit-align; said at once (it was a
+    time limit after 200 rejected plans)."""
+    text = _problem("commit", "{A: 4, B: 4, C: 4, D: 4}", "m![A, B, C, D]", "free", "",
+                    address=4)
+    r = tcplan.solve(tcplan.loads(text))
+    assert r.status == "infeasible" and r.error.code == "commit-align"
+
+
+def test_resized_digits_in_a_free_stream():
+    r = tcplan.solve(tcplan.loads(_problem("fetch", "{A: 8, B: 8}", "m![A = 5, B]", "free",
+                                           "", dtype="i8")))
+    assert r.status == "optimal" and r.verified and r.cycles == 5
+
+
+def test_a_free_stream_conflict_is_minimal():
+    """f32 rows of 12 bytes: a packet is 1 element (4 B, not a whole word) or the row (12 B,
+    not a packet size): packet-bytes and commit-align, and nothing else."""
+    e = tcplan.explain(tcplan.loads(_problem("commit", "{A: 8, B: 3}", "m![A, B]", "free",
+                                             "", dtype="f32"))).to_json()
+    item, = e["conflict"]
+    assert "[packet-bytes]" in item["message"] and "[commit-align]" in item["message"]
+    assert "entry-limit" not in item["message"]
+
+
+def test_a_graph_and_a_problem_agree_on_a_one_value_digit():
+    """A source m![A = 1, B] carries no A: its destination m![A, B] is a broadcast, in a
+    graph as alone."""
+    text = """kind: graph
+dtype: i8
+axes: {A: 16, B: 8}
+tensors:
+  src: {tier: hbm, element: 'm![A = 1, B]', address: 0, given: true}
+  dst: {tier: dm, slice: 'm![1 # 256]', element: 'm![A, B]', address: 0}
+ops:
+  - {name: load, kind: dma, source: src, destination: dst, stream: {time: free, packet: free}}
+"""
+    r = tcplan.solve(tcplan.loads(text))
+    assert r.status == "optimal" and r.verified is True
+
+
+@pytest.mark.parametrize("tensor, words", [
+    ("{tier: stream, slice: 'm![1 # 256]', time: free, packet: free}", "stream is given"),
+])
+def test_graph_stream_mistakes_are_located(tensor, words):
+    text = f"""kind: graph
+dtype: i8
+axes: {{A: 8, B: 8}}
+tensors:
+  x: {{tier: dm, slice: 'm![1 # 256]', element: 'm![A, B]', given: true}}
+  s: {tensor}
+ops:
+  - {{name: f, kind: fetch, source: x, stream: s}}
+"""
+    with pytest.raises(TcplanError) as e:
+        tcplan.loads(text, "g.yaml")
+    msg = e.value.to_json()["message"]
+    assert msg.startswith("g.yaml:6:") and words in msg
+
+
+def test_a_fetch_stream_naming_a_memory_tensor_says_so():
+    text = """kind: graph
+dtype: i8
+axes: {A: 8, B: 8}
+tensors:
+  x: {tier: dm, slice: 'm![1 # 256]', element: 'm![A, B]', given: true}
+  h: {tier: hbm, address: 0, element: 'm![A, B]'}
+ops:
+  - {name: f, kind: fetch, source: x, stream: h}
+"""
+    with pytest.raises(TcplanError) as e:  # (an op's own keys are read when it is planned)
+        tcplan.solve(tcplan.loads(text, "g.yaml"))
+    msg = e.value.to_json()["message"]
+    assert e.value.kind == "input" and msg.startswith("g.yaml:6:")
+    assert "stream is the Tensor Unit's" in msg

@@ -9,6 +9,7 @@ from typing import Any
 
 from tcplan.model import hardware as hw
 from tcplan.model import tu
+from tcplan.model.broadcast import partial_violations
 from tcplan.model.rules import TcplanError
 
 from ..render import EXIT_OK, EXIT_RULE
@@ -33,7 +34,7 @@ class TensorUnitMove(Kind):
                    "commit": {"stream": (True, True), "destination": (False, True)}}
     graph_broadcast = True  # a Fetch's stream may repeat what it reads (a broadcast read)
 
-    output_word = "stream or destination"
+    output_word = "moved"
 
     def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
         role = MEMORY[kind]
@@ -50,6 +51,10 @@ class TensorUnitMove(Kind):
         if not isinstance(spec, dict):
             raise ctx.doc.error(("stream",), "expected a stream: time and packet",
                                 "stream: {time: free, packet: free}")
+        if spec.get("tier", "stream") != "stream":
+            raise ctx.doc.error(("stream", "tier"), f"a {kind.title()}'s stream is the "
+                                f"Tensor Unit's, not a {spec['tier']!r} tensor",
+                                "name a tensor of tier stream (time and packet)")
         free = [k for k in ("time", "packet") if spec.get(k) == "free"]
         if free and len(free) != 2:
             raise ctx.doc.error(("stream", free[0]), "time and packet are free together",
@@ -60,6 +65,12 @@ class TensorUnitMove(Kind):
         if free:
             given.update(time="m![1]", packet="m![1]")
         tensors["stream"] = ctx.tensor(("stream",), given, "stream", tier="stream")
+        if not free:  # the stream asking for values the tensor lacks: a mistake, said now
+            src, dst = ((mem, tensors["stream"]) if kind == "fetch"
+                        else (tensors["stream"], mem))
+            bad = partial_violations(src, dst, ctx.doc.where(("stream",)))
+            if bad:
+                raise TcplanError(bad)
         params["free"] = bool(free)
         params["context"] = ctx.choice(data, "context", hw.TU_CONTEXTS, "main")
 
@@ -195,6 +206,16 @@ class TensorUnitMove(Kind):
         kept = carried_axes(plan.stream, axes)
         return tensor_bits({a: axes[a] for a in kept}, plan.memory.dtype, seed)
 
+    def check_tensors(self, problem, plan, tensors: dict) -> None:
+        """In a graph, the stream carries the DM tensor's dtype (a Fetch delivers its
+        values, a Commit writes them; the Cast Engine that converts is not modelled)."""
+        from tcplan.model.rules import fail
+        stream, mem = tensors["stream"], tensors[MEMORY[problem.kind]]
+        if stream.dtype != mem.dtype:
+            raise fail("graph-dtype", (stream.name,), tensor=stream.name, have=stream.dtype,
+                       op=problem.name, verb="fetches into it" if problem.kind == "fetch"
+                       else "commits it into", want=f"{mem.dtype} ({mem.name})")
+
     def lower_bound(self, problem, plan) -> int | None:
         return tu.lower_bound(plan, problem.params["free"])
 
@@ -203,11 +224,14 @@ class TensorUnitMove(Kind):
                 "context": plan.context}
 
     def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
-        from tcplan.executor.run import carried_axes, over_axes, place, verify
+        from tcplan.executor.run import carried_axes, constant_along, over_axes, place, verify
         from tcplan.executor.tu import run_commit, run_fetch
+        from tcplan.model.broadcast import broadcast_axes
         axes = problem.axes
-        if plan.engine == "fetch":
-            held = over_axes(values["source"], carried_axes(plan.memory, axes), axes)
+        if plan.engine == "fetch":  # (a broadcast read: every copy holds the tensor)
+            held = constant_along(over_axes(values["source"], carried_axes(plan.memory, axes),
+                                            axes), axes, broadcast_axes(plan.memory,
+                                                                        plan.stream))
             run_fetch(mem, plan, axes, held)
             return {"stream": held}
         held = over_axes(values["stream"], carried_axes(plan.stream, axes), axes)
