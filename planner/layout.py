@@ -68,11 +68,13 @@ class Piece:
         if self.ext and ((self.hi < self.size and self.size % self.hi)
                          or (self.lo > 1 and self.size % self.lo)):
             a = f"{self.axis} # {self.ext}"
+        # a digit cut short (``A = 5``: the live values end inside the digit's range)
+        cut = "=" if not self.ext and (self.size // self.lo) % self.count else "%"
         if self.lo == 1:
-            return f"{a} % {self.hi}"
+            return f"{a} {cut} {self.hi}"
         if self.hi >= self.size:
             return f"{a} / {self.lo}"
-        return f"{a} / {self.lo} % {self.count}"
+        return f"{a} / {self.lo} {cut} {self.count}"
 
 
 @dataclass

@@ -665,3 +665,17 @@ def test_a_conflict_over_many_options_is_minimal_and_the_time_limit_holds():
     with pytest.raises(TcplanError) as err:
         plan_free(p, time_limit=0.3)
     assert err.value.code == "plan-time-limit" or not err.value.search.minimal
+
+
+def test_a_destination_digit_cut_short_is_streamed_as_it_is(tmp_path):
+    """Destination Element m![A = 5, B]: the planned stream writes A = 5 (its pieces were
+    named A % 5, which no axis of 8 takes, and the search ended in an error)."""
+    code, r = _solve_text(tmp_path, """kind: dma
+dtype: i8
+axes: {A: 8, B: 64}
+source: {tier: hbm, element: 'm![A, B]'}
+destination: {tier: dm, slice: 'm![1 # 256]', element: 'm![A = 5, B]'}
+stream: {time: free, packet: free}
+""")
+    assert code == 0 and r["verified"] and r["plan"]["stream"]["time"] == "m![A = 5]"
+    assert r["checked"] == 5 * 64
