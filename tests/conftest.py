@@ -35,6 +35,11 @@ SLOW_TESTS = (
     "test_docs_example_runs",
     "test_run_takes_a_chain_ops_vrf_operands",
     "test_the_index_path_reports_too",
+    # every order and packet of a Fetch or Commit (an independent oracle of the widest
+    # packet is in the fast set: test_free_fetch_reads_as_wide_as_the_tensor_allows)
+    "test_free_stream_is_the_best_of_every_order",
+    "test_graph_conflict_across_dma_and_fetch",
+    "test_graph_chooses_the_dm_layout_for_the_dma_and_the_fetch_jointly",
 )
 
 
