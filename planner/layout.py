@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tcplan.model import dma, limits
+from tcplan.model import dma
 from tcplan.model import hardware as hw
 from tcplan.model.arith import divisors
 from tcplan.model.cost import estimate

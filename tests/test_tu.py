@@ -7,7 +7,6 @@ execution and verification, and graphs where a DMA and a Fetch share a DM tensor
 from __future__ import annotations
 
 import itertools
-import random
 
 import pytest
 from hypothesis import given, settings
