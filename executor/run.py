@@ -475,6 +475,14 @@ def over_axes(values: np.ndarray, have: list[str], want: dict[str, int]) -> np.n
     return np.ascontiguousarray(np.broadcast_to(values.reshape(shape), tuple(want.values())))
 
 
+def held_by(values: np.ndarray, src: Tensor, dst: Tensor, axes: dict[str, int]) -> np.ndarray:
+    """What ``dst`` holds once it takes ``src``'s ``values`` (a mathematical tensor over the
+    axes ``src`` carries): those values over every axis of the problem, the same in each of
+    the copies ``dst`` repeats (a broadcast, model/broadcast.py)."""
+    return constant_along(over_axes(values, carried_axes(src, axes), axes), axes,
+                          broadcast_axes(src, dst))
+
+
 def simulate(plan, axes: dict[str, int], T: np.ndarray, progress: Callable | None = None
              ) -> tuple[Memories, int]:
     """A plan's memories after its run: the source placed holding ``T``, the destination

@@ -59,6 +59,19 @@ def test_every_copy_holds_the_source():
     assert not dest[..., 1].any()  # T % 8 is not carried: those indices are not held
 
 
+def test_what_a_broadcast_destination_holds():
+    """executor.run.held_by, the values a check compares with: the source's q over every
+    axis, the same q at every key position T (the axis the destination repeats)."""
+    from tcplan.executor.run import held_by
+    problem = tcplan.load(Q)
+    plan = tcplan.solve(problem).plan
+    q = np.arange(8 * 2 * 128).reshape(8, 2, 128)
+    held = held_by(q, plan.source, plan.destination, problem.axes)
+    assert held.shape == (8, 2, 128, 512)
+    assert np.array_equal(held, np.repeat(q[..., None], 512, axis=3))
+    assert held_by(q, plan.source, plan.source, {"N": 8, "G": 2, "D": 128}) is q
+
+
 @pytest.mark.parametrize("destination, extra", [
     ("{tier: dm, slice: 'm![[R, A / 4] # 64]', element: 'm![A % 4, B]'}", ["R"]),
     ("{tier: dm, slice: 'm![A # 64]', element: 'm![R, B]'}", ["R"]),

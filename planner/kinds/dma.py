@@ -108,14 +108,9 @@ class Dma(Kind):
         return lower_bound(plan)
 
     def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
-        from tcplan.executor.run import (carried_axes, constant_along, execute, over_axes,
-                                         place, verify)
-        from tcplan.model.broadcast import broadcast_axes
+        from tcplan.executor.run import execute, held_by, place, verify
         axes = problem.axes
-        # the destination's copies (a broadcast) each hold what the source holds
-        held = constant_along(over_axes(values["source"], carried_axes(plan.source, axes),
-                                        axes), axes, broadcast_axes(plan.source,
-                                                                    plan.destination))
+        held = held_by(values["source"], plan.source, plan.destination, axes)
         place(mem, plan.destination, axes, None)
         moved = execute(mem, plan)
         verify(mem, plan.destination, axes, held, moved)

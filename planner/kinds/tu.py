@@ -224,14 +224,11 @@ class TensorUnitMove(Kind):
                 "context": plan.context}
 
     def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
-        from tcplan.executor.run import carried_axes, constant_along, over_axes, place, verify
+        from tcplan.executor.run import carried_axes, held_by, over_axes, place, verify
         from tcplan.executor.tu import run_commit, run_fetch
-        from tcplan.model.broadcast import broadcast_axes
         axes = problem.axes
         if plan.engine == "fetch":  # (a broadcast read: every copy holds the tensor)
-            held = constant_along(over_axes(values["source"], carried_axes(plan.memory, axes),
-                                            axes), axes, broadcast_axes(plan.memory,
-                                                                        plan.stream))
+            held = held_by(values["source"], plan.memory, plan.stream, axes)
             run_fetch(mem, plan, axes, held)
             return {"stream": held}
         held = over_axes(values["stream"], carried_axes(plan.stream, axes), axes)
