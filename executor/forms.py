@@ -146,7 +146,6 @@ def verify_indexed(problem, plan, seed: int, T: np.ndarray | None = None,
     tensor at random valid index values (or the given ``keys``: the table row of each index
     entry), then the written tensor is read back through the holding rule (gather:
     out[g, d] = table[index[g], d]; scatter: table[index[k], d] = data[k, d])."""
-    from tcplan.model.mapping import parse
     rng = np.random.default_rng(seed)
     axes = problem.axes
     strides = axis_strides(axes)
@@ -154,14 +153,9 @@ def verify_indexed(problem, plan, seed: int, T: np.ndarray | None = None,
     eb, rb = table.elem_bytes, plan.row_bytes
     table_rows = table.dims["element"].size // plan.row_elements
     gather_axis = table.dims["element"].items()[0][1][0].axis  # the table's outermost digit
-    row_axes = set(parse(plan.row_terms, axes, "row").used_axes)
+    row_axes = set(plan.row.used_axes)
     # the DM rows in the order the DM side's loop nest walks them, keyed by index coordinates
-    n_row = len(parse(plan.row_terms, axes, "row").items())
-    side_items = [text for d in ("cluster", "slice", "element")
-                  for text, fs in side.dims[d].items() if any(f.axis for f in fs)]
-    walk = parse("m![" + (", ".join(side_items[: len(side_items) - n_row]) or "1") + "]",
-                 axes, "rows")
-    wc, _ = walk.evaluate()
+    wc, _ = plan.walk.evaluate()
     idx_axes = [a for a in axes if a in wc and a not in row_axes]
     n_keys = int(np.prod([axes[a] for a in idx_axes])) if idx_axes else 1
 

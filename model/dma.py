@@ -26,7 +26,7 @@ from . import hardware as hw
 from .rules import TcplanError, Violation, fail
 from .sequencer import (Layout, _Piece, check_side, coalesce, layout_of_dims, merge_policy,
                         packet_violations, stream_pieces)
-from .mapping import TOP, parse
+from .mapping import TOP, join, number
 from .tiers import Tensor, placement_violations
 
 #: address distance between two chips in the combined address space used for the Chip
@@ -180,24 +180,18 @@ def default_stream(source: Tensor, destination: Tensor) -> Tensor:
     order, the innermost Element term as the Packet, the rest as Time; the Chip mapping of
     whichever side spreads over chips selects the engines' chips.  (The planner issue
     replaces this default with a searched stream.)"""
-    axes = {**source.dims["element"].axes, **destination.dims["element"].axes}
-    for t in (source, destination):
-        for m in t.dims.values():
-            axes.update(m.axes)
     chip = next((t.dims["chip"] for t in (destination, source)
                  if "chip" in t.dims and t.dims["chip"].used_axes), None)
-    terms = []
-    for d in ("cluster", "slice", "element"):
-        if d in destination.dims:
-            terms += [text for text, fs in destination.dims[d].items()
-                      if any(f.axis is not None for f in fs)]
-    packet = terms.pop() if terms else "1"
+    terms = [term for d in ("cluster", "slice", "element") if d in destination.dims
+             for term in destination.dims[d].terms
+             if any(f.axis is not None for f in term.factors)]
+    packet = terms.pop() if terms else number(1)
     dims = {
-        "chip": chip if chip is not None else parse("m![1]", axes, "chip"),
-        "cluster": parse("m![1]", axes, "cluster"),
-        "slice": parse("m![1]", axes, "slice"),
-        "time": parse("m![" + (", ".join(terms) or "1") + "]", axes, "time"),
-        "packet": parse(f"m![{packet}]", axes, "packet"),
+        "chip": chip if chip is not None else number(1),
+        "cluster": number(1),
+        "slice": number(1),
+        "time": join(terms),
+        "packet": packet,
     }
     return Tensor("stream", "stream", source.dtype, dims, meta={"default": True})
 
@@ -389,7 +383,7 @@ def _stream_engine_violations(stream: Tensor, chips: int) -> list[Violation]:
     if chip.size not in (1, chips):
         out.append(Violation("chip-count", (chip.text(),), {
             "tensor": "stream", "mapping": chip.text(), "size": chip.size, "chips": chips,
-            "inner": chip.text()[3:-1]}))
+            "inner": chip.body()}))
     if cluster.size > hw.CLUSTERS_PER_CHIP:
         out.append(Violation("cluster-size", (cluster.text(),), {
             "tensor": "stream", "mapping": cluster.text(), "size": cluster.size}))

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import hardware as hw
-from .mapping import parse
+from .mapping import Mapping, join
 from .rules import TcplanError, Violation
 from .sequencer import check_side, stream_pieces
 from .tiers import Tensor, placement_violations
@@ -33,8 +33,9 @@ class IndexedMove:
     table: Tensor  # the HBM tensor rows are read from (gather) or written to (scatter)
     rows_side: Tensor  # the DM tensor holding one row per index entry
     index: Tensor
-    gather_axis: str  # the table's outermost term
-    row_terms: str  # the row mapping text
+    gather_axis: str  # the table's outermost term, as text
+    row: Mapping  # the row: the table's other terms
+    walk: Mapping  # the DM side's terms outside the row, in its order: one row per position
     row_elements: int
     rows: int  # index entries (rows moved)
     dm_entries: list[tuple[int, int]]  # the DM side's sequencer, elements
@@ -72,14 +73,10 @@ class IndexedMove:
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "variant": self.variant, "gather_axis": self.gather_axis,
-                "row": self.row_terms, "row_elements": self.row_elements,
+                "row": self.row.text(), "row_elements": self.row_elements,
                 "row_bytes": self.row_bytes, "rows": self.rows,
                 "dm_entries": [list(e) for e in self.dm_entries],
                 "index_values": "byte offsets" if self.variant == "scaled" else "row positions"}
-
-
-def _positions(items: list[str], axes: dict[str, int]) -> int:
-    return parse("m![" + (", ".join(items) or "1") + "]", axes, "rows").size
 
 
 def plan(kind: str, variant: str, table: Tensor, rows_side: Tensor, index: Tensor, chips: int
@@ -103,25 +100,22 @@ def plan(kind: str, variant: str, table: Tensor, rows_side: Tensor, index: Tenso
                       f"{kind} moves rows unchanged"}))
     if violations:
         raise TcplanError(violations)
-    items = table.dims["element"].items()
-    gather_axis = items[0][0]
-    row_items = [text for text, _ in items[1:]]
-    axes = dict(table.dims["element"].axes)
-    for t in (rows_side, index):
-        for m in t.dims.values():
-            axes.update(m.axes)
-    row = parse("m![" + (", ".join(row_items) or "1") + "]", axes, "row")
+    terms = table.dims["element"].terms
+    gather_axis = terms[0].body()
+    row_terms = terms[1:]
+    row = join(row_terms)
     idx_axes = [a for m in index.dims.values() for a in m.used_axes]
     # the DM side: index positions outside, the row innermost
-    side_items = [text for d in ("cluster", "slice", "element")
-                  for text, fs in rows_side.dims[d].items() if any(f.axis for f in fs)]
-    tail = side_items[-len(row_items):] if row_items else []
-    if row_items and tail != row_items:
-        violations.append(Violation("indexed-shape", tuple(row_items), {
-            "detail": f"the DM tensor's innermost terms {', '.join(tail) or 'none'} are not the "
-                      f"table's row {', '.join(row_items)}"}))
-    outer = side_items[:len(side_items) - len(row_items)] if row_items else side_items
-    outer_axes = {a for text in outer for a in parse(f"m![{text}]", axes, "index").used_axes}
+    side_terms = [term for d in ("cluster", "slice", "element")
+                  for term in rows_side.dims[d].terms if any(f.axis for f in term.factors)]
+    tail = side_terms[-len(row_terms):] if row_terms else []
+    if row_terms and tail != list(row_terms):
+        violations.append(Violation("indexed-shape", tuple(t.body() for t in row_terms), {
+            "detail": f"the DM tensor's innermost terms {_listed(tail) or 'none'} are not the "
+                      f"table's row {_listed(row_terms)}"}))
+    outer = side_terms[:len(side_terms) - len(row_terms)] if row_terms else side_terms
+    walk = join(outer)
+    outer_axes = set(walk.used_axes)
     if outer_axes != set(idx_axes):
         violations.append(Violation("indexed-shape", tuple(sorted(outer_axes)), {
             "detail": f"the DM tensor's rows are indexed by {', '.join(sorted(outer_axes))}, "
@@ -129,9 +123,9 @@ def plan(kind: str, variant: str, table: Tensor, rows_side: Tensor, index: Tenso
     index_entries = 1
     for m in index.dims.values():
         index_entries *= m.size
-    if not violations and _positions(outer, axes) != index_entries:
-        violations.append(Violation("indexed-shape", tuple(outer), {
-            "detail": f"the DM tensor holds {_positions(outer, axes)} rows but the index has "
+    if not violations and walk.size != index_entries:
+        violations.append(Violation("indexed-shape", tuple(t.body() for t in outer), {
+            "detail": f"the DM tensor holds {walk.size} rows but the index has "
                       f"{index_entries} entries"}))
     row_bytes = row.size * table.elem_bytes
     if row_bytes > hw.DMA_MAX_PACKET_BYTES:
@@ -147,13 +141,15 @@ def plan(kind: str, variant: str, table: Tensor, rows_side: Tensor, index: Tenso
         raise TcplanError(violations)
     from .dma import _layout  # the DM address space (same as a DMA's)
     L = _layout(rows_side)
-    stream_time = parse("m![" + (", ".join(outer) or "1") + "]", axes, "time")
-    pieces = stream_pieces((L,), [("time", stream_time), ("packet", row)])
+    pieces = stream_pieces((L,), [("time", walk), ("packet", row)])
     mode = "write" if kind == "gather" else "read"
     v, _ = check_side(L, 0, pieces, mode, "dma")
     if v:
         raise TcplanError(v)
     entries = [(p.positions, p.strides[0]) for p in pieces if p.positions > 1]
-    rows = stream_time.size
-    return IndexedMove(kind, variant, table, rows_side, index, gather_axis,
-                       row.text(), row.size, rows, entries)
+    return IndexedMove(kind, variant, table, rows_side, index, gather_axis, row, walk,
+                       row.size, walk.size, entries)
+
+
+def _listed(terms) -> str:
+    return ", ".join(t.body() for t in terms)

@@ -17,15 +17,11 @@ import numpy as np
 
 from . import hardware as hw
 from . import limits
-from .mapping import LIVE, TOP, Mapping, parse
+from .mapping import LIVE, TOP, Mapping, join
 from .rules import fail
 from .vector import Arrangement
 
 MODES = ("interleaved", "sequential")
-
-
-def _inner(m: Mapping) -> str:
-    return m.text()[3:-1]
 
 
 @dataclass
@@ -83,16 +79,15 @@ def fold(axes: dict[str, int], lane: Mapping, time: Mapping, packet: Mapping, mo
                  {f"time {time.text()}": T, f"packet {packet.text()}": P,
                   f"lane {lane.text()}": L}, limits.EVALUATION)
     if mode == "interleaved":
-        want_t = parse(f"m![[{_inner(time)}], [{_inner(packet)}]]", axes)
-        want_p = parse(f"m![[{_inner(lane)}] # {bus}]", axes)
+        want_t = join([time, packet])
+        want_p = lane.pad(bus)
         # out[t * P + p, l] = in[l, t, p]
         t, p, l_ = np.meshgrid(np.arange(T), np.arange(P), np.arange(bus), indexing="ij")
         src = np.where(l_ < L, (l_ * T + t) * P + p, -1).reshape(T * P, bus)
     else:
         pp = -(-P // bus) * bus
-        want_t = parse(f"m![[{_inner(time)}], [{_inner(lane)}], [{_inner(packet)}] # {pp} "
-                       f"/ {bus}]", axes)
-        want_p = parse(f"m![[{_inner(packet)}] # {pp} % {bus}]", axes)
+        want_t = join([time, lane, packet.pad(pp) / bus])
+        want_p = packet.pad(pp) % bus
         t, l_, j, q = np.meshgrid(np.arange(T), np.arange(L), np.arange(pp // bus),
                                   np.arange(bus), indexing="ij")
         col = j * bus + q

@@ -359,7 +359,10 @@ def _first_col(raw: tuple) -> int:
 
 
 def _bad(what: str, col: int, detail: str, fix: str) -> Exception:
-    return fail("bad-mapping", what=what, detail=f"{detail} (column {col})", fix=fix)
+    """A ``bad-mapping`` error; column 0 is a mapping built by the operations below, not read
+    from text, so it has no column to name."""
+    where = f" (column {col})" if col else ""
+    return fail("bad-mapping", what=what, detail=f"{detail}{where}", fix=fix)
 
 
 def _bind(raw: tuple, axes: TMapping[str, int]) -> Node:
@@ -777,8 +780,12 @@ class Mapping:
     def text(self) -> str:
         """Canonical text: ``m![...]``, single spaces, ``#{*}`` written ``#``."""
         if self._text is None:
-            self._text = f"m![{_raw_text(self.raw, top=True)}]"
+            self._text = f"m![{self.body()}]"
         return self._text
+
+    def body(self) -> str:
+        """The canonical text between ``m![`` and ``]`` (a term as messages name it)."""
+        return _raw_text(self.raw, top=True)
 
     __str__ = text
 
@@ -793,6 +800,44 @@ class Mapping:
 
     def __hash__(self) -> int:
         return hash(self._key())
+
+    # -- construction (the operations of the notation, as values) -----------------------
+    def div(self, n: int) -> "Mapping":
+        """``self / n``: every n-th position (the outer digits)."""
+        return _op(self, "/", n)
+
+    def mod(self, n: int) -> "Mapping":
+        """``self % n``: the first n positions as a digit range (the inner digits)."""
+        return _op(self, "%", n)
+
+    def resize(self, n: int) -> "Mapping":
+        """``self = n``: the first n positions, the digit range kept."""
+        return _op(self, "=", n)
+
+    def pad(self, n: int, kind: int = TOP) -> "Mapping":
+        """``self # n`` (``#{0}``, ``#{!}`` by ``kind``): n positions, the rest padding."""
+        return _op(self, PAD_SPELLING[kind], n)
+
+    __truediv__ = div
+    __mod__ = mod
+
+    @property
+    def terms(self) -> tuple["Mapping", ...]:
+        """The top-level comma-separated terms, outermost first, each a mapping
+        (``join(m.terms) == m``)."""
+        raws = self.raw[1] if self.raw[0] == "pair" else (self.raw,)
+        return tuple(_made(r, self.axes) for r in raws)
+
+    def take(self, start: int, stop: int | None = None) -> "Mapping":
+        """The terms ``[start, stop)`` joined (``m![1]`` when none)."""
+        return join(self.terms[start:stop])
+
+    def drop(self, term: "Mapping") -> "Mapping":
+        """The terms without the first one equal to ``term`` (all of them when none is)."""
+        terms = list(self.terms)
+        if term in terms:
+            terms.remove(term)
+        return join(terms)
 
     # -- semantics --------------------------------------------------------------------
     def cell(self, i: int) -> Cell:
@@ -907,3 +952,118 @@ def equivalent(a: Mapping, b: Mapping) -> bool:
             return False
     return True
 
+
+
+# ---------------------------------------------------------------------------------------
+# Construction: mappings built as values, never as text to parse (issue 28)
+# ---------------------------------------------------------------------------------------
+@lru_cache(maxsize=65536)
+def _made_cached(raw: tuple, sizes: tuple[tuple[str, int], ...], what: str) -> Mapping:
+    axes = dict(sizes)
+    return Mapping(raw, axes, _raw_size(raw, axes, what))
+
+
+def _made(raw: tuple, axes: TMapping[str, int], what: str = "mapping") -> Mapping:
+    """The mapping of a raw tree built below, checked as parsed text is (the same rules and
+    errors), over the axes it uses; one value per (tree, sizes), as :func:`parse` keeps one
+    per text, so what modules memoize on a mapping (``memo``) is computed once."""
+    sizes = tuple((a, axes[a]) for a in _used(raw, []))
+    return _made_cached(raw, sizes, what)
+
+
+def _op(m: Mapping, op: str, n: int) -> Mapping:
+    return _made(("op", op, m.raw, n, 0, 0), m.axes)
+
+
+def axis(name: str, size: int) -> Mapping:
+    """``m![name]`` over an axis of ``size`` positions."""
+    if not _AXIS_NAME.fullmatch(name):
+        raise fail("bad-request", detail=f"{name!r} is not an axis name",
+                   fix="axis names are identifiers")
+    return _made(("ax", name, 0), {name: size})
+
+
+def number(n: int) -> Mapping:
+    """``m![n]``: n positions that all hold the empty index (``number(1)`` is the identity)."""
+    return _made(("num", n, 0), {})
+
+
+def join(parts: Iterable[Mapping]) -> Mapping:
+    """The terms of ``parts`` side by side, outermost first (``m![[a], [b]]``; pairing is
+    associative, so nested terms are flattened as the parser flattens them); ``m![1]`` when
+    there are none.  The parts must agree on the size of every axis they share."""
+    raws: list[tuple] = []
+    axes: dict[str, int] = {}
+    for p in parts:
+        for a, n in p.axes.items():
+            if axes.setdefault(a, n) != n:
+                raise fail("bad-mapping", what=p.text(), detail=f"axis {a} has size {n} here "
+                           f"and {axes[a]} in an earlier part", fix="join mappings over the "
+                           "same axes")
+        raws.extend(p.raw[1] if p.raw[0] == "pair" else (p.raw,))
+    if not raws:
+        return number(1)
+    return _made(raws[0] if len(raws) == 1 else ("pair", tuple(raws)), axes)
+
+
+def from_factor(f: Factor, axes: TMapping[str, int]) -> Mapping:
+    """The one-term mapping whose single digit is ``f`` (post-condition, tested: its cells
+    are the digit's, position by position).
+
+    ``A / lo % radix`` with ``= count`` where the live values end inside the range and the
+    padding segments after it; where the axis's size is no multiple of the digit's range
+    (a digit of a padded axis), the axis is padded to the next multiple first
+    (``(A # 16) / 4``), as the notation writes it."""
+    if f.axis is None:
+        m = number(f.count)
+    else:
+        size = axes[f.axis]
+        m = axis(f.axis, size)
+        step = f.hi if f.hi < size else f.lo
+        if size % step:
+            m = m.pad(-(-size // step) * step)
+        if f.lo > 1:
+            m = m.div(f.lo)
+        if f.hi < m.size * f.lo:
+            m = m.mod(f.radix)
+        if f.count < m.size:
+            m = m.resize(f.count)
+    for end, kind in f.pads:
+        m = m.pad(end, kind)
+    return m
+
+
+def from_factors(factors: Iterable[Factor], axes: TMapping[str, int]) -> Mapping:
+    """The mapping of digits ``factors``, outermost first (``from_factors(m.factors)`` holds
+    what ``m`` holds, position by position)."""
+    return join(from_factor(f, axes) for f in factors)
+
+
+def split_inner(m: Mapping, n: int) -> tuple[Mapping, Mapping]:
+    """``m`` cut into (outer, inner) where ``inner`` holds the innermost ``n`` positions
+    (a packet, a 32-byte flit): ``join((outer, inner))`` holds what ``m`` holds, position by
+    position (tested).  A digit the cut falls inside is split into its outer and inner parts
+    (``A`` at 4: ``A / 4, A % 4``); ``bad-mapping`` when ``n`` does not divide ``m``'s size
+    or the cut falls inside a digit whose live values end part-way (``A = 5`` at 4)."""
+    if n < 1 or m.size % n:
+        raise fail("bad-mapping", what=m.text(), detail=f"{n} positions do not divide its "
+                   f"{m.size}", fix="cut at a divisor of the size, or pad first (X # n)")
+    outer: list[Factor] = []
+    inner: list[Factor] = []
+    rest = n
+    for f in reversed(m.factors):
+        if rest == 1:
+            outer.append(f)
+        elif f.size <= rest and rest % f.size == 0:
+            inner.append(f)
+            rest //= f.size
+        elif f.size % rest == 0 and (f.count == f.size or f.count % rest == 0) and \
+                all(end % rest == 0 for end, _ in f.pads):
+            outer.append(f.div(rest))
+            inner.append(f.keep(rest, shrink_range=True))
+            rest = 1
+        else:
+            raise fail("bad-mapping", what=m.text(), detail=f"the innermost {n} positions "
+                       f"end inside the digit {f.label(m.axes)}, whose values do not split "
+                       f"there", fix="cut at a digit boundary, or pad the digit first")
+    return (from_factors(reversed(outer), m.axes), from_factors(reversed(inner), m.axes))

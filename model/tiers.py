@@ -20,11 +20,11 @@ adding the partial indices of all its dimension mappings (docs/hardware.md secti
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import hardware as hw
-from .mapping import Mapping, parse
+from .mapping import Mapping, join, number
 from .rules import TcplanError, Violation
 
 TIER_DIMS: dict[str, tuple[str, ...]] = {
@@ -75,14 +75,29 @@ class Tensor:
         parts = ", ".join(f"{DIM_TITLES[d]} {m.text()}" for d, m in self.dims.items())
         return f"{self.tier.upper()} {self.name} <{self.dtype}, {parts}>"
 
+    def with_dims(self, **dims: Mapping) -> "Tensor":
+        """The same tensor with the named dimensions' mappings replaced."""
+        return replace(self, dims={**self.dims, **dims})
 
-def default_dim(tier: str, dim: str, chips: int, axes: dict[str, int]) -> Mapping:
+    def move(self, term: Mapping, src: str, dst: str, inner: bool = True) -> "Tensor":
+        """``term`` (one of ``src``'s terms) moved to dimension ``dst``, as its innermost
+        term (``inner``) or its outermost: a digit moved from Slice to Time, say.
+        Post-condition (tested): the tensor holds the same indices, each as often."""
+        if term not in self.dims[src].terms:
+            raise ValueError(f"{term.text()} is not a term of {self.name}'s {src} "
+                             f"{self.dims[src].text()}")
+        moved = self.dims[src].drop(term)
+        to = self.dims[dst]
+        return self.with_dims(**{src: moved, dst: join([to, term] if inner else [term, to])})
+
+
+def default_dim(tier: str, dim: str, chips: int) -> Mapping:
     """The mapping a tensor gets for a dimension it does not give."""
     if dim == "chip":
-        return parse(f"m![1 # {chips}]" if chips > 1 else "m![1]", axes, "chip")
+        return number(1).pad(chips) if chips > 1 else number(1)
     if dim == "cluster" and tier != "stream":
-        return parse(f"m![1 # {hw.CLUSTERS_PER_CHIP}]", axes, "cluster")
-    return parse("m![1]", axes, dim)
+        return number(1).pad(hw.CLUSTERS_PER_CHIP)
+    return number(1)
 
 
 # ---------------------------------------------------------------------------------------
@@ -95,7 +110,7 @@ def placement_violations(t: Tensor, chips: int) -> list[Violation]:
     if chip is not None and chip.size != chips:
         out.append(Violation("chip-count", (chip.text(),), {
             "tensor": t.name, "mapping": chip.text(), "size": chip.size, "chips": chips,
-            "inner": _inner(chip)}))
+            "inner": chip.body()}))
     cluster = t.dims.get("cluster")
     if cluster is not None and cluster.size not in hw.CLUSTER_SIZES:
         out.append(Violation("cluster-size", (cluster.text(),), {
@@ -103,9 +118,9 @@ def placement_violations(t: Tensor, chips: int) -> list[Violation]:
     sl = t.dims.get("slice")
     if sl is not None and sl.size not in hw.SLICE_SIZES:
         pad = next((s for s in hw.SLICE_SIZES if s >= sl.size), None)
-        hint = (f"pad the Slice mapping with #, e.g. m![{_inner(sl)} # {pad}]" if pad else
+        hint = (f"pad the Slice mapping with #, e.g. m![{sl.body()} # {pad}]" if pad else
                 f"a Slice holds at most {hw.SLICE_SIZES[-1]} slices: move digits of "
-                f"{_inner(sl)} to another dimension (Element, Cluster, Chip)")
+                f"{sl.body()} to another dimension (Element, Cluster, Chip)")
         out.append(Violation("slice-size", (sl.text(),), {
             "tensor": t.name, "mapping": sl.text(), "size": sl.size, "hint": hint}))
     lane = t.dims.get("lane")
@@ -141,10 +156,6 @@ def require_placement(tensors, chips: int, rules: tuple[str, ...] = CHAIN_RULES)
     found = [v for t in tensors for v in placement_violations(t, chips) if v.rule in rules]
     if found:
         raise TcplanError(found)
-
-
-def _inner(m: Mapping) -> str:
-    return m.text()[3:-1]
 
 
 def dimension_overlap(t: Tensor) -> str | None:

@@ -73,7 +73,7 @@ def format_indexed(name: str, plan: Any) -> str:
     return "\n".join([
         f"{name}: {plan.variant} {plan.kind} over {plan.gather_axis} of "
         f"{plan.table.describe()}",
-        f"  {plan.rows} rows of {plan.row_terms} = {plan.row_elements} elements "
+        f"  {plan.rows} rows of {plan.row.text()} = {plan.row_elements} elements "
         f"({plan.row_bytes} B); index {plan.index.describe()} holds {what}",
         f"  DM side {plan.rows_side.describe()}: [{ent}] : {plan.row_bytes} B per packet",
     ])

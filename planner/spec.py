@@ -499,7 +499,7 @@ class _Ctx:
             if d in spec:
                 dims[d] = self.mapping(keys + (d,), spec[d], d)
             else:
-                dims[d] = default_dim(t, d, self.chips, self.axes)
+                dims[d] = default_dim(t, d, self.chips)
         address = spec.get("address", 0)
         if isinstance(address, bool) or not isinstance(address, int) or \
                 not 0 <= address <= MAX_SIZE:
