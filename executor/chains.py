@@ -60,7 +60,7 @@ def held_parts(problem, an) -> list[np.ndarray]:
     parts = []
     for g in (0, 1):
         sel = np.zeros_like(held)
-        ix = [slice(None)] * len(axes)
+        ix: list[slice | int] = [slice(None)] * len(axes)
         ix[k] = g
         sel[tuple(ix)] = held[tuple(ix)]
         parts.append(sel)
@@ -160,7 +160,7 @@ def verify_vector(problem, an, seed: int, X: np.ndarray | None = None,
     it against its reference formula; the report carries the run (``run``)."""
     given = {**({} if X is None else {"x": X}), **(vrf or {})}
     r = run_vector(problem, an, seed, given or None)
-    f: ex.Formula | None = problem.params.get("reference") or problem.params.get("expression")
+    f: ex.Formula | None = problem.spec.formula
     report: dict[str, Any] = {"cycles": an.cycles, "breakdown": an.breakdown(),
                               "alus": an.alus}
     filtered = any(i.step.kind == "filter" for i in an.infos)
@@ -260,9 +260,9 @@ def verify_plan(problem, plan, seed: int, X: np.ndarray | None = None,
                 vrf: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
     """Execute a plan on seeded inputs with edge values (or on ``X`` and ``vrf``); compare
     with the formula.  The report carries the run (``run``)."""
-    f: ex.Formula = problem.params["expression"]
+    f: ex.Formula = problem.spec.expression
     r = run_plan(problem, plan, seed, X, vrf)
-    pair_axis = problem.params.get("pair_axis") if f.pair else None
+    pair_axis = problem.spec.pair_axis if f.pair else None
     ins, frame = formula_inputs(problem, r["x"], r["vrf"], pair_axis)
     want = ex.evaluate(f, ins, frame)
     bad = compare(r["out"], want, r["written"], r["dtype"], f.transcendental)

@@ -173,7 +173,7 @@ def verify_indexed(problem, plan, seed: int, T: np.ndarray | None = None,
         row_of_key = rng.permutation(table_rows)[:n_keys]
     else:
         row_of_key = rng.integers(0, table_rows, size=n_keys)
-    rows = row_of_key[key_of(wc, walk.size)]
+    rows = row_of_key[key_of(wc, plan.walk.size)]
     plan.apply(np.zeros((table_rows, 1)), rows * rb if plan.variant == "scaled" else rows)
     mem = Memories(extents([table]))
     if T is None:

@@ -145,12 +145,11 @@ def positions(t: Tensor, axes: dict[str, int]) -> Iterator[tuple[int, np.ndarray
     units = [d for d in dims if d != "element"]
     evals = {d: t.dims[d].evaluate() for d in units}
     el = t.dims["element"]
-    strides = []
+    strides: dict[str, int] = {}
     s = 1
-    for size in reversed(list(axes.values())):
-        strides.append(s)
-        s *= size
-    strides = dict(zip(reversed(list(axes)), strides))
+    for a in reversed(list(axes)):
+        strides[a] = s
+        s *= axes[a]
     for combo in np.ndindex(*[t.dims[d].size for d in units]):
         pos = dict(zip(units, combo))
         ustat = LIVE
@@ -159,8 +158,8 @@ def positions(t: Tensor, axes: dict[str, int]) -> Iterator[tuple[int, np.ndarray
             coords, st = evals[d]
             if st[p] != LIVE and ustat == LIVE:
                 ustat = int(st[p])
-            for a, c in coords.items():
-                ucoord[a] = ucoord.get(a, 0) + int(c[p])
+            for a, cu in coords.items():
+                ucoord[a] = ucoord.get(a, 0) + int(cu[p])
         for start in range(0, el.size, CHUNK):
             e = np.arange(start, min(el.size, start + CHUNK), dtype=np.int64)
             coords, st = el.evaluate(e)
@@ -179,8 +178,8 @@ def positions(t: Tensor, axes: dict[str, int]) -> Iterator[tuple[int, np.ndarray
                     c = 0
                 lin += c * strides[a]
             off = t.address + e * t.elem_bytes
-            if t.tier == "dm":
-                addr = dm_address(pos["cluster"], pos["slice"], off)
+            if t.tier == "dm":  # (the unit's base address, plus the offsets)
+                addr = dm_address(pos["cluster"], pos["slice"], 0) + off
             else:
                 addr = off
             yield pos.get("chip", 0), addr, lin, status
@@ -216,6 +215,7 @@ def _place_fast(mem: Memories, t: Tensor, axes: dict[str, int], T: np.ndarray | 
             _fill(lv, UNWRITTEN)
             counts = strided.view(mem.space(t.tier, u.chip), u.address, box.shape, box.mem,
                                   eb, counts=True)
+            assert counts is not None  # (the counters' view is v's, over the write counts)
             _fill(counts, 0)
             continue
         for d, s_ in strided.pieces(lv, strided.t_view(T, u.offset, box, eb)):
@@ -323,8 +323,9 @@ def _verify_fast(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray
         if v is None:
             return None
         if moved is not None:
-            counts = strided.view(space, u.address, box.shape, box.mem, eb,
-                                  counts=True)[..., 0]  # (an element's first byte)
+            cv = strided.view(space, u.address, box.shape, box.mem, eb, counts=True)
+            assert cv is not None  # (the counters' view is v's, over the write counts)
+            counts = cv[..., 0]  # (an element's first byte)
             for (c,) in strided.pieces(counts):
                 landed += int(c.sum(dtype=np.int64))
             if u.status == LIVE and any(c.max(initial=0) > 1 for (c,) in
@@ -516,9 +517,9 @@ def verify_sample(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarra
     pos = dict(zip(dims, np.unravel_index(unit, [dst.dims[d].size for d in dims]))) \
         if dims else {}
     for d, p in pos.items():
-        c, st = dst.dims[d].evaluate(p)
+        dcoords, st = dst.dims[d].evaluate(p)
         status = np.where(status == LIVE, st, status)
-        for a, v in c.items():
+        for a, v in dcoords.items():
             coord[a] = coord.get(a, 0) + v
     lin = np.zeros(k, np.int64)
     stride = 1

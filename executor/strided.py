@@ -97,8 +97,12 @@ def copy_command(rs: Space, ws: Space, entries, rbase: int, wbase: int, eb: int)
     if not injective(shape, wstr, eb):
         return False
     src = view(rs, rbase, shape, rstr, eb)
-    dst = view(ws, wbase, shape, wstr, eb) if src is not None else None
-    cnt = view(ws, wbase, shape, wstr, eb, counts=True) if dst is not None else None
+    if src is None:
+        return False
+    dst = view(ws, wbase, shape, wstr, eb)
+    if dst is None:
+        return False
+    cnt = view(ws, wbase, shape, wstr, eb, counts=True)
     if cnt is None:
         return False
     src, dst, cnt = merged(src, dst, cnt)
@@ -230,7 +234,8 @@ def units(t: Tensor, axes: dict[str, int]) -> tuple[list[Unit], dict[str, int]] 
     for a in reversed(list(axes)):
         strides[a] = s
         s *= axes[a]
-    out, reach = [], {}
+    out: list[Unit] = []
+    reach: dict[str, int] = {}
     for combo in np.ndindex(*[t.dims[d].size for d in dims]):
         pos = dict(zip(dims, combo))
         status, offset = LIVE, 0

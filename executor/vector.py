@@ -111,6 +111,7 @@ def run_chain(an: Analysis, X: np.ndarray, vrf: dict[str, np.ndarray]) -> ChainR
         if k == "tag":
             lanes[0].tags = _tag(st, as_(lanes[0].bits, dtype))
         elif k == "unzip":
+            assert info.split is not None  # (the analysis of an unzip step sets it)
             g0, g1 = info.split
             P = lanes[0].bits.shape[2]
             lanes = [lanes[0].take(g[:, None] * P + np.arange(P)[None, :]) for g in (g0, g1)]
@@ -122,6 +123,7 @@ def run_chain(an: Analysis, X: np.ndarray, vrf: dict[str, np.ndarray]) -> ChainR
             pass
         elif k in ("fxp_to_fp", "fp_to_fxp"):
             f = fxp_to_fp if k == "fxp_to_fp" else fp_to_fxp
+            assert st.int_width is not None  # (a conversion step has its int_width)
             for ln in lanes:
                 ln.bits = bits_of(f(as_(ln.bits, dtype), st.int_width))
         elif info.src is not None:  # narrow / widen
@@ -130,6 +132,7 @@ def run_chain(an: Analysis, X: np.ndarray, vrf: dict[str, np.ndarray]) -> ChainR
                 keep = _take_mask(keep, info.src)
         elif k == "reduce":
             ln = lanes[0]
+            assert info.groups is not None and st.op is not None  # (analysed reduce step)
             vals = reduce_time(as_(ln.bits, dtype), info.groups, st.op, dtype)
             first = np.array([g[0] for g in info.groups])
             lanes = [Lane(bits_of(vals), ln.tags[:, first, :])]
@@ -143,15 +146,22 @@ def run_chain(an: Analysis, X: np.ndarray, vrf: dict[str, np.ndarray]) -> ChainR
             b = as_(lanes[1].bits, dtype)
             x, y = {"Mode00": (a, a), "Mode01": (a, b), "Mode10": (b, a),
                     "Mode11": (b, b)}[st.mode or "Mode01"]
+            assert st.op is not None  # (a zip step has its op)
             out = BINARY_OPS[(FAMILY[k], dtype)][st.op](x, y)
             lanes = [Lane(bits_of(np.asarray(out, NP[dtype])), lanes[1].tags)]
         elif k == "fp_unary":
-            flags = st.groups if len(lanes) == 2 else (True,)
+            assert st.op is not None  # (a unary step has its op)
+            if len(lanes) == 2:
+                assert st.groups is not None  # (the analysis requires them when paired)
+                flags = st.groups
+            else:
+                flags = (True,)
             for ln, on in zip(lanes, flags):
                 if on:
                     ln.bits = bits_of(UNARY[st.op](as_(ln.bits, dtype)))
         else:  # binary / ternary ops with operands
             if len(lanes) == 2:
+                assert st.groups is not None  # (the analysis requires them when paired)
                 for ln, arg in zip(lanes, st.groups):
                     if arg is not None:
                         ln.bits = _apply(st, ln, arg, ctx)
@@ -163,8 +173,8 @@ def run_chain(an: Analysis, X: np.ndarray, vrf: dict[str, np.ndarray]) -> ChainR
         dtype = info.dtype
     out = lanes[0]
     S, T, P = out.bits.shape
-    k = np.ones((S, T, P), bool) if keep is None else keep
-    return ChainResult(out.bits, dtype, an.exit, k)
+    kept = np.ones((S, T, P), bool) if keep is None else keep
+    return ChainResult(out.bits, dtype, an.exit, kept)
 
 
 def _take_mask(mask: np.ndarray, src: np.ndarray) -> np.ndarray:
@@ -194,8 +204,10 @@ def _operand_value(op: Operand, ctx: _Ctx, shape: tuple) -> np.ndarray:
                 else np.array(float(v), np.float32)
         return np.broadcast_to(arr.astype(dt), shape)
     if op.kind == "stash":
+        assert ctx.stash is not None  # (the analysis rejects reading an empty stash)
         ctx.read_stash = True
         return ctx.stash.view(dt)
+    assert op.name is not None  # a VRF operand names its tensor
     mem = ctx.vrf[op.name]  # (S, positions)
     idx = ctx.info.vrf_index[op.name]  # (T, P)
     bits = mem[:, np.where(idx < 0, 0, idx)]
@@ -210,12 +222,14 @@ def _apply(st: Step, ln: Lane, operands, ctx: _Ctx) -> np.ndarray:
     shape = s.shape
     fam = FAMILY[st.kind]
     if st.kind == "fp_ternary":
-        mode = TERNARY_MODES[st.mode or "Mode012"]
+        mode3 = TERNARY_MODES[st.mode or "Mode012"]
         o0 = _slot_values(operands[0], ctx, ln, shape) if len(operands) > 0 else None
         o1 = _slot_values(operands[1], ctx, ln, shape) if len(operands) > 1 else None
-        pick = {"s": s, "o0": None if o0 is None else o0[0],
-                "o1": None if o1 is None else o1[0]}
-        a, b, c = (pick[x] for x in mode)
+        pick = {"s": s}  # (the analysis checked the operands the mode reads are given)
+        for name, o in (("o0", o0), ("o1", o1)):
+            if o is not None:
+                pick[name] = o[0]
+        a, b, c = (pick[x] for x in mode3)
         mask = np.ones(shape, bool)
         for o in (o0, o1):
             if o is not None:
@@ -223,6 +237,7 @@ def _apply(st: Step, ln: Lane, operands, ctx: _Ctx) -> np.ndarray:
         out = fma32(a, b, c)
         return bits_of(np.where(mask, out, s).astype(dt))
     mode = BINARY_MODES[st.mode or "Mode01"]
+    assert st.op is not None  # (a step with operands has its op)
     f = BINARY_OPS[(fam, ctx.dtype)][st.op]
     if "o0" not in mode:
         return bits_of(np.asarray(f(s, s), dt))

@@ -186,7 +186,9 @@ def _hbm_time(reqs: list[tuple[int, np.ndarray, np.ndarray]], penalties: list[st
     what its hottest channel did (requests, first opens, re-opens); every channel used is
     added to ``channels``, with the same numbers, and to ``banks`` with its banks used and
     their requests, first opens and re-opens (one list each, in bank order)."""
-    worst, per_chip, hot_report = 0.0, {}, {}
+    worst = 0.0
+    per_chip: dict[int, float] = {}
+    hot_report: dict[str, Any] = {}
     by_chip: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
     for chip, addr, stamp in reqs:
         by_chip.setdefault(chip, []).append((addr, stamp))
@@ -262,7 +264,7 @@ def dma_cycles(plan) -> CycleReport:
     worst_engine, worst_read, worst_write = 0.0, 0.0, 0.0
     for e in plan.engines:
         t_engine = 0.0
-        stamp0 = 0
+        stamp0: float = 0
         r_sum = w_sum = 0.0
         steps = []  # per command: its start-up, read, write and whether they serialize
         for c in e.commands:

@@ -102,7 +102,9 @@ class _Parser:
                 raise _bad(text, pos + len(text[pos:]) - len(text[pos:].lstrip()),
                            f"unexpected {text[pos:].strip()[:1]!r}")
             kind = "num" if m.group(1) else "name" if m.group(2) else "op"
-            self.toks.append((kind, m.group(m.lastindex), m.start(m.lastindex)))
+            g = m.lastindex
+            assert g is not None  # a match takes one of the three alternatives' groups
+            self.toks.append((kind, m.group(g), m.start(g)))
             pos = m.end()
         self.i = 0
         self.used: list[str] = []
@@ -283,22 +285,22 @@ def _eval(n: Node, inputs: dict, frame: list[str], dtype: str) -> tuple[np.ndarr
         for k in range(1, moved.shape[0]):
             acc = _fold(acc, moved[k], op)
         return acc, [a for a in fr if a != n.value]
-    vals = []
+    vals: list[np.ndarray] = []
     fr = frame
-    for a in n.args:
-        v, fr2 = _eval(a, inputs, fr, dtype)
+    for arg in n.args:
+        v, fr2 = _eval(arg, inputs, fr, dtype)
         if fr2 != fr:  # a reduction below: reduce the frame for the others too
             fr = fr2
-        if n.op in ("&", "|", "^") and n.dtype == "f32" and a.dtype == "i32":
+        if n.op in ("&", "|", "^") and n.dtype == "f32" and arg.dtype == "i32":
             vals.append(v.view(np.float32))  # bit pattern of a constant
         else:
-            vals.append(_as(v, a.dtype, n.dtype))
+            vals.append(_as(v, arg.dtype, n.dtype))
     with np.errstate(all="ignore"):
         if n.op in FLOAT_FUNCS:
             return nm.UNARY[UNARY_OP[n.op]](vals[0]), fr
         if n.op == "fma":
-            a, b, c = np.broadcast_arrays(*vals)
-            return nm.fma32(a, b, c), fr
+            x, y, z = np.broadcast_arrays(*vals)
+            return nm.fma32(x, y, z), fr
         a = vals[0]
         b = vals[1] if len(vals) > 1 else None
         if b is not None:

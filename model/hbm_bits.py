@@ -102,6 +102,7 @@ def moved_by(other: Tensor):
 
 def _bit_digit(s: Span, bit: int, axes: dict[str, int]) -> tuple[str, int, int]:
     """The one-bit digit of an exact span on ``bit``: its term and digit range."""
+    assert s.axis is not None  # (an exact span holds one axis's digits)
     sub = s.first * (1 << (bit - s.lo))
     term = s.axis + (f" / {sub}" if sub > 1 else "") + (
         " % 2" if 2 * sub < axes[s.axis] else "")

@@ -56,7 +56,7 @@ class Cell:
         return self.status == "live"
 
     def __repr__(self) -> str:
-        if self.live:
+        if self.live and self.index is not None:
             return "Cell({" + ", ".join(f"{k}: {v}" for k, v in self.index.items()) + "})"
         return f"Cell({self.status})"
 
@@ -505,7 +505,7 @@ def _cell(node: Node, i: int) -> tuple[int, dict[str, int]]:
     if isinstance(node, Num):
         return LIVE, {}
     if isinstance(node, Pair):
-        status, index = LIVE, {}
+        status, index = LIVE, dict[str, int]()
         rest = node.size
         for item in node.items:
             rest //= item.size

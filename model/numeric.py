@@ -146,7 +146,8 @@ UNARY = {
     "Sqrt": lambda a: _sqrt(a),
     "Tanh": _f64(np.tanh),
     "Sigmoid": _f64(lambda x: 1.0 / (1.0 + np.exp(-x))),
-    "Erf": _f64(lambda x: _erf(x).astype(np.float64)),
+    # (np.asarray, not .astype: for a 0-d input the frompyfunc ufunc returns a bare float)
+    "Erf": _f64(lambda x: np.asarray(_erf(x), np.float64)),
     "Log": _f64(np.log),
     "Sin": _f64(np.sin),
     "Cos": _f64(np.cos),

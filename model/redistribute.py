@@ -43,6 +43,18 @@ class Step:
     outer: int = 1  # positions of Element before the sliced axis (as a block count)
     inner: int = 1  # positions after it
 
+    @property
+    def sliced(self) -> tuple[Mapping, Mapping, list[int]]:
+        """A slice's axis, its output Element and the index each unit keeps (the loader
+        gives all three to every slice)."""
+        assert self.axis is not None and self.output is not None, self.op
+        return self.axis, self.output, self.indices or []
+
+    @property
+    def source_chips(self) -> list[int]:
+        """A shuffle's source chip of each target chip."""
+        return self.sources or []
+
 
 @dataclass
 class Redistribution:
@@ -58,13 +70,14 @@ class Redistribution:
         for s in reversed(self.steps):
             if s.op in ("chip_slice", "asymmetric_chip_slice", "cluster_slice",
                         "asymmetric_cluster_slice"):
-                sel = s.indices[chip] if "chip" in s.op else s.indices[cluster]
-                size = s.axis.size
+                axis, _, indices = s.sliced
+                sel = indices[chip] if "chip" in s.op else indices[cluster]
+                size = axis.size
                 outer, inner = divmod(e, s.inner)
                 e = (outer * size + sel) * s.inner + inner
         for s in self.steps:
             if s.op in ("chip_shuffle", "hbm_chip_shuffle"):
-                p = s.sources[chip]
+                p = s.source_chips[chip]
             elif s.op == "cluster_swap":
                 k = 1 - cluster
         return p, k, e
@@ -147,7 +160,7 @@ class Redistribution:
             "source": self.source.describe(), "result": self.result.describe(),
             "element": self.result.dims["element"].text(), "syncs": self.syncs,
             "steps": [{"op": s.op, **({"sources": s.sources} if s.sources else {}),
-                       **({"axis": s.axis.text(), "output": s.output.text(),
+                       **({"axis": s.sliced[0].text(), "output": s.sliced[1].text(),
                            "indices": s.indices} if s.axis is not None else {})}
                       for s in self.steps],
         }
@@ -209,8 +222,9 @@ def plan(source: Tensor, steps: list[Step], chips: int) -> Redistribution:
                 syncs.append("ChipSync")
         elif s.op == "cluster_swap":
             if n_clusters != hw.CLUSTERS_PER_CHIP or not cluster_live.all():
-                violations.append(Violation("swap-two-clusters", (cluster_m.text(),), {
-                    "mapping": cluster_m.text(), "size": int(cluster_live.sum())}))
+                shown = cluster_m.text() if cluster_m is not None else "m![1]"  # (HBM)
+                violations.append(Violation("swap-two-clusters", (shown,), {
+                    "mapping": shown, "size": int(cluster_live.sum())}))
                 continue
             syncs.append("ClusterSync")
         else:  # a slice
@@ -220,7 +234,7 @@ def plan(source: Tensor, steps: list[Step], chips: int) -> Redistribution:
             if v:
                 violations += v
                 continue
-            element = s.output
+            element = s.sliced[1]
     if violations:
         raise TcplanError(violations)
     dims = dict(source.dims)
@@ -234,28 +248,28 @@ def plan(source: Tensor, steps: list[Step], chips: int) -> Redistribution:
 def _place_slice(s: Step, element: Mapping, per: int, live: np.ndarray) -> list[Violation]:
     """Find the sliced axis inside Element; check Out and the indices."""
     out: list[Violation] = []
+    axis, output, idx = s.sliced
     ef = list(coalesce_factors(element.factors))
-    af = list(coalesce_factors(s.axis.factors))
-    of = list(coalesce_factors(s.output.factors))
+    af = list(coalesce_factors(axis.factors))
+    of = list(coalesce_factors(output.factors))
     pos = next((i for i in range(len(ef) - len(af) + 1) if ef[i:i + len(af)] == af), None)
     if pos is None or not af:
-        out.append(Violation("slice-axis", (s.axis.text(),), {
-            "detail": f"{s.op}: {s.axis.text()} is not one contiguous part of the Element "
+        out.append(Violation("slice-axis", (axis.text(),), {
+            "detail": f"{s.op}: {axis.text()} is not one contiguous part of the Element "
                       f"mapping {element.text()}",
             "fix": "slice axes that sit next to each other in Element, one call per "
                    "separated axis"}))
         return out
     rest = ef[:pos] + ef[pos + len(af):]
     if list(coalesce_factors(rest)) != of:
-        out.append(Violation("slice-axis", (s.output.text(),), {
-            "detail": f"{s.op}: removing {s.axis.text()} from {element.text()} leaves "
-                      f"m![...] of {_sizes(rest)}, not Out {s.output.text()}",
+        out.append(Violation("slice-axis", (output.text(),), {
+            "detail": f"{s.op}: removing {axis.text()} from {element.text()} leaves "
+                      f"m![...] of {_sizes(rest)}, not Out {output.text()}",
             "fix": "give as Out the Element mapping without the sliced axis"}))
         return out
     s.inner = int(np.prod([f.size for f in ef[pos + len(af):]], dtype=np.int64))
     s.outer = int(np.prod([f.size for f in ef[:pos]], dtype=np.int64))
-    idx = s.indices or []
-    axis_live = s.axis.evaluate()[1] == LIVE
+    axis_live = axis.evaluate()[1] == LIVE
     if len(idx) != per:
         out.append(Violation("slice-index", (str(idx),), {
             "detail": f"{s.op} needs one index per target ({per}), got {len(idx)}",
@@ -264,11 +278,11 @@ def _place_slice(s: Step, element: Mapping, per: int, live: np.ndarray) -> list[
     for t, i in enumerate(idx):
         if not live[t]:
             continue
-        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < s.axis.size \
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < axis.size \
                 or not axis_live[i]:
             out.append(Violation("slice-index", (str(i),), {
                 "detail": f"{s.op}: target {t} selects {i!r}, not a live position of "
-                          f"{s.axis.text()} (0..{s.axis.size - 1})",
+                          f"{axis.text()} (0..{axis.size - 1})",
                 "fix": "select one live position per target"}))
     return out
 

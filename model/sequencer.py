@@ -278,7 +278,7 @@ def check_side(L: Layout, k: int, pieces: list[_Piece], mode: str, engine: str
         for p in ps:
             reach += (p.n - 1) * (p.lo // f.lo)
         # digit values past a top digit's live count are indices past the axis: padding
-        if reach >= f.count and f.lo * f.count < L.axes[f.axis]:
+        if reach >= f.count and f.axis is not None and f.lo * f.count < L.axes[f.axis]:
             terms = tuple(dict.fromkeys(p.term for p in ps))
             what = (f"stream term{'s' if len(terms) > 1 else ''} {', '.join(terms)} reach"
                     f"{'' if len(terms) > 1 else 'es'} digit {reach} of buffer term "
@@ -445,6 +445,9 @@ def _cut(s: Factor, term: str, side: str, layouts: tuple[Layout, ...], axes: dic
     hi_s = s.lo * s.count
     cur = s.lo
     nl = len(layouts)
+    if a is None:  # a broadcast or padding-only digit: no live values beyond 0
+        return [_Piece(s.lo, s.count, s.size, (None,) * nl, (0,) * nl, term, side,
+                       s.label(axes) if multi else None, INF, a)]
     if nl == 1:  # fast path: the whole term inside one buffer digit (the common case)
         L = layouts[0]
         for lo, hi, j in L.by_axis.get(a, ()):
@@ -459,12 +462,13 @@ def _cut(s: Factor, term: str, side: str, layouts: tuple[Layout, ...], axes: dic
                 break
     out: list[_Piece] = []  # low to high
     while cur < hi_s:
-        top = hi_s
+        top: float = hi_s
         owners: list = [None] * nl
         strides = [0] * nl
         cutter = ""
         for k, L in enumerate(layouts):
             owner = -1
+            t: float
             nxt, nxt_j = INF, -1  # the next digit of this layout above cur
             gap_lo = 1  # where the uncarried region around cur starts
             for lo, hi, j in L.by_axis.get(a, ()):
@@ -502,7 +506,7 @@ def _cut(s: Factor, term: str, side: str, layouts: tuple[Layout, ...], axes: dic
         n = int(top // cur)
         out.append(_Piece(cur, n, n, tuple(owners), tuple(strides), term, side, None, top, a))
         cur = int(top)
-    if not out:  # a padding-only digit of an axis: no live values beyond 0
+    if not out:  # (a digit past its axis's live values: none beyond 0)
         return [_Piece(s.lo, s.count, s.size, (None,) * nl, (0,) * nl, term, side,
                        s.label(axes) if multi else None, INF, a)]
     if len(out) == 1:
@@ -540,7 +544,8 @@ class _Labels:
 
     def __init__(self, bf: tuple[Factor, ...], axes: dict[str, int],
                  dims: tuple[str, ...] = ()):
-        self.bf, self.axes, self.dims, self.cache = bf, axes, dims, {}
+        self.bf, self.axes, self.dims = bf, axes, dims
+        self.cache: dict[int, str] = {}
 
     def __getitem__(self, j: int) -> str:
         text = self.cache.get(j)

@@ -160,11 +160,12 @@ def lower_bound(plan: TuPlan, free: bool) -> int:
 def binding(plan: TuPlan, free: bool) -> list[dict[str, Any]]:
     """What sets the plan's cycles, for `tcplan explain`."""
     eb, c = plan.elem_bytes, plan.config
-    out = [{"rule": None, "title": f"the packet ({c.packet_size * eb} B) is contiguous in DM "
-            f"over {c.max_access_size * eb} B: accesses of {plan.access * eb} B (at most "
-            f"{_most(plan.context)} B in the {plan.context} context)"},
-           {"rule": "dm-bank-starvation", "title": f"longest run on one DM bank "
-            f"{plan.bank_run}, at most {hw.DM_BANK_STARVATION_ACCESSES - 1}"}]
+    out: list[dict[str, Any]] = [
+        {"rule": None, "title": f"the packet ({c.packet_size * eb} B) is contiguous in DM "
+         f"over {c.max_access_size * eb} B: accesses of {plan.access * eb} B (at most "
+         f"{_most(plan.context)} B in the {plan.context} context)"},
+        {"rule": "dm-bank-starvation", "title": f"longest run on one DM bank "
+         f"{plan.bank_run}, at most {hw.DM_BANK_STARVATION_ACCESSES - 1}"}]
     if not free:
         out.append({"rule": None, "title": "the stream is given: its Time steps are the "
                     "packets of every slice"})
@@ -314,11 +315,13 @@ def _one_access(width: int) -> _Runs:
 def _repeat(block: _Runs, n: int, step: int) -> _Runs:
     """``n`` copies of ``block``, copy t starting ``t * step`` bytes after the first."""
     period = hw.DM_BANK_STRIPE // math.gcd(step % hw.DM_BANK_STRIPE, hw.DM_BANK_STRIPE)
-    acc = part = None
+    acc: _Runs | None = None
+    part: _Runs | None = None
     for t in range(min(n, period)):
         acc = block if acc is None else _then(acc, block.shifted(t * step))
         if t + 1 == n % period:
             part = acc
+    assert acc is not None  # (n >= 1: a loop of the nest runs at least once)
     q = n // period
     if q == 0:
         return acc

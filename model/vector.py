@@ -21,7 +21,7 @@ import numpy as np
 
 from . import hardware as hw
 from . import limits
-from .mapping import LIVE, TOP, Mapping, equivalent
+from .mapping import LIVE, TOP, Mapping, equivalent, join, number
 from .rules import fail
 from .tiers import Tensor
 
@@ -482,12 +482,14 @@ class _Walk:
                                 here=f"reshaped ({arr.mismatch(self.arr)})")
             self.stash = ("read", i, j)
         elif op.kind == "vrf":
-            vd = self.chain.vrf[op.name].dtype
+            name = op.name
+            assert name is not None  # a VRF operand names its tensor
+            vd = self.chain.vrf[name].dtype
             if vd != self.dtype:
-                raise self.fail("ve-op-dtype", i, step, op=f"VRF operand {op.name} ({vd})",
+                raise self.fail("ve-op-dtype", i, step, op=f"VRF operand {name} ({vd})",
                                 dtype=self.dtype, takes=vd)
-            info.vrf_index[op.name] = self.vrf_operand(op.name, i, step)
-            self.vrf_used.add(op.name)
+            info.vrf_index[name] = self.vrf_operand(name, i, step)
+            self.vrf_used.add(name)
         elif op.kind == "const" and self.dtype == "i32" and not isinstance(op.value, int):
             raise self.fail("ve-op-dtype", i, step, op=f"the constant {op.value!r}",
                             dtype="i32", takes="f32")
@@ -558,17 +560,6 @@ class _Walk:
         return idx
 
 
-
-
-def _inner(m: Mapping) -> str:
-    return m.text()[3:-1]
-
-
-def _derived(axes: dict[str, int], text: str) -> Mapping:
-    from .mapping import parse
-    return parse(text, axes)
-
-
 def analyze(chain: Chain) -> Analysis:
     """Validate a chain step by step (raises TcplanError naming the rule and the step) and
     return what the executor and the cycle model need."""
@@ -614,6 +605,7 @@ def analyze(chain: Chain) -> Analysis:
             w.stash_used = True
             info.stage = w.stage
         elif k == "reinterpret":
+            assert step.dtype is not None  # a reinterpret step names its target scalar
             w.dtype = step.dtype
         elif k in EXITS:
             if w.phase == "paired":
@@ -706,7 +698,7 @@ def _unzip(w: _Walk, i: int, step: Step, info: StepInfo) -> None:
     if natural.mismatch(other):
         raise w.fail("ve-unzip-axis", i, step, axis=ax,
                      detail="group 0 and group 1 do not hold the same positions")
-    time = step.time if step.time is not None else _derived(w.chain.axes, "m![1]")
+    time = step.time if step.time is not None else number(1)
     w.reshape(i, step, natural, time, w.packet_m)
     w.dropped.append(ax)
     info.split = (g0, g1)
@@ -810,9 +802,8 @@ def _narrow_widen(w: _Walk, i: int, step: Step, info: StepInfo) -> None:
         # [T], [P] -> [T, P / 4], [P % 4]: front four lanes, then the back four
         src = (np.arange(T)[:, None, None] * P + np.arange(2)[None, :, None] * half
                + np.arange(half)[None, None, :]).reshape(T * 2, half)
-        time = step.time or _derived(w.chain.axes, f"m![[{_inner(w.time_m)}], "
-                                     f"[{_inner(w.packet_m)}] / {half}]")
-        packet = step.packet or _derived(w.chain.axes, f"m![[{_inner(w.packet_m)}] % {half}]")
+        time = step.time or join([w.time_m, w.packet_m / half])
+        packet = step.packet or w.packet_m % half
         w.way = 4
     elif k == "narrow_trim":
         back = arr.live[:, half:]
@@ -822,7 +813,7 @@ def _narrow_widen(w: _Walk, i: int, step: Step, info: StepInfo) -> None:
                          packet=w.packet_m.text())
         src = np.arange(T)[:, None] * P + np.arange(half)[None, :]
         time = w.time_m
-        packet = step.packet or _derived(w.chain.axes, f"m![[{_inner(w.packet_m)}] = {half}]")
+        packet = step.packet or w.packet_m.resize(half)
         w.way = 4
     elif k == "widen_concat":
         if T % 2:
@@ -839,8 +830,7 @@ def _narrow_widen(w: _Walk, i: int, step: Step, info: StepInfo) -> None:
         src = np.concatenate([np.arange(T)[:, None] * P + np.arange(P)[None, :],
                               -np.ones((T, P), np.int64)], axis=1)
         time = w.time_m
-        packet = step.packet or _derived(w.chain.axes,
-                                         f"m![[{_inner(w.packet_m)}] # {2 * P}]")
+        packet = step.packet or w.packet_m.pad(2 * P)
         w.way = 8
     info.src = src
     w.reshape(i, step, arr.take(src), time, packet)
