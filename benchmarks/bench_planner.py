@@ -45,8 +45,10 @@ from tcplan.model.cost import lower_bound  # noqa: E402
 from tcplan.model.rules import TcplanError  # noqa: E402
 from tcplan.planner.chains import plan_expression  # noqa: E402
 from tcplan.planner.hops import plan_hops  # noqa: E402
-from tcplan.planner.layout import search  # noqa: E402
-from tcplan.planner.dma_plan import plan_free
+from tcplan.planner.layout import SearchRequest, search  # noqa: E402
+from tcplan.planner.dma_plan import plan_free  # noqa: E402
+from tcplan.planner.dma_spec import DmaSpec  # noqa: E402
+from tcplan.planner.outcome import unwrap  # noqa: E402
 from tcplan.planner.spec import load_problem  # noqa: E402
 
 
@@ -67,16 +69,17 @@ def main() -> None:
             if p.kind == "expression":
                 plan = plan_expression(p)
                 cycles, bound = plan.cycles, None
-            elif p.params.get("hops", 1) > 1:
-                cycles, bound, best = plan_hops(p).cycles, None, None
+            elif isinstance(p.spec, DmaSpec) and p.spec.hops > 1:
+                cycles, bound, best = unwrap(plan_hops(p)).cycles, None, None
             elif p.kind in ("fetch", "commit"):
                 from tcplan.planner.kinds import Options, kind_of
                 _, cycles, _ = kind_of(p).plan(p, Options())
                 bound, best = None, None
             else:
-                found = plan_free(p)[0]
+                out = plan_free(p)
+                found = unwrap(out)
                 best, rounds, spent = found.best, found.enumerated, found.times
-                if found.status != "optimal":
+                if out.status != "optimal":
                     unproven.append(p.name)
                 cycles, bound = best.cycles, None
         except TcplanError as e:
@@ -139,7 +142,7 @@ def _plan_seconds(p) -> float:
     try:
         if p.kind == "expression":
             plan_expression(p)
-        elif p.params.get("hops", 1) > 1:
+        elif isinstance(p.spec, DmaSpec) and p.spec.hops > 1:
             plan_hops(p)
         elif p.kind in ("dma", "pcie"):
             plan_free(p)
@@ -199,10 +202,10 @@ def _graphs() -> None:
     print(f"\n{'graph':<34} {'objective':>13} {'joint':>9} {'op by op':>9} {'ratio':>7} "
           f"{'plans':>6} {'plan s':>7}")
     for f in sorted((ROOT / "problems" / "graphs").glob("*.yaml")):
-        g = load_problem(f).params["graph"]
+        g = load_problem(f).spec.graph
         t0 = time.perf_counter()
         table = evaluate(g, Options())
-        joint = choose(g, table)
+        joint = unwrap(choose(g, table))
         secs = time.perf_counter() - t0
         alone = greedy(g, table)
         alone_c = None if alone is None else (
@@ -220,7 +223,8 @@ def _example_4() -> None:
     from tcplan.model.cost import dma_cycles
     from tcplan.planner.lowering import lower_problem
     given = dma_cycles(lower_problem(load_problem(ROOT / "problems/seed/dma_example_4.yaml")))
-    best = plan_free(load_problem(ROOT / "problems/planning/dma_example_4_free.yaml"))[0].best
+    best = unwrap(plan_free(load_problem(ROOT / "problems/planning/dma_example_4_free.yaml"))
+                  ).best
     t0 = time.perf_counter()
     planned = dma_cycles(best.plan)
     t_full = time.perf_counter() - t0
@@ -241,13 +245,13 @@ def _free_sources(files) -> None:
           f"{'before  after':>13}")
     for f in files:
         p = load_problem(f)
-        if p.params.get("free_source") is None:
+        if not isinstance(p.spec, DmaSpec) or p.spec.free_source is None:
             continue
         runs = []
         for method in ("options", "bits"):
             t0 = time.perf_counter()
             try:
-                found = plan_free(p, method=method)[0]
+                found = unwrap(plan_free(p, method=method))
                 runs.append((found.best.cycles, found.models, found.enumerated,
                              time.perf_counter() - t0))
             except TcplanError as e:
@@ -262,10 +266,7 @@ def _race(p, enumeration) -> tuple[float, float]:
     """Seconds of the layout search and of the enumeration on one problem."""
     t = p.tensors
     t0 = time.perf_counter()
-    try:
-        search(t["source"], t["destination"], t["stream"], p.chips)
-    except TcplanError:
-        pass
+    search(SearchRequest(t["source"], t["destination"], t["stream"], p.chips))
     t1 = time.perf_counter()
     enumeration()
     return t1 - t0, time.perf_counter() - t1

@@ -17,9 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
-from pathlib import Path
 
 
 import numpy as np  # noqa: E402

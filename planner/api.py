@@ -23,6 +23,7 @@ import numpy as np
 from tcplan.model.rules import TcplanError
 
 from .kinds import Options, Solved, kind_of
+from .registry import SolveRecord
 from .progress import Callback, Progress
 from .render import EXIT_OK, EXIT_RULE, format_error
 from .spec import Problem, load_problem, load_problem_text
@@ -50,32 +51,44 @@ def _problem(problem: Problem | str | pathlib.Path) -> Problem:
 class SolveResult:
     """A solved problem: its status (``optimal``, ``feasible`` when the time limit cut the
     search, ``given`` when nothing was free, ``infeasible``, ``unknown``), cycles, the
-    lowered plan (``None`` without one) and the error that says why there is none."""
+    lowered plan (``None`` without one) and the error that says why there is none.
+    ``record`` is the kind's own typed record of the solve (its fields; ``to_json()`` is
+    what ``--json`` prints)."""
 
     problem: Problem
-    record: dict[str, Any]
+    record: SolveRecord
     plan: Any = None
     error: TcplanError | None = None
     exit_code: int = EXIT_OK
 
     @property
     def status(self) -> str:
-        return self.record["status"]
+        return self.record.status
 
     @property
     def cycles(self) -> int | None:
-        return self.record["cycles"]
+        return self.record.cycles
 
     @property
     def lower_bound(self) -> int | None:
-        return self.record.get("lower_bound")
+        return self.record.lower_bound
 
     @property
     def verified(self) -> bool | None:
-        return self.record["verified"]
+        return self.record.verified
+
+    @property
+    def breakdown(self) -> dict[str, Any] | None:
+        """The cycle report of the plan (model/cost.py), when the kind times one."""
+        return self.record.breakdown
+
+    @property
+    def reason(self) -> TcplanError | None:
+        """Why there is no timed plan: no plan at all, or one that failed its check."""
+        return self.error or self.record.error
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.record)
+        return self.record.to_json()
 
     def text(self) -> str:
         return kind_of(self.problem).solve_text(
@@ -119,6 +132,16 @@ class VerifyResult:
     @property
     def breakdown(self) -> dict[str, Any] | None:
         return self.record.get("breakdown")
+
+    @property
+    def reason(self) -> TcplanError | None:
+        """Why there is no timed plan: the rule the plan breaks or its mismatch."""
+        return self.error
+
+    @property
+    def lower_bound(self) -> int | None:
+        """(A verify times the plan as given: no bound is reported.)"""
+        return None
 
     @property
     def exit_code(self) -> int:

@@ -26,9 +26,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from tcplan.model import hardware as hw
+from tcplan.model.mapping import Mapping
+
+if TYPE_CHECKING:  # (CP-SAT is imported where a model is built)
+    from ortools.sat.python.cp_model import IntVar
 
 #: the address bits each channel output reads: the stack bit, then each channel-hash bit
 CHANNEL_INPUTS: tuple[tuple[int, ...], ...] = ((hw.HBM_STACK_BIT,),) + tuple(
@@ -68,9 +73,14 @@ class Digit:
     """One digit of a free HBM Element: its term, positions, and whether the transfer
     moves it (varies it); a digit it does not move stays at one value."""
 
-    term: str
+    term: Mapping
     size: int
     moved: bool
+
+    @property
+    def label(self) -> str:
+        """The digit's term as text (names, messages)."""
+        return self.term.body()
 
 
 def exact_bits(digits: list[Digit], elem_bytes: int, base: int) -> bool:
@@ -149,6 +159,14 @@ class Proposal:
     bound: int  # what every plan with this order and option takes at least (cycles)
 
 
+class Spent(Enum):
+    """Why the outer model proposes no pair: every pair is tried or none can beat the best
+    plan (``ALL``: the search is done, proven), or the time ran out (``TIME``)."""
+
+    ALL = "all"
+    TIME = "time"
+
+
 class SourceMaster:
     """The outer model of a free HBM source: the source Element order (a circuit over the
     digits; ``prefix`` outermost, or one of ``allowed``) and an option (placement and engine
@@ -169,7 +187,7 @@ class SourceMaster:
         self.x = {(i, j): m.new_bool_var(f"next_{i}_{j}") for i in range(n + 1)
                   for j in range(n + 1) if i != j}
         m.add_circuit([(i, j, lit) for (i, j), lit in self.x.items()])
-        self.pos = [m.new_int_var(0, max(n - 1, 0), f"depth_{d.term}") for d in digits]
+        self.pos = [m.new_int_var(0, max(n - 1, 0), f"depth_{d.label}") for d in digits]
         for i in range(n):
             m.add(self.pos[i] == 0).only_enforce_if(self.x[D, i])
             for j in range(n):
@@ -220,10 +238,12 @@ class SourceMaster:
         continue ``chain``, the destination's contiguous digits innermost first, in its
         order (None: unknown, no bound)."""
         lowest = _log2(elem_bytes)
-        D, run, terms = self.n, [], []
-        for k, i in enumerate(chain or []):
+        D, order = self.n, chain or []
+        run: list[IntVar] = []
+        terms = []
+        for k, i in enumerate(order):
             r = m.new_bool_var(f"packet_holds_{i}")
-            step = self.x[i, D] if k == 0 else self.x[i, chain[k - 1]]
+            step = self.x[i, D] if k == 0 else self.x[i, order[k - 1]]
             m.add_bool_and([step] + run[-1:]).only_enforce_if(r)
             m.add_bool_or([~step] + [~q for q in run[-1:]] + [r])
             run.append(r)
@@ -238,9 +258,9 @@ class SourceMaster:
             m.add_min_equality(capped, [bits, REQUEST_BITS])
         return capped
 
-    def propose(self, beat: int | None, seconds: float) -> Proposal | None | str:
-        """The pair of least bound, or None when no pair is left or none can beat
-        ``beat`` (the best plan so far); "cut" when the time ran out first."""
+    def propose(self, beat: int | None, seconds: float) -> Proposal | Spent:
+        """The pair of least bound; :attr:`Spent.ALL` when no pair is left or none can beat
+        ``beat`` (the best plan so far); :attr:`Spent.TIME` when the time ran out first."""
         cp = self.cp_model
         s = cp.CpSolver()
         s.parameters.num_workers = 1
@@ -248,12 +268,12 @@ class SourceMaster:
         s.parameters.max_time_in_seconds = max(seconds, 0.05)
         st = s.solve(self.m)
         if st == cp.INFEASIBLE:
-            return None
+            return Spent.ALL
         if st != cp.OPTIMAL:
-            return "cut"
+            return Spent.TIME
         bound = round(s.objective_value)
         if beat is not None and bound >= beat:
-            return None
+            return Spent.ALL
         self.rounds += 1
         order = tuple(sorted(range(self.n), key=lambda i: s.value(self.pos[i])))
         option = next(k for k, o in enumerate(self.option) if s.value(o))

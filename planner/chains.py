@@ -26,14 +26,15 @@ from typing import Any
 
 from tcplan.model import expr as ex
 from tcplan.model import vector as ve
-from tcplan.model.mapping import Mapping, parse
+from tcplan.model.mapping import Mapping, join
 from tcplan.model.numeric import wrap_i32
 from tcplan.model.rules import TcplanError, fail
 from tcplan.model.tiers import require_placement
 
 # abstract op -> candidate implementations: (step kind, op name, mode when the operand is on
 # the right, mode when it is on the left, operand transform)
-_I32 = {
+_Impl = tuple[str, str, str | None, str | None, str | None]
+_I32: dict[str, list[_Impl]] = {
     "+": [("fxp", "AddFxp", "Mode01", "Mode10", None), ("clip", "AddFxp", "Mode01", "Mode10",
                                                          None)],
     "-": [("fxp", "SubFxp", "Mode01", "Mode10", None), ("clip", "AddFxp", "Mode01", None,
@@ -51,7 +52,7 @@ _I32 = {
            ("fxp", "ArithRightShift", "Mode01", "Mode10", None)],
     "neg": [("fxp", "SubFxp", None, "Mode10", "zero")],
 }
-_F32 = {
+_F32: dict[str, list[_Impl]] = {
     "+": [("fp_binary", "AddF", "Mode01", "Mode10", None), ("clip", "Add", "Mode01", "Mode10",
                                                             None)],
     "-": [("fp_binary", "SubF", "Mode01", "Mode10", None), ("clip", "Add", "Mode01", None,
@@ -148,6 +149,7 @@ def _options(what: str, dtype: str, left: bool, text: str, operand: str | None =
     when both arguments are the stream (arg mode Mode00)."""
     table = _I32 if dtype == "i32" else _F32
     out = []
+    mode: str | None  # (None: the implementation has no arg mode for that side)
     for kind, op, mode_r, mode_l, tf in table.get(what, []):
         if same:
             if kind not in ve.BINARY or tf is not None:
@@ -291,6 +293,7 @@ class _Linearizer:
                 ) -> None:
         a, b, c = args = n.args
         deps = [bool(self.dep(x)) for x in args]
+        others: tuple[ex.Node, ...]  # the operands, in slot order
         if deps == [True, True, False] and a == b:  # fma(x, x, c): Mode002
             mode, s_, others = "Mode002", a, (c, c)
         elif deps == [True, False, True] and a == c:  # fma(x, c, x): Mode020
@@ -394,7 +397,8 @@ class _Linearizer:
         zip_at = len(pre) - 1
         # after the zip the zipped value is the stream: linearize the rest as a single
         # stream whose only variable is the zip node
-        self.zip_node, self.post = zip_node, []
+        self.zip_node = zip_node
+        self.post: list[SpineOp] = []
         self.lin_after(f.root, f.dtype)
         return Spine(pre + self.post, True, f.dtype, zip_at)
 
@@ -478,7 +482,10 @@ class _ChainModel:
                       for i in range(n)]
         self.way4 = [sum(self.x[i][k] for k, o in enumerate(ops[i].options) if o.way == 4)
                      for i in range(n)]
-        self.pre = set(range(spine.zip_at + 1)) if spine.pair else set()
+        self.pre: set[int] = set()
+        if spine.pair:
+            assert spine.zip_at is not None  # (a pair spine has its zip)
+            self.pre = set(range(spine.zip_at + 1))
         for i in self.pre:
             m.add(self.inv[i] == 0)
         if n:
@@ -502,6 +509,7 @@ class _ChainModel:
         m, inv, ops, n = self.m, self.inv, self.ops, self.n
         if self.spine.pair:
             z = self.spine.zip_at
+            assert z is not None  # (a pair spine has its zip)
             self.g0 = [i for i in self.pre if ops[i].group == 0]
             self.g1 = [i for i in self.pre if ops[i].group == 1]
             chains = [self.g0 + [z] + list(range(z + 1, n)), self.g1 + [z]]
@@ -616,7 +624,7 @@ class _ChainModel:
                 continue  # trim / pad keep the flits
             f = m.new_bool_var(f"four_{q}")
             for i in range(n):
-                if spine.pair and q == 0 and i > spine.zip_at:
+                if spine.pair and q == 0 and i not in self.pre:  # (pre: up to the zip)
                     continue  # after the zip a split pass carries half the pair's flits
                 bi = m.new_bool_var(f"in_{i}_{q}")
                 m.add(inv[i] == q).only_enforce_if(bi)
@@ -685,6 +693,7 @@ def step_text(s: ve.Step) -> str:
     if s.kind == "tag":
         args.append("TagMode::Zero")
     if s.kind == "unzip":
+        assert s.time is not None  # (an unzip step declares its Time)
         args.append(f"{s.axis}, {s.time.text()}")
     if s.op:
         args.append(s.op)
@@ -707,13 +716,13 @@ def step_text(s: ve.Step) -> str:
 
 
 def _split_time(time: Mapping, axis: str, axes: dict[str, int]) -> Mapping:
-    items = [t for t, _ in time.items()]
-    if axis not in items:
+    """Time without the pair axis's term (the pair mode's groups)."""
+    term = next((t for t in time.terms if t.body() == axis), None)
+    if term is None:
         raise fail("plan-pair", (time.text(),), formula=time.text(),
                    detail=f"the pair axis {axis} is not a whole term of Time {time.text()}",
                    fix=f"make {axis} one term of the stream's Time mapping")
-    rest = [t for t in items if t != axis]
-    return parse("m![" + (", ".join(rest) if rest else "1") + "]", axes)
+    return join(t for t in time.terms if t != term)
 
 
 def build(spine: Spine, sol: Solution, stream, axes: dict[str, int], vrf: dict,
@@ -747,6 +756,7 @@ def build(spine: Spine, sol: Solution, stream, axes: dict[str, int], vrf: dict,
         time_m, packet_m = cur_stream.dims["time"], cur_stream.dims["packet"]
         pair_here = spine.pair and q == 0
         if pair_here:
+            assert pair_axis is not None  # (plan_expression requires it for a pair)
             split_t = _split_time(time_m, pair_axis, axes)
             steps.append(ve.Step("unzip", axis=pair_axis, time=split_t))
             time_m = split_t
@@ -785,6 +795,7 @@ def build(spine: Spine, sol: Solution, stream, axes: dict[str, int], vrf: dict,
         if idx:
             dtype = ops[idx[-1]].dtype
         if pair_here:
+            assert pair_axis is not None  # (plan_expression requires it for a pair)
             dims = dict(cur_stream.dims)
             dims["time"] = _split_time(cur_stream.dims["time"], pair_axis, axes)
             cur_stream = Tensor(cur_stream.name, "stream", cur_stream.dtype, dims)
@@ -817,6 +828,7 @@ def _emission_order(spine: Spine, sol: Solution, idx: list[int]) -> list[tuple[i
             b_i += 1
         elif b is None or (a is not None and a not in partner and (
                 stage(a) <= stage(b) or b in back)):
+            assert a is not None  # (with g1 done, g0 is not)
             out.append((a,))
             a_i += 1
         elif a is None or b not in back:
@@ -857,6 +869,7 @@ def _step_of(ops: list[SpineOp], item: tuple[int, ...], o: Option, choice: list[
         groups: list[Any] = [None, None]
         for j in item:
             g = ops[j].group
+            assert g is not None  # (an item merges ops of the two groups)
             if o.kind == "fp_unary":
                 groups[g] = True
             else:
@@ -878,10 +891,10 @@ def plan_expression(problem, time_limit: float = 10.0, workers: int = 1, seed: i
                     ) -> Plan:
     """Plan an expression problem (raises TcplanError with the plan-* explanation)."""
     require_placement(problem.tensors.values(), problem.chips)
-    f: ex.Formula = problem.params["expression"]
+    f: ex.Formula = problem.spec.expression
     stream = problem.tensors["input"]
     vrf = {n[4:]: t for n, t in problem.tensors.items() if n.startswith("vrf:")}
-    pair_axis = problem.params.get("pair_axis")
+    pair_axis = problem.spec.pair_axis
     if f.pair and pair_axis is None:
         raise fail("plan-pair", (f.text,), formula=f.text,
                    detail="the formula reads group0 / group1 but the problem names no "
@@ -899,21 +912,23 @@ def plan_expression(problem, time_limit: float = 10.0, workers: int = 1, seed: i
 
 
 def _explain(spine: Spine, flits: int, split: bool, f: ex.Formula) -> TcplanError:
-    needs = [(r, op) for r, op in enumerate(spine.ops) if op.stash_of is not None]
+    needs = [(op, op.stash_of) for op in spine.ops if op.stash_of is not None]
     names = ("group0", "group1") if spine.pair else ("x",)
 
     def value(k: int) -> str:
-        return names[0] if k == 0 else (spine.ops[k - 1].node.text() if spine.ops[k - 1].node
-                                        is not None else spine.ops[k - 1].what)
-    for t, (_, op) in enumerate(needs):
+        if k == 0:
+            return names[0]
+        node = spine.ops[k - 1].node
+        return node.text() if node is not None else spine.ops[k - 1].what
+    for t, (op, k) in enumerate(needs):
         only = [u == t for u in range(len(needs))]
         if solve(spine, flits, split, 5.0, 1, 0, only) is None:
-            v = value(op.stash_of)
+            v = value(k)
             return fail("plan-stash-reach", (v,), formula=f.text, value=v,
                         reader=op.node.text() if op.node is not None else op.what)
     if needs and solve(spine, flits, split, 5.0, 1, 0, [False] * len(needs)) is not None:
-        vs = ", ".join(value(op.stash_of) for _, op in needs)
-        return fail("plan-stash-reach", tuple(op.what for _, op in needs), formula=f.text,
+        vs = ", ".join(value(k) for _, k in needs)
+        return fail("plan-stash-reach", tuple(op.what for op, _ in needs), formula=f.text,
                     value=vs, reader="their readers (one stash per invocation)")
     # what is left: a pair whose groups' ops cannot share one invocation before the zip
     pre = [op for op in spine.ops[:(spine.zip_at or 0) + 1]]

@@ -6,10 +6,12 @@ to the model's rules (exit 1).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from tcplan.model import limits
 from tcplan.model import vector as ve
+from tcplan.model.expr import Formula
 from tcplan.model.numeric import F32_MAX, I32_MIN, U32_MAX, fits_32_bits
 from tcplan.model.lane import MODES as LANE_MODES
 from tcplan.model.mapping import Mapping
@@ -20,11 +22,53 @@ STEP_HELP = ("steps: tag, unzip, logic, fxp, fxp_to_fp, narrow_split, narrow_tri
              "inter_slice_reduce")
 
 
+@dataclass(frozen=True)
+class VectorSpec:
+    """A vector problem's chain: its steps, the output mappings it declares (time, packet;
+    checked against what the chain leaves) and the formula it is checked by (None: the
+    semantics of its steps alone)."""
+
+    steps: tuple[ve.Step, ...]
+    output: dict[str, Mapping] = field(default_factory=dict)
+    reference: Formula | None = None
+
+    @property
+    def formula(self) -> Formula | None:
+        """The formula the chain's output is checked against."""
+        return self.reference
+
+
+@dataclass(frozen=True)
+class ExpressionSpec:
+    """An expression problem: the formula the planner compiles into chains, the size-2 Time
+    term a pair formula (group0 / group1) zips, and the output mappings it declares."""
+
+    expression: Formula
+    pair_axis: str | None = None
+    output: dict[str, Mapping] = field(default_factory=dict)
+
+    @property
+    def formula(self) -> Formula:
+        """The formula the chains' output is checked against: the expression itself."""
+        return self.expression
+
+
+@dataclass(frozen=True)
+class LaneFoldSpec:
+    """A Lane Folder problem: its input's mappings (lane, time, packet and the spatial
+    ones given), the mode, and the output mappings it declares (time, packet)."""
+
+    input: dict[str, Mapping]
+    mode: str
+    output: dict[str, Mapping] = field(default_factory=dict)
+
+
 def _num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def parse_vector(ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+def parse_vector(ctx, data: dict, kind: str, tensors: dict
+                 ) -> VectorSpec | ExpressionSpec:
     doc = ctx.doc
     if ctx.dtype not in ve.DTYPES:
         raise doc.error(("dtype",), f"a {kind} problem streams i32 or f32, not {ctx.dtype}",
@@ -51,29 +95,31 @@ def parse_vector(ctx, data: dict, kind: str, tensors: dict, params: dict) -> Non
         if not isinstance(out, dict) or not set(out) <= {"time", "packet"} or not out:
             raise doc.error(("output",), "expected {time, packet} mappings",
                             "output: {time: 'm![1]', packet: 'm![A % 8]'}")
-        params["output"] = {k: ctx.mapping(("output", k), v, k) for k, v in out.items()}
+    output = ({k: ctx.mapping(("output", k), v, k) for k, v in out.items()}
+              if out is not None else {})
     if kind == "vector":
         chain = data["chain"]
         if not isinstance(chain, list) or not chain:
             raise doc.error(("chain",), "expected a list of steps", STEP_HELP)
-        params["steps"] = [_step(ctx, ("chain", i), item) for i, item in enumerate(chain)]
+        steps = tuple(_step(ctx, ("chain", i), item) for i, item in enumerate(chain))
         ref = data.get("reference")
+        reference = None
         if ref is not None:
             if not isinstance(ref, str):
                 raise doc.error(("reference",), "expected a formula as text",
                                 "reference: 'max(sigmoid(x + 100), 0)'")
-            params["reference"] = _formula(ctx, ("reference",), ref, tensors)
-            _reference_fits(ctx, params["reference"], params["steps"])
+            reference = _formula(ctx, ("reference",), ref, tensors)
+            _reference_fits(ctx, reference, list(steps))
+        return VectorSpec(steps, output, reference)
     else:
         e = data["expression"]
         if not isinstance(e, str):
             raise doc.error(("expression",), "expected a formula as text",
                             "expression: 'exp(sqrt(((x + 1) * 2) * 3))'")
-        params["expression"] = _formula(ctx, ("expression",), e, tensors)
+        f = _formula(ctx, ("expression",), e, tensors)
         pa = data.get("pair_axis")
-        f = params["expression"]
         if pa is not None:
-            params["pair_axis"] = _axis(ctx, ("pair_axis",), pa)
+            pa = _axis(ctx, ("pair_axis",), pa)
             terms = [t for t, _ in tensors["input"].dims["time"].items()]
             if ctx.axes[pa] != 2 or pa not in terms:
                 raise doc.error(("pair_axis",), f"the pair axis is a size-2 term of the "
@@ -87,6 +133,7 @@ def parse_vector(ctx, data: dict, kind: str, tensors: dict, params: dict) -> Non
             raise doc.error(("expression",), "the planner compiles elementwise formulas; a "
                             "reduction is a chain step", "write a vector problem with a "
                             "reduce step")
+        return ExpressionSpec(f, pa, output)
 
 
 def _formula(ctx, keys: tuple, text: str, tensors: dict):
@@ -110,7 +157,7 @@ def _reference_fits(ctx, f, steps: list[ve.Step]) -> None:
                             "/ group1, any other chain against x",
                             "use group0 and group1" if pair else "use x")
     red = [m.value for m in f.root.walk() if m.op in ("sum", "rmax", "rmin")]
-    chain_red = [s.axis for s in steps if s.kind == "reduce"]
+    chain_red = [str(s.axis) for s in steps if s.kind == "reduce"]
     if sorted(red) != sorted(chain_red):
         raise ctx.doc.error(("reference",), f"the formula reduces {red or 'nothing'}, the "
                             f"chain {chain_red or 'nothing'}", "reduce the axes the chain "
@@ -120,9 +167,9 @@ def _reference_fits(ctx, f, steps: list[ve.Step]) -> None:
 def chain_of(problem) -> ve.Chain:
     """The model's Chain for a loaded vector problem."""
     t = problem.tensors
-    return ve.Chain(problem.dtype, problem.axes, t["input"], problem.params["steps"],
+    return ve.Chain(problem.dtype, problem.axes, t["input"], list(problem.spec.steps),
                     {n[4:]: v for n, v in t.items() if n.startswith("vrf:")},
-                    problem.params.get("output", {}))
+                    problem.spec.output)
 
 
 def _step(ctx, keys: tuple, item: Any) -> ve.Step:
@@ -172,7 +219,7 @@ class _StepReader:
     def mapping(self, f: dict, key: str) -> Any:
         return self.ctx.mapping(self.keys + (key,), f[key], key)
 
-    def op(self, f: dict, family: str) -> Any:
+    def op(self, f: dict, family: str | None) -> Any:
         return _op(self.ctx, _opkeys(self.keys, self.arg), f["op"], family)
 
     # -- the step families ------------------------------------------------------------------
@@ -288,7 +335,7 @@ class _StepReader:
         if not isinstance(g, list) or len(g) != 2:
             raise self.bad("groups is a list of two arguments (null skips a group)",
                            "groups: [10, null]", ("groups",))
-        out = []
+        out: list[tuple | None] = []
         for i, x in enumerate(g):
             if x is None:
                 out.append(None)
@@ -317,8 +364,8 @@ def _opkeys(keys: tuple, arg: Any) -> tuple:
     return keys + ("op",) if isinstance(arg, dict) else keys
 
 
-def _op(ctx, keys: tuple, op: Any, fam: str) -> str:
-    names = ve.ops_of(fam)
+def _op(ctx, keys: tuple, op: Any, fam: str | None) -> str:
+    names = ve.ops_of(fam) if fam is not None else set()
     if not isinstance(op, str) or op not in names:
         raise ctx.doc.error(keys, f"{op!r} is not a {fam} op", "use one of " + ", ".join(
                                 sorted(names)))
@@ -358,6 +405,7 @@ def _cmp(ctx, keys: tuple, c: Any) -> tuple:
         return (str(c), None)
     m = re.fullmatch(r"\s*(\w+)\s*\(\s*([^)]*?)\s*\)\s*", c) if isinstance(c, str) else None
     if m and m.group(1) in ve.CMP_OPS:
+        v: int | float | None
         try:
             v = limits.to_int(m.group(2), 0)
         except limits.NumberTooLong as e:
@@ -448,7 +496,7 @@ def _operand(ctx, keys: tuple, v: Any) -> tuple[ve.Slot, ...]:
     return tuple(out)
 
 
-def parse_lane_fold(ctx, data: dict, tensors: dict, params: dict) -> None:
+def parse_lane_fold(ctx, data: dict, tensors: dict) -> LaneFoldSpec:
     doc = ctx.doc
     spec = data["input"]
     dims = ("chip", "cluster", "slice", "lane", "time", "packet")
@@ -466,11 +514,12 @@ def parse_lane_fold(ctx, data: dict, tensors: dict, params: dict) -> None:
     for k in dims:
         if k in spec:
             maps[k] = ctx.mapping(("input", k), spec[k], k)
-    params["input"] = maps
-    params["mode"] = ctx.choice(data, "mode", LANE_MODES, None)
+    mode = ctx.choice(data, "mode", LANE_MODES, None)
     out = data.get("output")
+    output: dict[str, Mapping] = {}
     if out is not None:
         if not isinstance(out, dict) or set(out) != {"time", "packet"}:
             raise doc.error(("output",), "expected {time, packet}",
                             "output: {time: 'm![M, P]', packet: 'm![N]'}")
-        params["output"] = {k: ctx.mapping(("output", k), v, k) for k, v in out.items()}
+        output = {k: ctx.mapping(("output", k), v, k) for k, v in out.items()}
+    return LaneFoldSpec(maps, mode, output)

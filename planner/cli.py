@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import sys
-from typing import Any, Iterable, Iterator, Sequence, TextIO
+from typing import Any, Iterable, Iterator, Mapping, Sequence, TextIO
 
 from tcplan.model import hardware as hw
 from tcplan.model import limits
@@ -240,7 +240,7 @@ PLOT_HELP = ("also draw the plan of a DMA or PCIe problem to FILE (.svg or .png;
              "of every DMN (docs/pictures.md)")
 
 
-def _picture_flags(commands: dict[str, argparse.ArgumentParser]) -> None:
+def _picture_flags(commands: Mapping[str, argparse.ArgumentParser]) -> None:
     """``--plot`` on verify and solve, ``--report`` on solve (planner/plot.py,
     planner/report.py)."""
     for name in ("verify", "solve"):
@@ -275,7 +275,7 @@ def _pictures(args: argparse.Namespace, result: Any) -> int:
                                 ("--report", getattr(args, "report", None), write_report)):
         if target is None:
             continue
-        if not (result.record.get("breakdown") or {}).get("engines"):
+        if not (result.breakdown or {}).get("engines"):
             LOG.warning("%s: nothing written: %s has no timed plan", flag,
                         result.problem.name)
             continue
@@ -404,7 +404,7 @@ def _long_number_column(line: str) -> int | str:
     return "?"  # (not reached: json.loads found it)
 
 
-def answer_lines(lines: Iterable[str | bytes]) -> Iterator[str]:
+def answer_lines(lines: Iterable[str | bytes | Overlong]) -> Iterator[str]:
     """The batch loop: one JSON answer (without newline) per input line, in order.
 
     A line may be text or UTF-8 bytes.  Nothing in a line stops the batch: undecodable bytes,
@@ -426,20 +426,21 @@ def answer_lines(lines: Iterable[str | bytes]) -> Iterator[str]:
             except TcplanError as err:
                 yield _ENCODE(_error_obj(err))
             except limits.NumberTooLong as e:
-                err = fail("bad-request", detail=f"line {lineno}, column "
+                assert isinstance(line, str)  # (json.loads raised it: the line is decoded)
+                bad = fail("bad-request", detail=f"line {lineno}, column "
                            f"{_long_number_column(line)}: {e.detail}", fix=e.fix)
-                yield _ENCODE(_error_obj(err))
+                yield _ENCODE(_error_obj(bad))
             except UnicodeDecodeError as e:
-                err = fail("bad-request", detail=f"line {lineno}: not UTF-8 (byte {e.start + 1})",
+                bad = fail("bad-request", detail=f"line {lineno}: not UTF-8 (byte {e.start + 1})",
                            fix="write requests as UTF-8 JSON")
-                yield _ENCODE(_error_obj(err))
+                yield _ENCODE(_error_obj(bad))
             except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
                 what = (f"invalid JSON ({e.msg} at column {e.colno})"
                         if isinstance(e, json.JSONDecodeError) else
                         "JSON too deeply nested or with a number too long")
-                err = fail("bad-request", detail=f"line {lineno}: {what}",
+                bad = fail("bad-request", detail=f"line {lineno}: {what}",
                            fix="one JSON object per line")
-                yield _ENCODE(_error_obj(err))
+                yield _ENCODE(_error_obj(bad))
             else:
                 yield _ENCODE(answer_request(req))
     finally:

@@ -15,7 +15,9 @@ def _options(parser: argparse.ArgumentParser) -> tuple[list[str], dict[str, list
                                                         list[str]]:
     """(every option string, the choices of each option that has them, the options that
     take a value without choices: a file, a number or a text)."""
-    flags, choices, valued = [], {}, []
+    flags: list[str] = []
+    choices: dict[str, list[str]] = {}
+    valued: list[str] = []
     for a in parser._actions:
         if not a.option_strings:
             continue

@@ -6,45 +6,107 @@ hands the rest to the kind (``planner/kinds/dma.py``), which calls :func:`load_d
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from tcplan.model import hardware as hw
 from tcplan.model import limits
-from tcplan.model.mapping import MAX_SIZE, parse
+from tcplan.model.mapping import MAX_SIZE, Factor, Mapping, axis, join, number
 from tcplan.model.rules import TcplanError
 from tcplan.model.tiers import TIER_DIMS, Tensor
 
+from .layout import FreeElement
 from .spec import _Ctx, _did_you_mean
 
+if TYPE_CHECKING:
+    from .sources import FreeSource
 
-def load_dma(ctx: _Ctx, data: dict, kind: str, tensors: dict[str, Tensor],
-             params: dict[str, Any]) -> None:
-    """Read a DMA or PCIe problem's tensors into ``tensors`` and its choices into
-    ``params``: each step below reads one part and says where a mistake is."""
+
+@dataclass(frozen=True)
+class Placement:
+    """One candidate of a free destination placement: how explanations name it, the
+    destination it gives and that destination's free Element (None: given)."""
+
+    label: str
+    destination: Tensor
+    free_element: FreeElement | None = None
+
+
+@dataclass(frozen=True)
+class FreePlacement:
+    """A destination's free Slice, Cluster, Chip or padding amount: its candidates, the
+    dimensions they choose, and the bound on a slice's footprint (bytes; None: none)."""
+
+    candidates: tuple[Placement, ...]
+    dims: tuple[str, ...]
+    max_footprint_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A planned problem's ``bounds``: the largest DMA packet, and the alignment of every
+    destination Element row (bytes; None: no bound)."""
+
+    packet_max_bytes: int | None = None
+    align_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class DmaSpec:
+    """A DMA or PCIe problem's choices (docs/problem-format.md): the stream's free
+    dimensions (``time`` and ``packet``, with ``cluster`` and ``slice`` when the engine
+    split is free too), a free destination Element, a free HBM source, a free destination
+    placement, the sides whose HBM address the loader placed, the bounds, the hops (2:
+    through an intermediate HBM layout), the one engine of a single-engine transfer, and
+    whether the transfer is a PCIe DMA (``kind: pcie``, host <-> HBM)."""
+
+    free: tuple[str, ...] = ()
+    free_element: FreeElement | None = None
+    free_source: FreeSource | None = None
+    free_slice: FreePlacement | None = None
+    free_address: tuple[str, ...] = ()
+    bounds: Bounds = Bounds()
+    hops: int = 1
+    engine_at: dict[str, int] | None = None
+    pcie: bool = False
+
+    @property
+    def planned(self) -> bool:
+        """Is part of the layout a choice (a free stream, or a free HBM source)?"""
+        return bool(self.free) or self.free_source is not None
+
+
+def load_dma(ctx: _Ctx, data: dict, kind: str, tensors: dict[str, Tensor]) -> DmaSpec:
+    """Read a DMA or PCIe problem's tensors into ``tensors``; return its choices: each step
+    below reads one part and says where a mistake is."""
     data, free_addr = _split_free_addresses(ctx, data)
     free_source = _free_source_of(ctx, data)
     tensors["source"] = (free_source.base if free_source is not None else
                          ctx.tensor(("source",), data["source"], "source"))
     spec_d, free_element, free_slice = _destination(ctx, data, tensors["source"])
     tensors["destination"] = ctx.tensor(("destination",), spec_d, "destination")
-    spec_s, free, engines_free = _free_stream(ctx, data, tensors, params)
-    _free_layouts(ctx, tensors, params, free, free_element, free_source, free_slice)
+    spec_s, free, engines_free = _free_stream(ctx, data, tensors)
+    placement = _free_layouts(ctx, tensors, free, free_element, free_source, free_slice)
+    spec = DmaSpec(free=tuple(free + engines_free), free_element=free_element,
+                   free_source=free_source, free_slice=placement, pcie=kind == "pcie")
     if free_addr:
-        _place_free_addresses(free_addr, tensors, free_source, params)
-        params["free_address"] = sorted(free_addr, reverse=True)  # source first
+        spec = _place_free_addresses(free_addr, tensors, spec)
     if "bounds" in data:
-        params["bounds"] = _bounds(ctx.doc, data["bounds"], free)
+        spec = dataclasses.replace(spec, bounds=_bounds(ctx.doc, data["bounds"], free))
     if kind == "dma" and "hops" in data:
-        params["hops"] = _hops(ctx.doc, data["hops"], free, free_source is not None
-                               or free_element is not None or free_slice is not None)
+        spec = dataclasses.replace(spec, hops=_hops(
+            ctx.doc, data["hops"], free, free_source is not None or free_element is not None
+            or free_slice is not None))
     if "stream" in data:
         tensors["stream"] = ctx.tensor(("stream",), spec_s, "stream", tier="stream")
     else:
         from tcplan.model.dma import default_stream
         tensors["stream"] = default_stream(tensors["source"], tensors["destination"])
     if "engine_at" in data:
-        params["engine_at"] = _engine_at(ctx, data["engine_at"], tensors["stream"],
-                                         engines_free)
+        spec = dataclasses.replace(spec, engine_at=_engine_at(
+            ctx, data["engine_at"], tensors["stream"], engines_free))
+    return spec
 
 
 def _split_free_addresses(ctx: _Ctx, data: dict) -> tuple[dict, dict[str, tuple]]:
@@ -71,26 +133,39 @@ def _free_source_of(ctx: _Ctx, data: dict) -> Any:
     return None
 
 
-def _destination(ctx: _Ctx, data: dict, source: Tensor) -> tuple[Any, Any, Any]:
+@dataclass(frozen=True)
+class _Candidates:
+    """A free placement as the loader reads it: each candidate's label and destination spec
+    (its mappings as values), the dimensions chosen, and the footprint bound."""
+
+    labels: list[str]
+    specs: list[dict[str, Any]]
+    dims: tuple[str, ...]
+    max_footprint_bytes: int | None = None
+
+
+def _destination(ctx: _Ctx, data: dict, source: Tensor
+                 ) -> tuple[Any, FreeElement | None, _Candidates | None]:
     """The destination's spec with its free placement or padding and free Element taken
     off: (spec, free Element, free placement)."""
     spec_d = data["destination"]
-    free_element = free_slice = None
+    free_element = None
+    free_slice: _Candidates | None = None
     if isinstance(spec_d, dict) and any(spec_d.get(d) == "free" or isinstance(
             spec_d.get(d), dict) for d in ("chip", "cluster", "slice")):
         free_slice = _free_slice(ctx, source, spec_d)
-        spec_d = free_slice["specs"][0]
+        spec_d = free_slice.specs[0]
     elif isinstance(spec_d, dict) and any(isinstance(v, str) and FREE_PAD.search(v)
                                           for v in spec_d.values()):
         free_slice = _free_padding(ctx, spec_d)
-        spec_d = free_slice["specs"][0]
+        spec_d = free_slice.specs[0]
     if _is_free_element(spec_d):
         free_element, spec_d = _free_element(ctx, source, spec_d)
     return spec_d, free_element, free_slice
 
 
-def _free_stream(ctx: _Ctx, data: dict, tensors: dict[str, Tensor],
-                 params: dict[str, Any]) -> tuple[Any, list[str], list[str]]:
+def _free_stream(ctx: _Ctx, data: dict, tensors: dict[str, Tensor]
+                 ) -> tuple[Any, list[str], list[str]]:
     """The stream's free words: (its spec with placeholders for the free dimensions, the
     free Time/Packet, the free Cluster/Slice)."""
     doc, spec_s = ctx.doc, data.get("stream")
@@ -108,26 +183,25 @@ def _free_stream(ctx: _Ctx, data: dict, tensors: dict[str, Tensor],
                         "time: free and packet: free")
     if free:
         from tcplan.model.dma import default_stream
+        assert isinstance(spec_s, dict)  # (free words were found in it)
         placeholder = default_stream(tensors["source"], tensors["destination"])
         spec_s = {k: v for k, v in spec_s.items() if k not in free + engines_free}
-        spec_s.update({d: placeholder.dims[d].text() for d in free})
+        spec_s.update({d: placeholder.dims[d] for d in free})
         if "chip" not in spec_s:  # the engines' chips follow the side spread over chips
-            spec_s["chip"] = placeholder.dims["chip"].text()
-        params["free"] = free + engines_free
+            spec_s["chip"] = placeholder.dims["chip"]
     return spec_s, free, engines_free
 
 
-def _free_layouts(ctx: _Ctx, tensors: dict[str, Tensor], params: dict[str, Any],
-                  free: list[str], free_element: Any, free_source: Any,
-                  free_slice: Any) -> None:
+def _free_layouts(ctx: _Ctx, tensors: dict[str, Tensor], free: list[str],
+                  free_element: FreeElement | None, free_source: FreeSource | None,
+                  free_slice: _Candidates | None) -> FreePlacement | None:
     """A free destination Element, source or placement: planned with a free stream, in the
-    combinations the planner covers; into ``params``."""
+    combinations the planner covers; the free placement's candidates."""
     doc = ctx.doc
     if free_element is not None:
         if not free:
             raise doc.error(("destination", "element"), "a free destination is planned "
                             "with its stream", "add stream: {time: free, packet: free}")
-        params["free_element"] = free_element
     if free_source is not None:
         if free_element is not None and not free:
             raise doc.error(("source", "element"), "a free source with a free "
@@ -137,35 +211,34 @@ def _free_layouts(ctx: _Ctx, tensors: dict[str, Tensor], params: dict[str, Any],
             raise doc.error(("source", "element"), "a free source Element is planned "
                             "with the destination's placement given", "give the "
                             "destination's Chip, Cluster and Slice")
-        params["free_source"] = free_source
-    if free_slice is not None:
-        if not free:
-            raise doc.error(("destination", free_slice["dims"][0]), "a free destination "
-                            "is planned with its stream",
-                            "add stream: {time: free, packet: free}")
-        params["free_slice"] = {"candidates": _placements(ctx, tensors["source"], free_slice),
-                                "dims": free_slice["dims"],
-                                "max_footprint_bytes": free_slice["max_footprint_bytes"]}
+    if free_slice is None:
+        return None
+    if not free:
+        raise doc.error(("destination", free_slice.dims[0]), "a free destination "
+                        "is planned with its stream", "add stream: {time: free, packet: free}")
+    return FreePlacement(_placements(ctx, tensors["source"], free_slice), free_slice.dims,
+                         free_slice.max_footprint_bytes)
 
 
-def _placements(ctx: _Ctx, source: Tensor, free_slice: dict) -> list[tuple]:
-    """Each candidate placement as (text, destination tensor, its free Element or None)."""
+def _placements(ctx: _Ctx, source: Tensor, free_slice: _Candidates
+                ) -> tuple[Placement, ...]:
+    """Each candidate placement: its label, destination tensor and free Element (or None)."""
     cands = []
-    for text, sd in zip(free_slice["texts"], free_slice["specs"]):
+    for label, sd in zip(free_slice.labels, free_slice.specs):
         fe = None
         if _is_free_element(sd):
             try:  # a candidate whose Slice takes the prefix's digits is dropped
                 fe, sd = _free_element(ctx, source, sd)
             except TcplanError:
                 continue
-        cands.append((text, ctx.tensor(("destination",), sd, "destination"), fe))
+        cands.append(Placement(label, ctx.tensor(("destination",), sd, "destination"), fe))
     if not cands:
         raise ctx.doc.error(("destination", "element"), "no candidate placement leaves the "
                             "Element prefix's digits to Element", "change the prefix")
-    return cands
+    return tuple(cands)
 
 
-def _bounds(doc, b: Any, free: list[str]) -> dict[str, Any]:
+def _bounds(doc, b: Any, free: list[str]) -> Bounds:
     """A planned problem's ``bounds: {packet_max_bytes, align_bytes}``."""
     if not isinstance(b, dict) or set(b) - {"packet_max_bytes", "align_bytes"}:
         raise doc.error(("bounds",), "bounds take packet_max_bytes and align_bytes",
@@ -183,7 +256,7 @@ def _bounds(doc, b: Any, free: list[str]) -> dict[str, Any]:
         if b.get(key) is not None and not free:
             raise doc.error(("bounds", key), "bounds apply to a planned (free) "
                             "problem", "add stream: {time: free, packet: free}")
-    return dict(b)
+    return Bounds(v, a)
 
 
 def _hops(doc, h: Any, free: list[str], free_ends: bool) -> int:
@@ -267,13 +340,13 @@ def _address_bounds(ctx: "_Ctx", side: str, spec: dict) -> tuple[int, int, int]:
 
 
 def _place_free_addresses(free_addr: dict[str, tuple[int, int, int]],
-                          tensors: dict[str, Tensor], free_source, params: dict) -> None:
+                          tensors: dict[str, Tensor], spec: DmaSpec) -> DmaSpec:
     """Give each tensor with a free address its address (:func:`model.tiers.free_address`):
     the source first, clear of a destination with a given address; the destination clear
-    of the source."""
-    import dataclasses
-
+    of the source.  Returns the spec with the sides placed (``free_address``, the source
+    first) and its free source's and placements' tensors at their addresses."""
     from tcplan.model.tiers import free_address
+    replace = dataclasses.replace
     for side in ("source", "destination"):
         if side not in free_addr:
             continue
@@ -283,38 +356,67 @@ def _place_free_addresses(free_addr: dict[str, tuple[int, int, int]],
             taken = (other.address,
                      other.address + other.dims["element"].size * other.elem_bytes)
         at = free_address(tensors[side], *free_addr[side], taken)
-        tensors[side] = dataclasses.replace(tensors[side], address=at)
-        if side == "source" and free_source is not None:
-            free_source.base = dataclasses.replace(free_source.base, address=at)
-        fsl = params.get("free_slice")
-        if side == "destination" and fsl:
-            fsl["candidates"] = [(text, dataclasses.replace(d, address=at), fe)
-                                 for text, d, fe in fsl["candidates"]]
+        tensors[side] = replace(tensors[side], address=at)
+        fs, fsl = spec.free_source, spec.free_slice
+        if side == "source" and fs is not None:
+            spec = replace(spec, free_source=replace(fs, base=replace(fs.base, address=at)))
+        if side == "destination" and fsl is not None:
+            spec = replace(spec, free_slice=replace(fsl, candidates=tuple(
+                replace(c, destination=replace(c.destination, address=at))
+                for c in fsl.candidates)))
+    return replace(spec, free_address=tuple(sorted(free_addr, reverse=True)))
 
 
-def _free_element(ctx: "_Ctx", source: Tensor, spec: dict) -> tuple[dict, dict]:
+def _digit_term(ctx: "_Ctx", keys: tuple, a: str, lo: int, hi: int) -> Mapping:
+    """The term of axis ``a``'s digits [lo, hi): ``A``, ``A % hi``, ``A / lo`` or
+    ``A / lo % (hi / lo)`` (a mistake located at ``keys``)."""
+    size = ctx.axes[a]
+    try:
+        m = axis(a, size)
+        if lo > 1:
+            m = m / lo
+        return m % (hi // lo) if hi < size else m
+    except TcplanError as e:
+        raise ctx.error_at(keys, e) from None
+
+
+def _digit_range(ctx: "_Ctx", term: Mapping) -> tuple[str | None, int, int]:
+    """(axis, first, past the last) of a one-digit term's digit."""
+    f = next(f for f in term.factors if f.axis is not None)
+    return _range_of(ctx, f)
+
+
+def _range_of(ctx: "_Ctx", f: Factor) -> tuple[str | None, int, int]:
+    """(axis, first, past the last live value) of a digit (a broadcast: (None, 0, 0))."""
+    if f.axis is None:
+        return (None, 0, 0)
+    return (f.axis, f.lo, min(f.lo * f.count, ctx.axes[f.axis]))
+
+
+def _free_element(ctx: "_Ctx", source: Tensor, spec: dict) -> tuple[FreeElement, dict]:
     """``element: free`` (or ``{free: true, prefix: 'm![...]'}``): the destination's Element
-    order is the planner's.  Returns the bound (``prefix``: terms that stay outermost, in
-    order) and the destination spec with a placeholder Element: every digit the
-    destination's other dimensions leave, in the source's order."""
+    order is the planner's.  Returns the free Element (every digit the destination's other
+    dimensions leave, in the source's order, and the ``prefix``: terms that stay outermost,
+    in order) and the destination spec with a placeholder Element: those digits in the
+    source's order."""
     doc = ctx.doc
     keys = ("destination", "element")
     raw = spec["element"]
-    prefix: list[str] = []
+    prefix: list[Mapping] = []
     if isinstance(raw, dict):
         if set(raw) - {"free", "prefix"} or raw.get("free") is not True:
             raise doc.error(keys, "a bounded free Element takes free: true and a prefix",
                             "element: {free: true, prefix: 'm![B / 4]'}")
         if "prefix" in raw:
             pm = ctx.mapping(keys + ("prefix",), raw["prefix"], "element")
-            for text, fs in pm.items():
-                if not any(f.axis for f in fs):
-                    raise doc.error(keys + ("prefix",), f"{text} names no axis digits",
+            for term in pm.terms:
+                if not any(f.axis for f in term.factors):
+                    raise doc.error(keys + ("prefix",), f"{term.body()} names no axis digits",
                                     "prefix: 'm![H]'")
-                prefix.append(text)
+                prefix.append(term)
     others = {k: v for k, v in spec.items() if k != "element"}
     held: dict[str, list[tuple[int, int]]] = {}
-    probe = ctx.tensor(("destination",), {**others, "element": "m![1]"}, "destination")
+    probe = ctx.tensor(("destination",), {**others, "element": number(1)}, "destination")
     for m in probe.dims.values():
         for f in m.factors:
             if f.axis is not None:
@@ -330,30 +432,28 @@ def _free_element(ctx: "_Ctx", source: Tensor, spec: dict) -> tuple[dict, dict]:
         for a, b in reversed(list(zip(cuts, cuts[1:]))):
             if any(x <= a and b <= y for x, y in held.get(f.axis, [])):
                 continue
-            terms.append(f.axis if a == 1 and b >= size else f"{f.axis} % {b}" if a == 1
-                         else f"{f.axis} / {a}" if b >= size else f"{f.axis} / {a} % {b // a}")
+            terms.append(_digit_term(ctx, keys, f.axis, a, b))
     if not terms:
         raise doc.error(keys, "the other dimensions hold every digit: nothing is left for "
                         "Element", "give Element a mapping")
-    def digits(text: str) -> tuple:
-        f = next(f for f in parse(f"m![{text}]", ctx.axes).factors if f.axis is not None)
-        return (f.axis, f.lo, min(f.lo * f.count, ctx.axes[f.axis]))
-    by_digits = {digits(t): t for t in terms}
-    named = []
+    by_digits = {_digit_range(ctx, t): t for t in terms}
+    named: list[Mapping] = []
     for t in prefix:  # the prefix's terms, as the Element's own terms
-        if digits(t) not in by_digits:
-            raise doc.error(keys + ("prefix",), f"{t} is not one of the Element digits "
-                            f"({', '.join(terms)})", "use terms the Element holds")
-        if by_digits[digits(t)] in named:
-            raise doc.error(keys + ("prefix",), f"{t} appears twice in the prefix",
+        if _digit_range(ctx, t) not in by_digits:
+            raise doc.error(keys + ("prefix",), f"{t.body()} is not one of the Element "
+                            f"digits ({_listed(terms)})", "use terms the Element holds")
+        if by_digits[_digit_range(ctx, t)] in named:
+            raise doc.error(keys + ("prefix",), f"{t.body()} appears twice in the prefix",
                             "name each term once")
-        named.append(by_digits[digits(t)])
-    prefix = named
-    return {"prefix": prefix, "terms": terms}, {**others,
-                                                "element": "m![" + ", ".join(terms) + "]"}
+        named.append(by_digits[_digit_range(ctx, t)])
+    return FreeElement(tuple(terms), tuple(named)), {**others, "element": join(terms)}
 
 
-def _free_source(ctx: "_Ctx", spec: dict, dest_spec: Any) -> dict[str, Any]:
+def _listed(terms) -> str:
+    return ", ".join(t.body() for t in terms)
+
+
+def _free_source(ctx: "_Ctx", spec: dict, dest_spec: Any) -> FreeSource:
     """``element: free`` on an HBM source (or ``{free: true, prefix: 'm![...]', allowed:
     [...]}``): the source's layout in HBM is the planner's.  It holds every axis of the
     problem, each cut where the destination's digits (and the source's Chip) cut it, so that
@@ -370,29 +470,28 @@ def _free_source(ctx: "_Ctx", spec: dict, dest_spec: Any) -> dict[str, Any]:
         raise doc.error(keys, "only an HBM source has a layout to plan here",
                         "give the Element, or put the source in HBM")
     raw = spec["element"]
-    prefix: list[str] = []
-    allowed = None
+    prefix: list[Mapping] = []
+    allowed_maps: list[Mapping] | None = None
     if isinstance(raw, dict):
         if set(raw) - {"free", "prefix", "allowed"} or raw.get("free") is not True:
             raise doc.error(keys, "a bounded free Element takes free: true, a prefix and an "
                             "allowed list", "element: {free: true, prefix: 'm![A]'}")
         if "prefix" in raw:
-            prefix = [t for t, _ in ctx.mapping(keys + ("prefix",), raw["prefix"],
-                                                "element").items()]
+            prefix = list(ctx.mapping(keys + ("prefix",), raw["prefix"], "element").terms)
         if "allowed" in raw:
             if not isinstance(raw["allowed"], list) or not raw["allowed"]:
                 raise doc.error(keys + ("allowed",), "expected a list of Element mappings",
                                 "allowed: ['m![A, B]', 'm![B, A]']")
-            allowed = [ctx.mapping(keys + ("allowed", k), text, "element").text()
-                       for k, text in enumerate(raw["allowed"])]
+            allowed_maps = [ctx.mapping(keys + ("allowed", k), text, "element")
+                            for k, text in enumerate(raw["allowed"])]
     others = {k: v for k, v in spec.items() if k != "element"}
-    probe = ctx.tensor(("source",), {**others, "element": "m![1]"}, "source")
+    probe = ctx.tensor(("source",), {**others, "element": number(1)}, "source")
     # a free destination Element holds every digit its other dimensions leave: those cut
     # the source, and the transfer moves every digit
     dest_free = isinstance(dest_spec, dict) and (dest_spec.get("element") == "free" or
                                                  isinstance(dest_spec.get("element"), dict))
     if dest_free:
-        dest_spec = {**dest_spec, "element": "m![1]"}
+        dest_spec = {**dest_spec, "element": number(1)}
     cuts: dict[str, set[int]] = {a: {1, n} for a, n in ctx.axes.items()}
     held: dict[str, list[tuple[int, int]]] = {}
     dest = (ctx.tensor(("destination",), dest_spec, "destination")
@@ -412,32 +511,32 @@ def _free_source(ctx: "_Ctx", spec: dict, dest_spec: Any) -> dict[str, Any]:
         for lo, hi in reversed(list(zip(pts, pts[1:]))):
             if any(x <= lo and hi <= y for x, y in held.get(a, [])):
                 continue
-            terms.append(a if lo == 1 and hi >= size else f"{a} % {hi}" if lo == 1
-                         else f"{a} / {lo}" if hi >= size else f"{a} / {lo} % {hi // lo}")
+            terms.append(_digit_term(ctx, keys, a, lo, hi))
     if set(prefix) - set(terms):
         raise doc.error(keys + ("prefix",), f"the prefix's terms are not among the "
-                        f"source's digits ({', '.join(terms)})", "use those terms")
+                        f"source's digits ({_listed(terms)})", "use those terms")
     if len(set(prefix)) < len(prefix):
         raise doc.error(keys + ("prefix",), "the prefix names a digit twice",
                         "name each digit once")
     if len(terms) - len(prefix) > limits.SOURCE_MAX_DIGITS:
         rest = [t for t in terms if t not in prefix]
-        raise doc.error(keys, f"{len(rest)} digits to order ({', '.join(rest)}): more than "
+        raise doc.error(keys, f"{len(rest)} digits to order ({_listed(rest)}): more than "
                         f"{limits.SOURCE_MAX_DIGITS}", "fix the outermost ones with a "
                         "prefix, or list the allowed orders")
     order = prefix + [t for t in terms if t not in prefix]
-    base = ctx.tensor(("source",), {**others, "element": "m![" + ", ".join(order) + "]"},
-                      "source")
+    base = ctx.tensor(("source",), {**others, "element": join(order)}, "source")
     factors = base.dims["element"].factors
     moved = moved_by(dest) if dest is not None and not dest_free else (lambda *_: True)
-    ranges = [(f.axis, f.lo, min(f.lo * f.count, ctx.axes[f.axis])) for f in factors]
+    ranges = [_range_of(ctx, f) for f in factors]
     digits = [Digit(t, f.size, bool(moved(*r))) for t, f, r in zip(order, factors, ranges)]
-    if allowed is not None:
-        if len(allowed) > limits.SOURCE_MAX_ORDERS:
-            raise doc.error(keys + ("allowed",), f"{len(allowed):,} allowed orders: more than "
-                            f"{limits.SOURCE_MAX_ORDERS}", "list fewer, or use a prefix")
-        allowed = [_digit_order(ctx, keys + ("allowed", k), text, order)
-                   for k, text in enumerate(allowed)]
+    allowed = None
+    if allowed_maps is not None:
+        if len(allowed_maps) > limits.SOURCE_MAX_ORDERS:
+            raise doc.error(keys + ("allowed",), f"{len(allowed_maps):,} allowed orders: "
+                            f"more than {limits.SOURCE_MAX_ORDERS}", "list fewer, or use a "
+                            "prefix")
+        allowed = [_digit_order(ctx, keys + ("allowed", k), m, order)
+                   for k, m in enumerate(allowed_maps)]
         if prefix and not any(o[:len(prefix)] == tuple(range(len(prefix))) for o in allowed):
             raise doc.error(keys + ("prefix",), "no allowed order starts with the prefix",
                             "drop the prefix, or allow an order that starts with it")
@@ -448,13 +547,13 @@ def _free_source(ctx: "_Ctx", spec: dict, dest_spec: Any) -> dict[str, Any]:
                       else None)
 
 
-def _digit_order(ctx: "_Ctx", keys: tuple, text: str, digits: list[str]) -> tuple[int, ...]:
+def _digit_order(ctx: "_Ctx", keys: tuple, m: Mapping, digits: list[Mapping]
+                 ) -> tuple[int, ...]:
     """An allowed Element of a free source as an order of its digits: each of its terms
     must be one digit or consecutive digits of one axis."""
-    m = parse(text, ctx.axes, "element")
     ranges = {}
     for k, t in enumerate(digits):
-        f = parse(f"m![{t}]", ctx.axes, "element").factors[0]
+        f = t.factors[0]
         ranges[k] = (f.axis, f.lo, f.lo * f.radix)
     out: list[int] = []
     for f in m.factors:
@@ -465,11 +564,11 @@ def _digit_order(ctx: "_Ctx", keys: tuple, text: str, digits: list[str]) -> tupl
                          and f.lo <= lo and hi <= f.lo * f.radix), key=lambda k: -ranges[k][1])
         if f.axis is None or not inside:
             raise ctx.doc.error(keys, f"{f.label(ctx.axes)} is none of the source's digits "
-                                f"({', '.join(digits)})", "order those digits")
+                                f"({_listed(digits)})", "order those digits")
         out += inside
     if sorted(out) != list(range(len(digits))):
         raise ctx.doc.error(keys, f"it does not hold each of the source's digits "
-                            f"({', '.join(digits)}) once", "order those digits")
+                            f"({_listed(digits)}) once", "order those digits")
     return tuple(out)
 
 
@@ -477,7 +576,7 @@ def _digit_order(ctx: "_Ctx", keys: tuple, text: str, digits: list[str]) -> tupl
 MIN_SLICE_SPREAD = hw.SLICES_PER_DMN
 
 
-def _free_slice(ctx: "_Ctx", source: Tensor, spec: dict) -> dict[str, Any]:
+def _free_slice(ctx: "_Ctx", source: Tensor, spec: dict) -> _Candidates:
     """A free placement of a destination with a free Element: ``slice``, ``cluster`` and/or
     ``chip`` say ``free`` (or ``{free: true, allowed: [...]}``; a Slice also takes
     ``max_footprint_bytes``).  The candidates of each: the ``allowed`` ones, else the top
@@ -500,11 +599,11 @@ def _free_slice(ctx: "_Ctx", source: Tensor, spec: dict) -> dict[str, Any]:
         raise doc.error(("destination", "chip"), "a free Chip needs several chips",
                         "chips: 2 (or more), or drop chip: free")
     most = None
-    lists: list[list[str]] = []
+    lists: list[list[tuple[str, Mapping]]] = []  # per dimension: (label, mapping)
     for d in dims:
         keys = ("destination", d)
         raw = spec[d]
-        allowed = None
+        allowed: list[tuple[str, Mapping]] | None = None
         if isinstance(raw, dict):
             extra = {"max_footprint_bytes"} if d == "slice" else set()
             if set(raw) - {"free", "allowed"} - extra or raw.get("free") is not True:
@@ -515,10 +614,8 @@ def _free_slice(ctx: "_Ctx", source: Tensor, spec: dict) -> dict[str, Any]:
                 if not isinstance(raw["allowed"], list) or not raw["allowed"]:
                     raise doc.error(keys + ("allowed",), f"expected a list of {d.title()} "
                                     "mappings", "allowed: ['m![A # 64]', 'm![B / 2]']")
-                allowed = []
-                for k, text in enumerate(raw["allowed"]):
-                    ctx.mapping(keys + ("allowed", k), text, d)
-                    allowed.append(str(text))
+                allowed = [(str(text), ctx.mapping(keys + ("allowed", k), text, d))
+                           for k, text in enumerate(raw["allowed"])]
             if d == "slice":
                 most = raw.get("max_footprint_bytes")
                 if most is not None and (isinstance(most, bool) or not isinstance(most, int)
@@ -527,23 +624,23 @@ def _free_slice(ctx: "_Ctx", source: Tensor, spec: dict) -> dict[str, Any]:
                                     f"{most!r} is not a byte count",
                                     "max_footprint_bytes: 65536")
         if allowed is None:
-            allowed = _spread_candidates(source, d, ctx.chips)
+            allowed = [(m.text(), m) for m in _spread_candidates(source, d, ctx.chips)]
         if not allowed:
             raise doc.error(keys, f"no axis can be spread over the {d} dimension",
                             f"give the {d.title()}")
         lists.append(allowed)
-    texts, specs = [], []
+    labels, specs = [], []
     for combo in itertools.product(*lists):
-        used = [set(parse(t, ctx.axes).axes) & set(ctx.axes) for t in combo]
+        used = [set(m.axes) for _, m in combo]
         if any(a & b for i, a in enumerate(used) for b in used[i + 1:]):
             continue  # one axis's top digits in two dimensions
-        texts.append(", ".join(f"{d} {t}" for d, t in zip(dims, combo)) if len(dims) > 1
-                     else combo[0])
-        specs.append({**spec, **dict(zip(dims, combo))})
+        labels.append(", ".join(f"{d} {t}" for d, (t, _) in zip(dims, combo))
+                      if len(dims) > 1 else combo[0][0])
+        specs.append({**spec, **{d: m for d, (_, m) in zip(dims, combo)}})
     if not specs:
         raise doc.error(("destination", dims[-1]), "no combination of the candidates keeps "
                         "each axis in one dimension", "give allowed lists")
-    return {"texts": texts, "specs": specs, "max_footprint_bytes": most, "dims": dims}
+    return _Candidates(labels, specs, tuple(dims), most)
 
 
 def _source_factors(source: Tensor) -> list:
@@ -552,14 +649,15 @@ def _source_factors(source: Tensor) -> list:
             for f in source.dims[d].factors]
 
 
-def _spread_candidates(source: Tensor, dim: str, chips: int) -> list[str]:
+def _spread_candidates(source: Tensor, dim: str, chips: int) -> list[Mapping]:
     """Generated candidates for a free Slice, Cluster or Chip: the top digits of one axis."""
+    counts: range | list[int]
     if dim == "slice":
         counts, first = range(MIN_SLICE_SPREAD, max(hw.SLICE_SIZES) + 1), []
     elif dim == "cluster":
-        counts, first = [hw.CLUSTERS_PER_CHIP], [f"m![1 # {hw.CLUSTERS_PER_CHIP}]"]
+        counts, first = [hw.CLUSTERS_PER_CHIP], [number(1).pad(hw.CLUSTERS_PER_CHIP)]
     else:
-        counts, first = [chips], ["m![1 # %d]" % chips]
+        counts, first = [chips], [number(1).pad(chips)]
     out = list(first)
     for f in _source_factors(source):
         if f.axis is None:
@@ -570,8 +668,8 @@ def _spread_candidates(source: Tensor, dim: str, chips: int) -> list[str]:
             count = -(-size // k)
             if count in counts and size % k == 0:
                 pad = min(x for x in hw.SLICE_SIZES if x >= count) if dim == "slice" else count
-                term = f.axis if k == 1 else f"{f.axis} / {k}"
-                out.append(f"m![{term}" + (f" # {pad}" if pad != count else "") + "]")
+                term = axis(f.axis, size) if k == 1 else axis(f.axis, size) / k
+                out.append(term.pad(pad) if pad != count else term)
             k *= 2
     return list(dict.fromkeys(out))
 
@@ -580,7 +678,7 @@ def _spread_candidates(source: Tensor, dim: str, chips: int) -> list[str]:
 FREE_PAD = __import__("re").compile(r"([^,\[\]]+?)\s*#\s*free\b")
 
 
-def _free_padding(ctx: "_Ctx", spec: dict) -> dict[str, Any]:
+def _free_padding(ctx: "_Ctx", spec: dict) -> _Candidates:
     """One destination term padded ``# free``: the candidate padded sizes (a Slice term: 64,
     128 or 256 slices; another term: its size rounded up to a multiple of 2, 4, ..., 64, up
     to four times its size; the unpadded size first) and the destination spec for each."""
@@ -591,8 +689,10 @@ def _free_padding(ctx: "_Ctx", spec: dict) -> dict[str, Any]:
                         "give the other padding amounts")
     dim, text = found[0]
     keys = ("destination", dim)
-    term = FREE_PAD.search(text).group(1).strip()
-    n = ctx.mapping(keys, f"m![{term}]", dim).size
+    found_pad = FREE_PAD.search(text)
+    assert found_pad is not None  # (found above)
+    term = found_pad.group(1).strip()
+    n = ctx.mapping(keys, term, dim).size
     if dim == "slice":
         sizes = [x for x in hw.SLICE_SIZES if x >= n]
     else:
@@ -601,13 +701,13 @@ def _free_padding(ctx: "_Ctx", spec: dict) -> dict[str, Any]:
     if not sizes:
         raise doc.error(keys, f"{term} has {n} positions: no padded size fits",
                         "give the mapping")
-    texts, specs = [], []
+    labels, specs = [], []
     for x in sizes:
+        # the user's text with the amount filled in: read once, here, as the user wrote it
         padded = term if x == n else f"{term} # {x}"
         new = FREE_PAD.sub(lambda mt, p=padded: mt.group(1)[:len(mt.group(1))
                                                             - len(mt.group(1).lstrip())] + p,
                            text, count=1)
-        ctx.mapping(keys, new, dim)  # each candidate is a valid mapping
-        texts.append(new)
-        specs.append({**spec, dim: new})
-    return {"texts": texts, "specs": specs, "max_footprint_bytes": None, "dims": [dim]}
+        labels.append(new)
+        specs.append({**spec, dim: ctx.mapping(keys, new, dim)})
+    return _Candidates(labels, specs, (dim,))

@@ -20,27 +20,32 @@ from typing import Any
 
 from tcplan.model.rules import RULES, TcplanError
 
+from .dma_spec import DmaSpec
 from .layout import BOUND_PACKET as BOUND
+from .layout import Search
+from .outcome import Dominated, Found, NoPlan, TimedOut
+from .problem import Problem
 
 
-def _feasible(problem, keep: set[str], pool: set[str]) -> tuple[bool, set[str]]:
+def _feasible(problem: Problem[DmaSpec], keep: set[str], pool: set[str]
+              ) -> tuple[bool, set[str]]:
     """Plannable with only ``keep`` enforced (of ``pool``)? Also: rules that newly reject."""
     from .dma_plan import plan_free
-    bound = problem.params.get("bounds", {}).get("packet_max_bytes") if BOUND in keep \
-        else None
+    bound = problem.spec.bounds.packet_max_bytes if BOUND in keep else None
     relax = frozenset(r for r in pool if r != BOUND and r not in keep)
     try:
-        plan_free(problem, relax=relax, bound=bound)
+        out = plan_free(problem, relax=relax, bound=bound)
+    except TcplanError:  # (a mistake the relaxed problem makes: no plan either)
+        return False, set()
+    if isinstance(out, Found):
         return True, set()
-    except TcplanError as e:
-        found = getattr(e, "search", None)
-        return False, set(found.rejected) if found is not None else set()
+    return False, set(out.record.rejected) if out.record.searched else set()
 
 
-def minimal_conflict(problem, rejected: set[str]) -> list[str]:
+def minimal_conflict(problem: Problem[DmaSpec], rejected: set[str]) -> list[str]:
     """A minimal set of requirements that together leave no plan (deletion filter)."""
     pool = set(rejected)
-    if problem.params.get("bounds", {}).get("packet_max_bytes") is not None:
+    if problem.spec.bounds.packet_max_bytes is not None:
         pool.add(BOUND)
     # rules can hide behind others: grow the pool until relaxing it all is feasible
     while True:
@@ -68,64 +73,51 @@ def explain(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
     return kind_of(problem).explain(problem, seed)
 
 
-def explain_dma(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
+def explain_dma(problem: Problem[DmaSpec], seed: int = 0) -> tuple[int, dict[str, Any]]:
     """A DMA or PCIe problem: its minimal conflict, or what binds its plan."""
     from tcplan.model.cost import dma_cycles, lower_bound
 
-    from .dma_plan import plan_free, planned
+    from .dma_plan import plan_free
     from .lowering import lower_problem
-    free = planned(problem)
-    if problem.params.get("hops", 1) > 1:
+    spec = problem.spec
+    if spec.hops > 1:
         from .hops import plan_hops
         try:
-            hp = plan_hops(problem)
+            hops = plan_hops(problem)
         except TcplanError:
-            hp = None
-        if hp is not None:
+            hops = None
+        if isinstance(hops, Found):
+            hp = hops.record
             return 0, {"problem": problem.name, "feasible": True, "cycles": hp.cycles,
                        "bottleneck": "; ".join(dma_cycles(h.plan).bottleneck
                                                for h in hp.hops),
                        "penalties": [p for h in hp.hops for p in dma_cycles(h.plan).penalties],
                        "binding": [{"rule": None, "title": f"{len(hp.hops)} hop(s)"
                                     + (f": {hp.direct_error}" if hp.direct_error else "")}]}
+    found: Search | None = None
     try:
-        if free:
-            found = plan_free(problem)[0]
+        if spec.planned:
+            out = plan_free(problem)
+            if not isinstance(out, Found):
+                assert not isinstance(out, Dominated)  # (no plan to beat was given)
+                if out.error.kind == "input":
+                    raise out.error
+                return 1, _no_plan(problem, out)
+            found = out.record
             plan = found.best.plan
         else:
-            found, plan = None, lower_problem(problem)
+            plan = lower_problem(problem)
     except TcplanError as e:
         if e.kind == "input":
             raise
-        found = getattr(e, "search", None)
-        if found is None:  # a given stream: every broken rule is its own conflict
-            items = [_item(v.rule, v.to_json()) for v in e.violations]
-            return 1, {"problem": problem.name, "feasible": False, "conflict": items}
-        if found.conflict:  # the solver's core, shrunk (rule instances and bounds)
-            items = [_bound_item(problem, r.key) if r.rule is None else
-                     _labelled({**_item(r.rule, r.violation.to_json()),
-                                "requirement": r.key}, r.option)
-                     for r in found.conflict]
-            return 1, {"problem": problem.name, "feasible": False, "conflict": items,
-                       "pieces": [p.term() for p in found.pieces], "method": "core",
-                       "options": len(found.options), "minimal": found.minimal}
-        core = minimal_conflict(problem, set(found.rejected))
-        if not core:  # nothing to shrink: the error itself
-            return 1, {"problem": problem.name, "feasible": False, "method": "error",
-                       "conflict": [_item(v.rule, v.to_json()) for v in e.violations]}
-        items = []
-        for r in core:
-            if r == BOUND:
-                items.append(_bound_item(problem))
-            else:
-                v = found.examples.get(r)
-                items.append(_item(r, v.to_json() if v is not None else None))
-        return 1, {"problem": problem.name, "feasible": False, "conflict": items,
-                   "pieces": [p.term() for p in found.pieces], "method": "deletion"}
+        # no search behind it (a given stream): every broken rule is its own conflict
+        return 1, {"problem": problem.name, "feasible": False,
+                   "conflict": [_item(v.rule, v.to_json()) for v in e.violations]}
     cost = dma_cycles(plan)
     bound = lower_bound(plan)
     binding = []
     if found is not None:
+        assert isinstance(out, Found)
         from .layout import binding as bind
         best = found.best.cycles
         for b in bind(found, seed=seed):
@@ -138,39 +130,72 @@ def explain_dma(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
                             "title": title, "detail": f"{b['message']}; {what}"})
         binding += _bounds_binding(problem, best, seed)
         from .sources import binding_bits
-        sides = (("source",) if problem.params.get("free_source") else ()) + (
-            ("destination",) if problem.params.get("free_element") is not None
+        sides = (("source",) if spec.free_source else ()) + (
+            ("destination",) if spec.free_element is not None
             and plan.destination.tier == "hbm" else ())
         binding += binding_bits(plan, best, sides)
         for r, n in sorted(found.rejected.items()):  # rules only the lowering checks
             binding.append({"rule": r, "candidates_rejected": n, "title": RULES[r].title})
         binding.append({"rule": None, "title": f"{found.enumerated} plan(s) lowered; "
                         f"the chosen one is the fastest by the estimate ({best:,} cycles), "
-                        + ("proven" if found.status == "optimal" else "not proven")
+                        + ("proven" if out.proven else "not proven")
                         + " optimal"})
     return 0, {"problem": problem.name, "feasible": True, "cycles": cost.cycles,
                "lower_bound": bound, "bottleneck": cost.bottleneck,
                "penalties": cost.penalties, "binding": binding}
 
 
+def _no_plan(problem: Problem[DmaSpec], out: NoPlan[Search] | TimedOut[Search]
+             ) -> dict[str, Any]:
+    """The report of a search without a plan: the solver's core (``method: core``), a
+    deletion filter over the rules that rejected its plans (``deletion``), or the error."""
+    e, found = out.error, out.record
+    if not found.searched:  # options lowered as given: every broken rule is its own
+        items = [_item(v.rule, v.to_json()) for v in e.violations]
+        return {"problem": problem.name, "feasible": False, "conflict": items}
+    if found.conflict:  # the solver's core, shrunk (rule instances and bounds)
+        items = [_bound_item(problem, r.key) if r.rule is None else
+                 _labelled({**_item(r.rule, r.violation.to_json()),
+                            "requirement": r.key}, r.option)
+                 for r in found.conflict]
+        return {"problem": problem.name, "feasible": False, "conflict": items,
+                "pieces": [p.term() for p in found.pieces], "method": "core",
+                "options": len(found.options), "minimal": found.minimal}
+    core = minimal_conflict(problem, set(found.rejected))
+    if not core:  # nothing to shrink: the error itself
+        return {"problem": problem.name, "feasible": False, "method": "error",
+                "conflict": [_item(v.rule, v.to_json()) for v in e.violations]}
+    items = []
+    for r in core:
+        if r == BOUND:
+            items.append(_bound_item(problem))
+        else:
+            v = found.examples.get(r)
+            items.append(_item(r, v.to_json() if v is not None else None))
+    return {"problem": problem.name, "feasible": False, "conflict": items,
+            "pieces": [p.term() for p in found.pieces], "method": "deletion"}
+
+
 def _bounds_binding(problem, best: int, seed: int) -> list[dict[str, Any]]:
     """The problem's bounds that bind: planned again without one, a faster plan exists (it
     may sit in another Slice candidate or padding, which one search does not see)."""
     from .layout import BOUND_ALIGN, BOUND_FOOTPRINT, BOUND_PACKET
-    from .dma_plan import plan_free
-    bounds = problem.params.get("bounds", {})
-    fs = problem.params.get("free_slice") or {}
-    present = [k for k, on in ((BOUND_PACKET, bounds.get("packet_max_bytes") is not None),
-                               (BOUND_ALIGN, bounds.get("align_bytes") is not None),
-                               (BOUND_FOOTPRINT, fs.get("max_footprint_bytes") is not None))
-               if on]
+    from .dma_plan import PROBLEM, plan_free
+    bounds, fs = problem.spec.bounds, problem.spec.free_slice
+    present = [k for k, on in ((BOUND_PACKET, bounds.packet_max_bytes is not None),
+                               (BOUND_ALIGN, bounds.align_bytes is not None),
+                               (BOUND_FOOTPRINT, fs is not None
+                                and fs.max_footprint_bytes is not None)) if on]
     out = []
     for key in present:
         try:
-            found, _ = plan_free(problem, seed=seed, relax=frozenset({key}),
-                                 bound=None if key == BOUND_PACKET else "problem")
+            got = plan_free(problem, seed=seed, relax=frozenset({key}),
+                            bound=None if key == BOUND_PACKET else PROBLEM)
         except TcplanError:
             continue
+        if not isinstance(got, Found):
+            continue
+        found = got.record
         if found.best.cycles < best:
             out.append({"rule": None, "requirement": key, "title": f"the bound {key}",
                         "detail": f"without it a plan takes {found.best.cycles:,} cycles "
@@ -185,24 +210,26 @@ def _labelled(item: dict[str, Any], option: str) -> dict[str, Any]:
     return item
 
 
-def _bound_item(problem, key: str = BOUND) -> dict[str, Any]:
+def _bound_item(problem: Problem[DmaSpec], key: str = BOUND) -> dict[str, Any]:
     from .layout import BOUND_ALIGN, BOUND_FOOTPRINT
+    bounds = problem.spec.bounds
     if key == BOUND_FOOTPRINT:
-        fs = problem.params["free_slice"]
-        most = fs["max_footprint_bytes"]
-        cut = [text for text, dst, _ in fs["candidates"]
-               if dst.dims["element"].size * dst.elem_bytes > most]
+        fs = problem.spec.free_slice
+        assert fs is not None and fs.max_footprint_bytes is not None  # (its key says so)
+        most = fs.max_footprint_bytes
+        cut = [c.label for c in fs.candidates
+               if c.destination.dims["element"].size * c.destination.elem_bytes > most]
         return {"requirement": key, "rule": None,
                 "message": f"the problem bounds a slice's footprint to {most:,} B, which "
                            f"excludes {', '.join(cut)}",
                 "fix": "raise or drop max_footprint_bytes"}
     if key == BOUND_ALIGN:
-        a = problem.params["bounds"]["align_bytes"]
+        a = bounds.align_bytes
         return {"requirement": key, "rule": None,
                 "message": f"the problem wants every destination Element row on a multiple "
                            f"of {a:,} B", "fix": "lower or drop bounds.align_bytes, or pad "
                                                  "the rows (`# free`)"}
-    b = problem.params["bounds"]["packet_max_bytes"]
+    b = bounds.packet_max_bytes
     return {"requirement": BOUND, "rule": None,
             "message": f"the problem bounds the packet to {b:,} B",
             "fix": "raise or drop bounds.packet_max_bytes"}

@@ -25,6 +25,7 @@ import networkx as nx
 
 from tcplan.model import limits
 from tcplan.model.hardware import DTYPE_BYTES
+from tcplan.model.mapping import Mapping, join
 from tcplan.model.tiers import Tensor
 
 from .spec import SubDoc, _Ctx, _did_you_mean, problem_from
@@ -47,12 +48,16 @@ class GraphTensor:
     name: str
     spec: dict[str, Any]  # as written, without the graph's own keys; element as written
     axes: tuple[str, ...]  # the axes it carries, in the graph's order
-    candidates: list[str] | None  # a free Element's candidate mappings; None: given
+    candidates: list[str] | None  # a free Element's candidates, as named; None: given
     given: bool  # holds data when the graph starts (an input)
+    #: each candidate's Element: an order the user wrote (text, read with the tensor) or
+    #: an order of the digits the user listed (built from them)
+    elements: dict[str, Mapping | str] = field(default_factory=dict)
 
     def with_element(self, element: str | None) -> dict[str, Any]:
         """Its spec with one candidate Element (its own when it is not free)."""
-        return self.spec if element is None else {**self.spec, "element": element}
+        return self.spec if element is None else {**self.spec,
+                                                  "element": self.elements[element]}
 
 
 @dataclass
@@ -105,8 +110,9 @@ class Graph:
     def choices(self, op: GraphOp) -> list[dict[str, str]]:
         """Every assignment of candidate layouts to the op's free tensors."""
         names = self.op_free(op)
+        # (op_free keeps the tensors with candidates: the ``or []`` never applies)
         return [dict(zip(names, c)) for c in itertools.product(
-            *(self.tensors[n].candidates for n in names))]
+            *(self.tensors[n].candidates or [] for n in names))]
 
     def axes_of(self, names) -> dict[str, int]:
         """The graph's axes the tensors carry, in the graph's order."""
@@ -196,18 +202,20 @@ def _tensors(ctx: _Ctx, spec: Any) -> dict[str, GraphTensor]:
             raise doc.error(keys + ("time",), "a graph's stream is given: the computation "
                             "that reads or writes it fixes its Time and Packet",
                             "write the stream's Time and Packet mappings")
-        cands = _candidates(ctx, keys, t)
+        elements = _candidates(ctx, keys, t)
+        cands = list(elements) if elements is not None else None
         first = _stream_dtype(ctx, keys, base, ctx.tensor(
-            keys, _without_dtype({**base, "element": cands[0]} if cands else base), str(name),
-            allow_stream=True))
+            keys, _without_dtype({**base, "element": elements[cands[0]]} if elements and cands
+                                 else base), str(name), allow_stream=True))
         axes = tuple(a for a in ctx.axes if a in {x for m in first.dims.values()
                                                   for x in m.used_axes})
-        for c in cands or ():
-            got = ctx.tensor(keys, {**base, "element": c}, str(name))
+        for c, el in (elements or {}).items():
+            got = ctx.tensor(keys, {**base, "element": el}, str(name))
             if {x for m in got.dims.values() for x in m.used_axes} != set(axes):
                 raise doc.error(keys + ("element",), f"the candidate {c} carries other axes "
-                                f"than {cands[0]}", "give candidates over the same digits")
-        out[str(name)] = GraphTensor(str(name), base, axes, cands, given)
+                                f"than {next(iter(elements or {}))}",
+                                "give candidates over the same digits")
+        out[str(name)] = GraphTensor(str(name), base, axes, cands, given, elements or {})
     return out
 
 
@@ -229,9 +237,10 @@ def _stream_dtype(ctx: _Ctx, keys: tuple, spec: dict, t: Tensor) -> Tensor:
     return dataclasses.replace(t, dtype=d)
 
 
-def _candidates(ctx: _Ctx, keys: tuple, t: dict) -> list[str] | None:
-    """A free Element's candidates: ``free`` (every order of the tensor's ``axes``),
-    ``{digits: [...]}`` (every order of those digits) or ``{orders: [...]}`` (these)."""
+def _candidates(ctx: _Ctx, keys: tuple, t: dict) -> dict[str, Mapping | str] | None:
+    """A free Element's candidates, each named as it reads and with its Element: ``free``
+    (every order of the tensor's ``axes``), ``{digits: [...]}`` (every order of those
+    digits, each read once) or ``{orders: [...]}`` (these, as written)."""
     doc, el = ctx.doc, t.get("element")
     if el == "free":
         axes = t.get("axes")
@@ -240,6 +249,7 @@ def _candidates(ctx: _Ctx, keys: tuple, t: dict) -> list[str] | None:
                             "a free Element orders the tensor's axes: name them",
                             "axes: [" + ", ".join(ctx.axes) + "]")
         terms = [str(a) for a in axes]
+        where = [keys + ("axes", k) for k in range(len(terms))]
     elif isinstance(el, dict):
         if set(el) not in ({"digits"}, {"orders"}):
             raise doc.error(keys + ("element",), "a free Element takes digits (every order "
@@ -251,8 +261,9 @@ def _candidates(ctx: _Ctx, keys: tuple, t: dict) -> list[str] | None:
             raise doc.error(keys + ("element", kind), "expected a list of texts",
                             "digits: ['A', 'B'] or orders: ['m![A, B]', 'm![B, A]']")
         if kind == "orders":
-            return _bounded(ctx, keys, list(dict.fromkeys(items)))
+            return {c: c for c in _bounded(ctx, keys, list(dict.fromkeys(items)))}
         terms = items
+        where = [keys + ("element", kind, k) for k in range(len(terms))]
     else:
         if "axes" in t:
             raise doc.error(keys + ("axes",), "axes name what a free Element orders; this "
@@ -268,7 +279,9 @@ def _candidates(ctx: _Ctx, keys: tuple, t: dict) -> list[str] | None:
     limits.check(count, limits.GRAPH_CANDIDATES_MAX, "a free Element's candidate orders",
                  "orders", {f"tensor {keys[-1]}": len(terms)}, limits.PLANNER,
                  "give orders: [...] or fewer digits")
-    return [f"m![{', '.join(p)}]" for p in itertools.permutations(terms)]
+    digit = {x: ctx.mapping(at, x, "element") for x, at in zip(terms, where)}
+    return {f"m![{', '.join(p)}]": join(digit[x] for x in p)
+            for p in itertools.permutations(terms)}
 
 
 def _bounded(ctx: _Ctx, keys: tuple, cands: list[str]) -> list[str]:
@@ -340,7 +353,7 @@ def _dag(g: Graph) -> None:
                 raise doc.error(("ops", op.index, role), f"{t} is written by op "
                                 f"{writer[t].name} already", "give each tensor one writer")
             writer[t] = op
-    dag = nx.DiGraph()
+    dag: nx.DiGraph[int] = nx.DiGraph()
     dag.add_nodes_from(op.index for op in g.ops)
     for op in g.ops:
         for t in op.reads:
@@ -351,8 +364,8 @@ def _dag(g: Graph) -> None:
                                 f"write {t} in an earlier op, or mark it given: true")
             if t in writer:
                 dag.add_edge(writer[t].index, op.index, tensor=t)
-    for n, t in g.tensors.items():
-        if not t.given and n not in writer:
+    for n, gt in g.tensors.items():
+        if not gt.given and n not in writer:
             raise doc.error(("tensors", n), f"{n} is neither given nor written by an op: "
                             "nothing would hold its data", "mark it given: true, write it "
                             "in an op, or drop it")

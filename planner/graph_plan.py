@@ -27,6 +27,7 @@ from tcplan.model import limits
 from tcplan.model.rules import TcplanError, fail
 
 from .graph import Graph, GraphOp
+from .outcome import Found, NoPlan, TimedOut
 
 
 @dataclass
@@ -48,6 +49,26 @@ class OpChoice:
     @property
     def cost(self) -> int:
         return self.cycles or 0
+
+
+@dataclass(frozen=True)
+class ConflictOp:
+    """One op of a graph's conflict: the rules that reject its layouts (an example message
+    of each) and the layouts it has a plan with."""
+
+    op: str
+    kind: str
+    rules: list[str]
+    examples: dict[str, str]
+    layouts_with_a_plan: list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class GraphConflict:
+    """A minimal set of ops whose layout needs no choice meets (``graph-no-layout``); empty
+    when the time limit stopped the choice first."""
+
+    ops: tuple[ConflictOp, ...] = ()
 
 
 @dataclass
@@ -111,28 +132,34 @@ def evaluate(g: Graph, opts) -> dict[int, list[OpChoice]]:
     return table
 
 
+#: what the joint choice returns (planner/outcome.py)
+JointChoice = Found[GraphPlan] | NoPlan[GraphConflict] | TimedOut[GraphConflict]
+
+
 def path_cycles(g: Graph, cycles: dict[int, int]) -> tuple[int, list[str]]:
     """The critical path: the longest chain of dependent ops, by their cycles (networkx's
     longest path of the DAG weighted by the cycles of the op each edge enters)."""
-    w = nx.DiGraph()
-    w.add_node("start")
+    start = -1  # the source node (op indexes count from 0)
+    w: nx.DiGraph[int] = nx.DiGraph()
+    w.add_node(start)
     for i in g.order:
-        w.add_edge("start", i, weight=cycles[i])
+        w.add_edge(start, i, weight=cycles[i])
     for u, v in g.dag.edges:
         w.add_edge(u, v, weight=cycles[v])
-    path = nx.dag_longest_path(w, weight="weight", topo_order=["start", *g.order])
+    path = nx.dag_longest_path(w, weight="weight", topo_order=[start, *g.order])
     return (sum(cycles[i] for i in path[1:]), [g.ops[i].name for i in path[1:]])
 
 
 def choose(g: Graph, table: dict[int, list[OpChoice]], objective: str | None = None,
-           time_limit: float = 10.0, seed: int = 0) -> GraphPlan:
-    """The joint choice: CP-SAT over the free tensors' layouts and the ops' combinations.
-    Raises ``graph-no-layout`` with a minimal conflict of ops when none exists."""
+           time_limit: float = 10.0, seed: int = 0) -> JointChoice:
+    """The joint choice: CP-SAT over the free tensors' layouts and the ops' combinations;
+    :class:`NoPlan` (``graph-no-layout``) with a minimal conflict of ops when none exists,
+    :class:`TimedOut` when the time limit stops it first."""
     from ortools.sat.python import cp_model
     objective = objective or g.objective
     m = cp_model.CpModel()
-    x = {n: {c: m.new_bool_var(f"{n}={c}") for c in g.tensors[n].candidates}
-         for n in g.free()}
+    x = {n: {c: m.new_bool_var(f"{n}={c}") for c in g.tensors[n].candidates or []}
+         for n in g.free()}  # (a free tensor has candidates: the ``or []`` never applies)
     for n, lits in x.items():
         m.add_exactly_one(lits.values())
     runs = {op.index: m.new_bool_var(f"runs {op.name}") for op in g.ops}
@@ -166,19 +193,21 @@ def choose(g: Graph, table: dict[int, list[OpChoice]], objective: str | None = N
     sv = _solver(time_limit, seed)
     st = sv.solve(m)
     if st == cp_model.INFEASIBLE:
-        raise _conflict(g, table, m, runs, sv, time_limit, seed)
+        core = _conflict(g, m, runs, sv, time_limit, seed)
+        return NoPlan(conflict_error(g, table, core), conflict_of(table, core))
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        raise fail("plan-time-limit", limit=f"{time_limit:g}", lowered=0)
+        return TimedOut(fail("plan-time-limit", limit=f"{time_limit:g}", lowered=0),
+                        GraphConflict())
     layout = {n: next(c for c, lit in lits.items() if sv.value(lit)) for n, lits in x.items()}
     chosen = [next(r for lit, r in y[op.index] if sv.value(lit)) for op in g.ops]
     per_op = {op.index: chosen[op.index].cost for op in g.ops}
     span_c, path = path_cycles(g, per_op)
     proven = st == cp_model.OPTIMAL and all(r.proven for r in chosen)
-    return GraphPlan(layout, chosen, objective, sum(per_op.values()), span_c, path,
-                     "optimal" if proven else "feasible",
-                     sum(len(r) for r in table.values()),
-                     unmodelled=[op.name for op in g.ops
-                                 if chosen[op.index].cycles is None])
+    return Found(GraphPlan(layout, chosen, objective, sum(per_op.values()), span_c, path,
+                           "optimal" if proven else "feasible",
+                           sum(len(r) for r in table.values()),
+                           unmodelled=[op.name for op in g.ops
+                                       if chosen[op.index].cycles is None]), proven)
 
 
 def _solver(time_limit: float, seed: int):
@@ -190,8 +219,9 @@ def _solver(time_limit: float, seed: int):
     return sv
 
 
-def _conflict(g: Graph, table, m, runs, sv, time_limit: float, seed: int) -> TcplanError:
-    """A minimal set of ops no choice of layouts plans together, as ``graph-no-layout``."""
+def _conflict(g: Graph, m, runs, sv, time_limit: float, seed: int) -> list[GraphOp]:
+    """A minimal set of ops no choice of layouts plans together (the model's core, shrunk
+    by deletion)."""
     from ortools.sat.python import cp_model
     core_idx = set(sv.sufficient_assumptions_for_infeasibility())
     core = [i for i, lit in runs.items() if lit.index in core_idx] or list(runs)
@@ -204,7 +234,7 @@ def _conflict(g: Graph, table, m, runs, sv, time_limit: float, seed: int) -> Tcp
             core = trial
         else:
             k += 1
-    return conflict_error(g, table, [g.ops[i] for i in core])
+    return [g.ops[i] for i in core]
 
 
 def conflict_error(g: Graph, table, core: list[GraphOp]) -> TcplanError:
@@ -230,15 +260,19 @@ def conflict_error(g: Graph, table, core: list[GraphOp]) -> TcplanError:
               "these ops has a plan with, or change what rejects the others" if shared else
               f"op {core[0].name} has no plan in its given layouts: change what its rule "
               "names (run tcplan explain on the op written as a problem of its own)")
-    err = fail("graph-no-layout", ops=", ".join(op.name for op in core),
-               detail="; ".join(lines), remedy=remedy)
-    err.graph_conflict = [{"op": op.name, "kind": op.kind, "rules": sorted(
-        {_rule(r.error) for r in table[op.index] if r.error is not None}),
-        "examples": {_rule(r.error): r.error.violations[0].message[:160]
-                     for r in reversed(table[op.index]) if r.error is not None},
-        "layouts_with_a_plan": [r.layout for r in table[op.index] if r.ok]}
-        for op in core]
-    return err
+    return fail("graph-no-layout", ops=", ".join(op.name for op in core),
+                detail="; ".join(lines), remedy=remedy)
+
+
+def conflict_of(table, core: list[GraphOp]) -> GraphConflict:
+    """Each op of the conflict as a value: the rules that reject its layouts, an example
+    of each, and the layouts it has a plan with."""
+    return GraphConflict(tuple(ConflictOp(
+        op.name, op.kind,
+        sorted({_rule(r.error) for r in table[op.index] if r.error is not None}),
+        {_rule(r.error): r.error.violations[0].message[:160]
+         for r in reversed(table[op.index]) if r.error is not None},
+        [r.layout for r in table[op.index] if r.ok]) for op in core))
 
 
 def _rule(err: TcplanError) -> str:
@@ -254,14 +288,17 @@ def _layout_text(layout: dict[str, str]) -> str:
     return ", ".join(f"{n} {c}" for n, c in layout.items()) or "its given layouts"
 
 
-def plan_graph(g: Graph, opts) -> GraphPlan:
-    """Evaluate every op's layout choices, then choose jointly."""
+def plan_graph(g: Graph, opts) -> JointChoice:
+    """Evaluate every op's layout choices, then choose jointly (what no layout changes, an
+    input mistake or a limit, is raised by the evaluation)."""
     t0 = time.perf_counter()
     table = evaluate(g, opts)
     t1 = time.perf_counter()
-    gp = choose(g, table, None, opts.time_limit, opts.seed)
-    gp.times = {"evaluate": round(t1 - t0, 3), "choose": round(time.perf_counter() - t1, 3)}
-    return gp
+    out = choose(g, table, None, opts.time_limit, opts.seed)
+    if isinstance(out, Found):
+        out.record.times = {"evaluate": round(t1 - t0, 3),
+                            "choose": round(time.perf_counter() - t1, 3)}
+    return out
 
 
 def greedy(g: Graph, table: dict[int, list[OpChoice]]) -> GraphPlan | None:

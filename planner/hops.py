@@ -12,18 +12,21 @@ model's bound plus the first hop's floor reaches the best (docs/decisions.md ite
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
 from tcplan.model import hardware as hw
-from tcplan.model.mapping import parse
+from tcplan.model.mapping import join, number
 from tcplan.model.rules import TcplanError, fail
 from tcplan.model.tiers import Tensor, free_address
 
-from .bits import Digit
-from .layout import pieces_of
+from .bits import Digit, Spent
 from .dma_plan import plan_free
+from .dma_spec import DmaSpec
+from .layout import pieces_of
+from .outcome import Found, NoPlan, Outcome, error_of
+from .problem import Problem
 from .sources import FreeSource, outer_model, write_chain
 
 #: intermediates start on a boundary of this many bytes past both tensors (a tidy scratch
@@ -52,20 +55,26 @@ class HopPlan:
         return sum(h.cycles for h in self.hops)
 
 
-def _hop(problem, src: Tensor, dst: Tensor, time_limit: float = 10.0, seed: int = 0) -> Hop:
-    found, split = plan_free(_sub(problem, src, dst), time_limit, seed)
-    b = found.best
-    return Hop(src, dst, b.plan, b.cycles, {"time": b.time, "packet": b.packet_text,
-                                           "cluster": f"m![{split['cluster']}]",
-                                           "slice": f"m![{split['slice']}]"})
+def _hop(problem: Problem[DmaSpec], src: Tensor, dst: Tensor, time_limit: float = 10.0,
+         seed: int = 0) -> Hop | TcplanError:
+    """One hop planned: the hop, or the error that says why it has none."""
+    out = plan_free(_sub(problem, src, dst), time_limit, seed)
+    if not isinstance(out, Found):
+        return error_of(out)
+    b, split = out.record.best, out.record.split
+    return Hop(src, dst, b.plan, b.cycles, {"time": b.time.text(),
+                                           "packet": b.packet_map.text(),
+                                           "cluster": split["cluster"].text(),
+                                           "slice": split["slice"].text()})
 
 
-def _sub(problem, src: Tensor, dst: Tensor):
+def _sub(problem: Problem[DmaSpec], src: Tensor, dst: Tensor) -> Problem[DmaSpec]:
+    """One hop of ``problem`` as a DMA problem of its own: ``src`` to ``dst`` through the
+    problem's stream (its Time and Packet free), under the problem's bounds."""
     stream = Tensor("stream", "stream", src.dtype, dict(problem.tensors["stream"].dims))
-    return SimpleNamespace(tensors={"source": src, "destination": dst, "stream": stream},
-                           chips=problem.chips, axes=problem.axes, kind="dma",
-                           params={"free": problem.params.get("free", []),
-                                   "bounds": problem.params.get("bounds", {})})
+    return dataclasses.replace(
+        problem, kind="dma", tensors={"source": src, "destination": dst, "stream": stream},
+        spec=DmaSpec(free=problem.spec.free, bounds=problem.spec.bounds))
 
 
 def _end(t: Tensor) -> int:
@@ -79,17 +88,15 @@ def _intermediates(problem) -> FreeSource:
     t = problem.tensors
     src, dst = t["source"], t["destination"]
     pieces = pieces_of(src, dst, {})
-    axes = dict(problem.axes)
     scratch = max(_end(src) if src.tier == "hbm" else 0,
                   _end(dst) if dst.tier == "hbm" else 0)
-    text = "m![" + ", ".join(p.term() for p in pieces) + "]"
     mid = Tensor("scratch", "hbm", src.dtype,
-                 {"chip": src.dims.get("chip", parse("m![1]", axes)),
-                  "element": parse(text, axes)}, 0)
+                 {"chip": src.dims.get("chip", number(1)),
+                  "element": join(p.mapping for p in pieces)}, 0)
     at = free_address(mid, -(-scratch // SCRATCH_ALIGN) * SCRATCH_ALIGN,
                       hw.HBM_BYTES_PER_CHIP, SCRATCH_ALIGN)
     mid = Tensor(mid.name, mid.tier, mid.dtype, mid.dims, at)
-    digits = [Digit(p.term(), p.count, True) for p in pieces]
+    digits = [Digit(p.mapping, p.count, True) for p in pieces]
     ranges = [(p.axis, p.lo, min(p.hi, p.size)) for p in pieces]
     return FreeSource(digits, [], None, mid,
                       write_chain(ranges, dst) if dst.tier in ("hbm", "dm") else None)
@@ -113,12 +120,13 @@ def _first_hop_floor(problem, fs: FreeSource) -> int:
     return min(floors, default=0)
 
 
-def plan_hops(problem, time_limit: float = 10.0, seed: int = 0) -> HopPlan:
+def plan_hops(problem: Problem[DmaSpec], time_limit: float = 10.0, seed: int = 0
+              ) -> Outcome[HopPlan]:
     """The direct transfer, or two through an intermediate HBM layout, whichever is
     faster.  The intermediate's order is chosen by the outer model of its address bits
     (the second hop's source, :class:`planner.bits.SourceMaster`): each order it proposes
     is planned as two hops, and it stops when its bound plus the first hop's floor reaches
-    the best (docs/decisions.md item 77)."""
+    the best (docs/decisions.md item 77).  No plan: :class:`NoPlan` with what was tried."""
     import time
 
     from .dma_plan import Choices
@@ -129,10 +137,13 @@ def plan_hops(problem, time_limit: float = 10.0, seed: int = 0) -> HopPlan:
 
     def hop(a: Tensor, b: Tensor) -> Hop | None:
         try:
-            return _hop(problem, a, b, max(deadline - time.perf_counter(), 0.05), seed)
-        except TcplanError as e:
-            rejected[e.code] = rejected.get(e.code, 0) + 1
+            got = _hop(problem, a, b, max(deadline - time.perf_counter(), 0.05), seed)
+        except TcplanError as e:  # (a hop's own mistake: no plan either)
+            got = e
+        if isinstance(got, TcplanError):
+            rejected[got.code] = rejected.get(got.code, 0) + 1
             return None
+        return got
     direct = hop(src, dst)
     best: list[Hop] | None = [direct] if direct is not None else None
     fs = _intermediates(problem)
@@ -147,24 +158,25 @@ def plan_hops(problem, time_limit: float = 10.0, seed: int = 0) -> HopPlan:
         total = sum(h.cycles for h in best) if best else None
         p = master.propose(None if total is None else total - lb1,
                            deadline - time.perf_counter())
-        if p is None or p == "cut":
+        if isinstance(p, Spent):
             break
         master.exclude_order(p.order)
         mid = fs.tensor(p.order)
-        if src.tier == "hbm" and src.dims["element"].text() == mid.dims["element"].text():
+        if src.tier == "hbm" and src.dims["element"] == mid.dims["element"]:
             continue
         tried += 1
         first = hop(src, mid)
         second = hop(mid, dst) if first is not None else None
-        if second is not None and (best is None or first.cycles + second.cycles
-                                   < sum(h.cycles for h in best)):
+        if first is not None and second is not None and (
+                best is None or first.cycles + second.cycles < sum(h.cycles for h in best)):
             best = [first, second]
     if best is None:
-        raise fail("plan-no-layout", tuple(rejected), pieces=", ".join(
-            d.term for d in fs.digits), rules="every direct and two-hop transfer: " + ", ".join(
-            f"{r} ({k})" for r, k in sorted(rejected.items())))
+        return NoPlan(fail("plan-no-layout", tuple(rejected), pieces=", ".join(
+            d.label for d in fs.digits), rules="every direct and two-hop transfer: "
+            + ", ".join(f"{r} ({k})" for r, k in sorted(rejected.items()))),
+            HopPlan([], None, tried, rejected))
     why = None
     if len(best) > 1:
         why = ("the direct transfer is slower" if direct is not None else
                "no single transfer is legal")
-    return HopPlan(best, why, tried, rejected)
+    return Found(HopPlan(best, why, tried, rejected))

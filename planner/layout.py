@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable
 
 from tcplan.model import dma
@@ -32,11 +33,12 @@ from tcplan.model import hardware as hw
 from tcplan.model.arith import divisors
 from tcplan.model.cost import estimate
 from tcplan.model.cost import floor as cost_floor
-from tcplan.model.mapping import parse
+from tcplan.model.mapping import Mapping, axis, join
 from tcplan.model.rules import TcplanError, Violation, fail
 from tcplan.model.sequencer import _split_hint
 from tcplan.model.tiers import Tensor
 
+from .outcome import Dominated, Found, NoPlan, Outcome, TimedOut
 
 
 #: the requirement a problem's packet bound stands for (rejections, explanations)
@@ -60,42 +62,62 @@ class Piece:
     def count(self) -> int:
         return self.hi // self.lo
 
-    def term(self) -> str:
+    @cached_property
+    def mapping(self) -> Mapping:
+        """The piece as a stream term: ``A``, ``A % hi``, ``A / lo``, ``A / lo % count``."""
+        a = axis(self.axis, self.size)
         if self.lo == 1 and self.hi >= self.size:
-            return self.axis + (f" # {self.pad}" if self.pad else "")
+            return a.pad(self.pad) if self.pad else a
         # digits of an axis whose size the cut does not divide: name them on the padded axis
-        a = self.axis
         if self.ext and ((self.hi < self.size and self.size % self.hi)
                          or (self.lo > 1 and self.size % self.lo)):
-            a = f"{self.axis} # {self.ext}"
+            a = a.pad(self.ext)
         # a digit cut short (``A = 5``: the live values end inside the digit's range)
-        cut = "=" if not self.ext and (self.size // self.lo) % self.count else "%"
+        short = not self.ext and (self.size // self.lo) % self.count
         if self.lo == 1:
-            return f"{a} {cut} {self.hi}"
+            return a.resize(self.hi) if short else a % self.hi
         if self.hi >= self.size:
-            return f"{a} / {self.lo}"
-        return f"{a} / {self.lo} {cut} {self.count}"
+            return a / self.lo
+        return (a / self.lo).resize(self.count) if short else a / self.lo % self.count
+
+    def term(self) -> str:
+        """The piece's term as text (names in the model and in messages)."""
+        return self.mapping.body()
+
+
+@dataclass(frozen=True)
+class FreeElement:
+    """A destination's free Element (the loader's, planner/dma_spec.py): every digit its
+    other dimensions leave (``terms``, in the source's order) and those of them kept
+    outermost, in order (``prefix``)."""
+
+    terms: tuple[Mapping, ...]
+    prefix: tuple[Mapping, ...] = ()
 
 
 @dataclass
 class Candidate:
     order: tuple[int, ...]  # piece indices, outermost first
     packet: int  # how many innermost pieces form the packet
-    time: str
-    packet_text: str
+    time: Mapping  # the stream's Time and Packet
+    packet_map: Mapping
     cycles: int = 0
     plan: Any = None
-    element: str | None = None  # the destination's Element, when the planner chose it
+    element: Mapping | None = None  # the destination's Element, when the planner chose it
     option: int = 0  # which of the search's options (placement and engine split)
 
 
 @dataclass
 class Search:
+    """What a layout search tried and kept: the pieces it ordered, the legal plans it found
+    (ranked), the rules that rejected the others, the model and its requirements, the
+    conflict when there is no plan, and its counts and times.  How the search ended is the
+    :class:`planner.outcome.Outcome` that carries it."""
+
     pieces: list[Piece]
     candidates: list[Candidate]  # legal ones, ranked
     rejected: dict[str, int] = field(default_factory=dict)  # rule id -> candidates
     examples: dict[str, Any] = field(default_factory=dict)  # rule id -> first Violation
-    status: str = "optimal"
     enumerated: int = 0  # plans the model proposed (lowered and estimated)
     conflict: list | None = None  # the minimal core of Requirements, when infeasible
     model: Any = None  # the CP-SAT model before the search excluded any plan
@@ -107,10 +129,16 @@ class Search:
     models: int = 0  # option models built and searched
     times: dict = field(default_factory=lambda: {"cp-sat": 0.0, "lowering": 0.0,
                                                  "estimate": 0.0})  # seconds spent in each
+    searched: bool = True  # False: options lowered as given, no model (a given stream)
 
     @property
     def best(self) -> Candidate:
         return self.candidates[0]
+
+    @property
+    def split(self) -> dict[str, Mapping]:
+        """The engine split of the best plan's option (the stream's Cluster and Slice)."""
+        return self.options[self.best.option].split
 
 
 def _axes_of(*tensors: Tensor) -> dict[str, int]:
@@ -170,7 +198,7 @@ def pieces_of(source: Tensor, destination: Tensor, spatial: dict) -> list[Piece]
         for a, lst in rs.items():
             for lo, hi in lst:
                 cuts.setdefault(a, set()).update((lo, hi))
-    spatial_r = {}
+    spatial_r: dict[str, list[tuple[int, int]]] = {}
     for d, m in spatial.items():
         for a, lst in _ranges(Tensor("s", "stream", source.dtype, {d: m})).items():
             spatial_r.setdefault(a, []).extend(lst)
@@ -264,7 +292,7 @@ class _Loops:
         """Every run that can be the innermost contiguous part (outermost first): a unit loop
         and loops merging outward, plus the empty run."""
         out: list[tuple[int, ...]] = [()]
-        todo = [(i,) for i in range(len(self.n)) if self.unit(i)]
+        todo: list[tuple[int, ...]] = [(i,) for i in range(len(self.n)) if self.unit(i)]
         while todo:
             ch = todo.pop()
             out.append(ch)
@@ -273,12 +301,10 @@ class _Loops:
         return out
 
 
-def _stream(stream: Tensor, axes: dict[str, int], time_t: list[str], pack_t: list[str]
-            ) -> Tensor:
-    dims = dict(stream.dims)
-    dims["time"] = parse("m![" + (", ".join(time_t) or "1") + "]", axes, "time")
-    dims["packet"] = parse("m![" + (", ".join(pack_t) or "1") + "]", axes, "packet")
-    return Tensor("stream", "stream", stream.dtype, dims)
+def _stream(stream: Tensor, time_t: list[Mapping], pack_t: list[Mapping]) -> Tensor:
+    """The stream with its Time and Packet made of the given terms, outermost first."""
+    return Tensor("stream", "stream", stream.dtype,
+                  {**stream.dims, "time": join(time_t), "packet": join(pack_t)})
 
 
 def _widen(pieces: list[Piece], lp: list, eb: int, cap: int) -> list[Piece]:
@@ -286,7 +312,7 @@ def _widen(pieces: list[Piece], lp: list, eb: int, cap: int) -> list[Piece]:
     is still under one 256-byte request and the next piece would take it past the packet
     cap, split that piece at its largest divisor that fits (8-byte aligned first): the
     packet can then be as large as the cap allows.  The split is order-independent."""
-    out = list(pieces)
+    out: list[Piece | list[Piece]] = list(pieces)
     for k in (0, 1):
         at = {p.strides[k]: i for i, p in enumerate(lp) if p.strides[k] > 0}
         cum, i = 1, at.get(1)
@@ -315,11 +341,10 @@ def candidate_pieces(source: Tensor, destination: Tensor, stream: Tensor,
     eb = source.elem_bytes
     cap = _cap(packet_max_bytes)
     pieces = _fit(pieces_of(source, destination, spatial), max(cap // eb, 1), eb)
-    axes = _axes_of(source, destination, stream)
 
     def loops(ps: list[Piece]) -> list:
         return dma.loop_pieces(source, destination,
-                               _stream(stream, axes, [p.term() for p in ps], []))
+                               _stream(stream, [p.mapping for p in ps], []))
     lp = loops(pieces)
     wider = _widen(pieces, lp, eb, cap)
     if wider != pieces:  # a piece split so that the packet can reach a whole request
@@ -336,8 +361,8 @@ class Option:
     label: str  # how explanations name it ("" for the only one)
     destination: Tensor
     stream: Tensor
-    free_element: dict | None = None
-    split: dict[str, str] = field(default_factory=dict)
+    free_element: FreeElement | None = None
+    split: dict[str, Mapping] = field(default_factory=dict)  # the stream's Cluster, Slice
     engine_at: dict[str, int] | None = None
     over: tuple[str, ...] = ()  # bounds of the problem that exclude it (footprint)
     source: Tensor | None = None  # a candidate layout of a free HBM source (else the given)
@@ -349,7 +374,7 @@ class _Built:
 
     opt: Option
     pieces: list[Piece]
-    terms: list[str]
+    terms: list[str]  # the pieces' terms as text (names)
     L: _Loops
     E: list[int]
     x: dict
@@ -375,13 +400,33 @@ class _Model:
     relax: frozenset[str]  # the rules the lowering relaxes
 
 
-def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
-           packet_max_bytes: int | None = None, time_limit: float = 10.0, workers: int = 1,
-           seed: int = 0, relax: frozenset[str] = frozenset(), pcie: bool = False,
-           engine_at: dict[str, int] | None = None, free_element: dict | None = None,
-           align_bytes: int | None = None, options: list[Option] | None = None,
-           beat: int | None = None, core: bool = True, prune: bool = True,
-           progress: Callable | None = None) -> Search:
+@dataclass(frozen=True)
+class SearchRequest:
+    """One layout search: the transfer (source, destination, the stream whose Time and
+    Packet are free), the problem's bounds, the solver's settings, and how to search (see
+    :func:`search`)."""
+
+    source: Tensor
+    destination: Tensor
+    stream: Tensor
+    chips: int
+    packet_max_bytes: int | None = None
+    align_bytes: int | None = None
+    time_limit: float = 10.0
+    workers: int = 1
+    seed: int = 0
+    relax: frozenset[str] = frozenset()
+    pcie: bool = False
+    engine_at: dict[str, int] | None = None
+    free_element: FreeElement | None = None
+    options: tuple[Option, ...] | None = None
+    beat: int | None = None
+    core: bool = True
+    prune: bool = True
+    progress: Callable[..., None] | None = None
+
+
+def search(req: SearchRequest) -> Outcome[Search]:
     """The fastest legal (order, packet) of the free stream by :func:`model.cost.estimate`.
 
     CP-SAT holds the loop order as a circuit over the pieces, the Packet as a suffix of it,
@@ -394,6 +439,11 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     the estimate's minimum over all legal plans.  When the model is infeasible, the solver's
     core, shrunk by deletion, is the conflict (``Search.conflict``).
 
+    The outcome (planner/outcome.py): :class:`Found` (``proven`` False when the time limit
+    cut the search after a plan), :class:`NoPlan` (the rules in conflict), :class:`TimedOut`
+    (no plan before the time limit) or :class:`Dominated` (``beat``); each carries the
+    :class:`Search`.  An input mistake (``kind == "input"``) is raised.
+
     ``options``: the destination placements and engine splits to choose among (by default the
     given ``destination`` and ``stream``).  Each option is its own model, searched in turn and
     told the best plan so far; ties go to the earlier option.  Its rule instances are
@@ -402,7 +452,7 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     by that rule's requirement.  When no option has a plan, :func:`_joint_core` joins the
     options' cores into one minimal across all of them (docs/decisions.md item 66).
 
-    ``free_element`` (``{"prefix": [terms]}``): the destination's Element order is chosen too,
+    ``free_element`` (a :class:`FreeElement`): the destination's Element order is chosen too,
     as a second circuit over the pieces (the prefix's pieces outermost): two loops merge on the
     write side exactly when the inner one is the outer one's Element successor, and a loop's
     write stride is 8-byte aligned when the 2-adic orders of the pieces inside it in Element
@@ -412,81 +462,81 @@ def search(source: Tensor, destination: Tensor, stream: Tensor, chips: int,
     Element row (each write stride above one element) is a multiple of it.
 
     ``beat`` (one option only): a plan found elsewhere; when the model's bound reaches it
-    before any plan here, the search returns no candidate, status "dominated" (an infeasible
-    model then raises without shrinking its core).  ``core=False``: an infeasible model
-    raises without shrinking its core (the outer model of a free source plans many).
+    before any plan here, the outcome is :class:`Dominated` (an infeasible model then has no
+    conflict shrunk).  ``core=False``: an infeasible model's core is not shrunk (the outer
+    model of a free source plans many).
     ``prune=False``: build every option's model, even one whose option floor cannot beat
     the best plan (the benchmark's baseline).  ``progress`` (planner/progress.py) hears
     ``("search", plans lowered, None, "best ..., bound ...")``."""
-    return _Searcher(source, destination, stream, chips, packet_max_bytes, time_limit,
-                     workers, seed, relax, pcie, engine_at, free_element, align_bytes,
-                     options, beat, core, prune, progress).run()
+    return _Searcher(req).run()
 
 
 class _Searcher:
-    """One call of :func:`search`: its arguments as fields and its steps as methods (check
-    each option for what no order changes, build an option's model, solve-lower-exclude it,
-    branch on the options, say why there is no plan)."""
+    """One call of :func:`search`: its request and what it found as fields, its steps as
+    methods (check each option for what no order changes, build an option's model,
+    solve-lower-exclude it, branch on the options, say why there is no plan)."""
 
-    def __init__(self, source, destination, stream, chips, packet_max_bytes, time_limit,
-                 workers, seed, relax, pcie, engine_at, free_element, align_bytes, options,
-                 beat, core, prune, progress):
-        self.deadline = time.perf_counter() + time_limit
-        self.source, self.chips, self.bound, self.time_limit = (source, chips,
-                                                                packet_max_bytes, time_limit)
-        self.workers, self.seed, self.relax, self.pcie = workers, seed, relax, pcie
-        self.align, self.beat, self.core, self.prune = align_bytes, beat, core, prune
-        self.progress = progress
-        if options is None:
-            options = [Option("", destination, stream, free_element, engine_at=engine_at)]
+    def __init__(self, req: SearchRequest):
+        self.req = req
+        self.deadline = time.perf_counter() + req.time_limit
+        self.source, self.bound = req.source, req.packet_max_bytes
+        options = list(req.options) if req.options is not None else [
+            Option("", req.destination, req.stream, req.free_element,
+                   engine_at=req.engine_at)]
         self.options, self.single = options, len(options) == 1
         self.result = Search([], [], options=options)
-        self.loose = frozenset(ORDER_RULES) | relax
+        self.loose = frozenset(ORDER_RULES) | req.relax
         self.failed: list[TcplanError] = []
 
     # -- lowering and solving ---------------------------------------------------------------
-    def lower_with(self, opt: Option, time_t: list[str], pack_t: list[str], rx: frozenset[str],
-                   element: list[str] | None = None):
+    def lower_with(self, opt: Option, time_t: list[Mapping], pack_t: list[Mapping],
+                   rx: frozenset[str], element: list[Mapping] | None = None):
         src = opt.source or self.source
-        axes = _axes_of(src, opt.destination, opt.stream)
         dst = opt.destination
         if element is not None:
-            dims = dict(dst.dims)
-            dims["element"] = parse("m![" + ", ".join(element) + "]", axes, "element")
-            dst = Tensor(dst.name, dst.tier, dst.dtype, dims, dst.address)
+            dst = dst.with_dims(element=join(element))
         t0 = time.perf_counter()
         try:
-            return dma.lower(src, dst, _stream(opt.stream, axes, time_t, pack_t), self.chips,
-                             opt.engine_at, self.pcie, relax=rx)
+            return dma.lower(src, dst, _stream(opt.stream, time_t, pack_t), self.req.chips,
+                             opt.engine_at, self.req.pcie, relax=rx)
         finally:
             self.result.times["lowering"] += time.perf_counter() - t0
 
     def solver(self, limit: float):
         from ortools.sat.python import cp_model
         s = cp_model.CpSolver()
-        s.parameters.num_workers = max(self.workers, 1)
-        s.parameters.random_seed = self.seed
+        s.parameters.num_workers = max(self.req.workers, 1)
+        s.parameters.random_seed = self.req.seed
         s.parameters.max_time_in_seconds = max(limit, 0.05)
         return s
 
     # -- what no order changes, per option --------------------------------------------------
-    def check_options(self) -> None:
+    def check_options(self) -> NoPlan[Search] | None:
         """Each option checked for the rules no order changes (``self.checked``); with
         several, one that breaks such a rule is built with it relaxed and excluded by that
-        rule's requirement; a rule every option breaks is the answer (raised)."""
+        rule's requirement; a rule every option breaks is the answer (the outcome returned;
+        an input mistake is raised)."""
         result = self.result
         self.checked: list[tuple[Option, Any, list[Violation], frozenset[str]]] = []
         for opt in self.options:
             extra: set[str] = set()
             static: list[Violation] = []
+            src = opt.source or self.source
+            try:
+                pieces, lp = candidate_pieces(src, opt.destination, opt.stream, self.bound)
+            except TcplanError as e:
+                if self.single:
+                    return self._static_answer(e, [])
+                self.failed.append(e)
+                self.checked.append((opt, None, [], frozenset()))
+                continue
             while True:
                 try:
-                    got = _static(opt, opt.source or self.source, self.bound,
-                                  self.loose | extra, self.lower_with)
+                    got = _static(opt, pieces, lp, self.loose | extra, self.lower_with)
                     break
                 except TcplanError as e:
                     if self.single:
-                        self._raise_static(e)
+                        return self._static_answer(e, pieces)
                     new = {v.rule for v in e.violations} - extra
                     self.failed.append(e)
                     if e.kind == "input" or not new:
@@ -497,7 +547,10 @@ class _Searcher:
             self.checked.append((opt, got, static, frozenset(extra)))
         self.live = [c for c, (_, got, _, _) in enumerate(self.checked) if got is not None]
         if not self.live:  # every option is malformed or broken beyond relaxing
-            raise self.failed[0]
+            if self.failed[0].kind == "input":
+                raise self.failed[0]
+            result.searched = False  # (no model to search: the first option's error)
+            return NoPlan(self.failed[0], result)
         # a rule instance that several options break (the same message) is one requirement
         self.users: dict[tuple[str, str], list[str]] = {}
         for c in self.live:
@@ -509,19 +562,21 @@ class _Searcher:
                                         for c in self.live))
             if common:
                 first = self.checked[self.live[0]][2]
-                err = TcplanError([v for v in first if v.rule in common])
-                err.search = result  # type: ignore[attr-defined]
-                raise err
+                return NoPlan(TcplanError([v for v in first if v.rule in common]), result)
+        return None
 
-    def _raise_static(self, e: TcplanError) -> None:
+    def _static_answer(self, e: TcplanError, pieces: list[Piece]) -> NoPlan[Search]:
+        """The only option breaks a rule no order changes: that is the answer (an input
+        mistake is raised)."""
+        if e.kind == "input":
+            raise e
         result = self.result
-        result.pieces = getattr(e, "pieces", result.pieces)
+        result.pieces = pieces
         for v in e.violations:
             result.examples.setdefault(v.rule, v)
             result.rejected[v.rule] = 1
         result.conflict = [Requirement(v.rule, v.rule, v) for v in e.violations]
-        e.search = result  # type: ignore[attr-defined]
-        raise e
+        return NoPlan(e, result)
 
     # -- an option's model ------------------------------------------------------------------
     def assemble(self, c: int) -> _Model | None:
@@ -542,7 +597,7 @@ class _Searcher:
         opt, got, static, extra = self.checked[c]
         try:
             b = _build(m, c, opt, got[0], got[1], opt.source or self.source, self.bound,
-                       self.align, self.pcie, self.source.elem_bytes, self.loose | extra,
+                       self.req.align_bytes, self.req.pcie, self.source.elem_bytes, self.loose | extra,
                        self.lower_with, requirement, self.result.times)
         except TcplanError as e:
             if self.single or e.kind != "input":
@@ -563,7 +618,7 @@ class _Searcher:
         scale = b.span
         m.minimize(scale * b.tie[0] + b.tie[1])
         # relax names rule ids or single requirements (keys); the lowering relaxes by rule
-        relax = self.relax
+        relax = self.req.relax
         off = [r for r in reqs if r.key in relax or (r.rule or r.key) in relax
                or r.key.split("@")[0] in relax]
         enforce = [r.literal for r in reqs if r not in off]
@@ -609,16 +664,17 @@ class _Searcher:
         order = sorted(range(n), key=lambda i: sv.value(b.pos[i]))
         kk = sum(sv.value(b.inp[i]) for i in range(n))
         result.enumerated += 1
-        if self.progress is not None:
-            self.progress("search", result.enumerated, None, _note(
+        if self.req.progress is not None:
+            self.req.progress("search", result.enumerated, None, _note(
                 result, bound, None if self.single else (b.c, len(self.options))))
         seen = [b.x[e] if sv.value(b.x[e]) else ~b.x[e] for e in b.x] + \
             [b.inp[i] if sv.value(b.inp[i]) else ~b.inp[i] for i in range(n)] + \
             [b.y[e] if sv.value(b.y[e]) else ~b.y[e] for e in b.y]
         pk.m.add_bool_or([~lit for lit in seen])  # this plan is done: never again
-        time_t = [b.terms[i] for i in order[:n - kk]]
-        pack_t = [b.terms[i] for i in order[n - kk:]]
-        element = ([b.terms[i] for i in sorted(b.E, key=lambda i: sv.value(b.epos[i]))]
+        maps = [p.mapping for p in b.pieces]
+        time_t = [maps[i] for i in order[:n - kk]]
+        pack_t = [maps[i] for i in order[n - kk:]]
+        element = ([maps[i] for i in sorted(b.E, key=lambda i: sv.value(b.epos[i]))]
                    if b.L.write_free else None)
         try:
             plan = self.lower_with(b.opt, time_t, pack_t, pk.relax, element)
@@ -632,9 +688,8 @@ class _Searcher:
         cycles = estimate(plan).cycles
         result.times["estimate"] += time.perf_counter() - t0
         result.candidates.append(Candidate(
-            tuple(order), kk, plan.stream_dims["time"].text(),
-            plan.stream_dims["packet"].text(), cycles, plan,
-            plan.destination.dims["element"].text() if b.L.write_free else None, b.c))
+            tuple(order), kk, plan.stream_dims["time"], plan.stream_dims["packet"], cycles,
+            plan, plan.destination.dims["element"] if b.L.write_free else None, b.c))
         # stable: the earlier option, then the first found, wins ties
         result.candidates.sort(key=lambda c: (c.cycles, c.option))
 
@@ -642,13 +697,12 @@ class _Searcher:
     def one_option(self) -> list[str]:
         result = self.result
         pk = self.assemble(self.live[0])
+        assert pk is not None  # (the only option: a malformed one raised)
         result.models += 1
         result.model, result.requirements, result.scale = pk.clone, pk.reqs, pk.scale
         result.pieces = pk.b.pieces
-        out = self.solve_model(pk, self.beat, core=self.core and self.beat is None)
-        if out == "dominated" and not result.candidates:
-            result.status = "dominated"
-        return [out]
+        return [self.solve_model(pk, self.req.beat,
+                                 core=self.req.core and self.req.beat is None)]
 
     def each_option(self) -> list[str]:
         """The option first: each option's own model (small, so each solve is quick), told
@@ -661,7 +715,7 @@ class _Searcher:
             if time.perf_counter() > self.deadline:
                 outcomes.append("cut")
                 break
-            if self.prune and result.candidates and \
+            if self.req.prune and result.candidates and \
                     _option_floor(*self.checked[c][:2]) >= result.best.cycles:
                 outcomes.append("dominated")  # not worth building: it cannot beat the best
                 continue
@@ -694,21 +748,22 @@ class _Searcher:
         return outcomes
 
     # -- the whole search -------------------------------------------------------------------
-    def run(self) -> Search:
-        self.check_options()
+    def run(self) -> Outcome[Search]:
+        stop = self.check_options()
+        if stop is not None:
+            return stop
         outcomes = self.one_option() if self.single else self.each_option()
-        if self.result.status == "dominated":
-            return self.result
-        if "cut" in outcomes:
-            self.result.status = "feasible"  # the time limit cut the search
-            if not self.result.candidates:
-                err = fail("plan-time-limit", (), limit=f"{self.time_limit:g}",
-                           lowered=self.result.enumerated)
-                err.search = self.result  # type: ignore[attr-defined]
-                raise err
-        if not self.result.candidates:
-            raise self.no_plan()
-        return self.result
+        result = self.result
+        if outcomes == ["dominated"] and self.single and not result.candidates:
+            return Dominated(result)
+        if "cut" in outcomes:  # the time limit cut the search
+            if not result.candidates:
+                return TimedOut(fail("plan-time-limit", (), limit=f"{self.req.time_limit:g}",
+                                     lowered=result.enumerated), result)
+            return Found(result, proven=False)
+        if not result.candidates:
+            return NoPlan(self.no_plan(), result)
+        return Found(result)
 
     def no_plan(self) -> TcplanError:
         """``plan-no-layout``: the model's conflict, or the rules that rejected its plans."""
@@ -725,31 +780,24 @@ class _Searcher:
         pieces = (", ".join(p.term() for p in result.pieces) if self.single else
                   f"in any of {len(self.options)} options (source layouts, placements, "
                   "engine splits)")
-        err = fail("plan-no-layout", tuple(result.rejected), pieces=pieces,
-                   rules=("in conflict: " if result.conflict else "") + ", ".join(rules)
-                   or "the model has no plan")
-        err.search = result  # type: ignore[attr-defined]  # for the diagnostics
-        return err
+        return fail("plan-no-layout", tuple(result.rejected), pieces=pieces,
+                    rules=("in conflict: " if result.conflict else "") + ", ".join(rules)
+                    or "the model has no plan")
 
 
-def _static(opt: Option, source: Tensor, packet_max_bytes: int | None, loose: frozenset[str],
-            lower_with) -> tuple[list[Piece], list]:
-    """An option's pieces and loops; raises what no order changes (tiers, dtype, placement,
-    capacity, the engine count), checked once on the pieces in their own order."""
-    pieces, lp = candidate_pieces(source, opt.destination, opt.stream, packet_max_bytes)
+def _static(opt: Option, pieces: list[Piece], lp: list, loose: frozenset[str], lower_with
+            ) -> tuple[list[Piece], list, Any]:
+    """An option's pieces, loops and plan in their own order; raises what no order changes
+    (tiers, dtype, placement, capacity, the engine count)."""
     terms = [p.term() for p in pieces]
-    try:
-        plan = lower_with(opt, terms, [], loose)
-    except TcplanError as e:
-        e.pieces = pieces  # type: ignore[attr-defined]  # for the diagnostics
-        raise
+    plan = lower_with(opt, [p.mapping for p in pieces], [], loose)
     if [p.term for p in lp] != terms:  # pragma: no cover - pieces are the refinement
         raise fail("plan-no-layout", (), pieces=", ".join(terms),
                    rules="the lowering cuts the pieces differently")
     return pieces, lp, plan
 
 
-def _floors(opt: Option, chains: list[tuple[int, ...]], L: _Loops, terms: list[str],
+def _floors(opt: Option, chains: list[tuple[int, ...]], L: _Loops, terms: list[Mapping],
             free: list[bool], eb: int, loose: frozenset[str], lower_with,
             times: dict | None = None) -> list[int]:
     """What each DMA packet costs at least, whatever the order (the model's objective); with
@@ -785,8 +833,8 @@ def _build(m, c: int, opt: Option, pieces: list[Piece], lp: list, source: Tensor
     requirement (``requirement`` names it for the option)."""
     bld = _Builder(m, c, opt, pieces, lp, source, eb, requirement)
     bld.check_free_element()
-    floors = _floors(opt, bld.chains, bld.L, bld.terms, bld.free, eb, loose, lower_with,
-                     times)
+    floors = _floors(opt, bld.chains, bld.L, [p.mapping for p in pieces], bld.free, eb,
+                     loose, lower_with, times)
     bld.loop_order()
     if bld.L.write_free:
         bld.element_order()
@@ -814,7 +862,6 @@ class _Builder:
                                                                        source, eb)
         self.requirement = requirement
         destination = opt.destination
-        self.axes = _axes_of(source, destination, opt.stream)
         self.pre = f"o{c}_"
         self.n, self.terms = len(pieces), [p.term() for p in pieces]
         held = _ranges(Tensor("e", destination.tier, destination.dtype,
@@ -899,10 +946,10 @@ class _Builder:
             for j in E:
                 if i != j:
                     m.add(epos[j] == epos[i] + 1).only_enforce_if(y[i, j])
-        fixed = []  # the prefix's pieces, outermost first
-        for t in self.opt.free_element.get("prefix", []):
-            pm = parse(f"m![{t}]", self.axes, "element")
-            f = next(f for f in pm.factors if f.axis is not None)
+        fixed: list[int] = []  # the prefix's pieces, outermost first
+        assert self.opt.free_element is not None  # (only a free Element has an order)
+        for t in self.opt.free_element.prefix:
+            f = next(f for f in t.factors if f.axis is not None)
             fixed += sorted((i for i, p in enumerate(self.pieces) if p.axis == f.axis
                              and f.lo <= p.lo and p.hi <= f.lo * f.count),
                             key=lambda i: -self.pieces[i].lo)

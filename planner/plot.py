@@ -82,7 +82,8 @@ def check_problem(problem, flag: str = "--plot") -> None:
                    f"{problem.kind} problem, which has none",
                    fix=f"use {flag} on a dma or pcie problem (tcplan verify prints this "
                    "kind's cycles)")
-    hops = problem.params.get("hops", 1)
+    from .dma_spec import DmaSpec
+    hops = problem.spec.hops if isinstance(problem.spec, DmaSpec) else 1
     if hops > 1:
         raise fail("bad-request", detail=f"{flag} draws one transfer's plan; {problem.name} "
                    f"may go through an intermediate HBM layout (hops: {hops})",
@@ -106,13 +107,13 @@ def sides_of(problem, plan=None) -> tuple[str, str]:
     return src.tier, dst.tier
 
 
-def breakdown_of(record: dict[str, Any], flag: str = "--plot") -> dict[str, Any]:
-    """The cycle breakdown of a verify or solve record, or the error that says why there is
-    nothing to draw."""
-    b = record.get("breakdown")
+def breakdown_of(result, flag: str = "--plot") -> dict[str, Any]:
+    """The cycle breakdown of a verify or solve result (planner/api.py), or the error that
+    says why there is nothing to draw."""
+    b = result.breakdown
     if not b or "engines" not in b:
-        why = (record.get("explanation") or record.get("error") or {}).get("code")
-        raise fail("bad-request", detail=f"{flag}: {record.get('problem', 'the problem')} has "
+        why = result.reason.code if result.reason is not None else None
+        raise fail("bad-request", detail=f"{flag}: {result.problem.name} has "
                    "no timed plan to draw" + (f" ([{why}])" if why else ""),
                    fix="draw a problem that verifies (its output says what stops it)")
     return b
@@ -493,6 +494,6 @@ def plot_result(result, path: str | os.PathLike, flag: str = "--plot") -> pathli
     """Draw the plan of a ``SolveResult`` or ``VerifyResult`` (planner/api.py) to ``path``;
     a solve's lower bound is marked on the timeline."""
     check(result.problem, path, flag)
-    b = breakdown_of(result.record, flag)
+    b = breakdown_of(result, flag)
     return draw(path, b, sides_of(result.problem, result.plan), result.problem.name,
-                result.record.get("lower_bound"), flag)
+                result.lower_bound, flag)

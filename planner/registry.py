@@ -12,7 +12,7 @@ the layer above.
 =================  =========================================================================
 method             what it does
 =================  =========================================================================
-``load``           its keys (``keys``) read from the problem file into tensors and params
+``load``           its keys (``keys``) read from the problem file: tensors and its spec
 ``lower``          the problem -> what the hardware runs (a plan; planned when it is free)
 ``verify``         execute a lowered plan over simulated memories, check, time: a report
 ``inputs``         the tensors ``tcplan run`` takes
@@ -38,12 +38,12 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from tcplan.model import tiers
 from tcplan.model.rules import TcplanError, fail
 
-from .render import EXIT_OK, format_error
+from .render import EXIT_OK, EXIT_RULE, format_error
 
 
 @dataclass(frozen=True)
@@ -59,15 +59,74 @@ class Options:
     progress: Callable[[str, int, "int | None", str], None] | None = None
 
 
+class SolveRecord(Protocol):
+    """What a kind's ``solve`` records (each kind's own frozen dataclass): the fields every
+    caller reads, and ``to_json()``, what ``--json`` prints.  The text renderers read the
+    record's fields (issue 28, item 4)."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def cycles(self) -> int | None: ...
+
+    @property
+    def verified(self) -> bool | None: ...
+
+    @property
+    def lower_bound(self) -> int | None: ...
+
+    @property
+    def breakdown(self) -> dict[str, Any] | None:
+        """The plan's cycle report (model/cost.py's JSON), when the kind times one."""
+
+    @property
+    def error(self) -> TcplanError | None:
+        """Why a plan found did not verify (None: it did, or was not run)."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class NoPlanRecord:
+    """A solve without a plan: ``infeasible`` (the conflict) or ``unknown`` (the time limit
+    stopped the search first); ``explanation`` is the error's JSON."""
+
+    problem: str
+    status: str
+    explanation: dict[str, Any]
+    cycles: None = None
+    verified: None = None
+    lower_bound: None = None
+    breakdown: None = None
+    error: None = None
+
+    @staticmethod
+    def of(problem: str, err: TcplanError, status: str | None = None) -> "NoPlanRecord":
+        """``status`` by default: ``unknown`` at the time limit, else ``infeasible``."""
+        return NoPlanRecord(problem, status or ("unknown" if err.code == "plan-time-limit"
+                                                else "infeasible"), err.to_json())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"problem": self.problem, "status": self.status, "cycles": None,
+                "plan": None, "verified": None, "explanation": self.explanation}
+
+
 @dataclass
 class Solved:
-    """A solve's record (what ``--json`` prints), the plan it lowered (None when there is
-    none), the error that says why there is none, and the exit code."""
+    """A solve's record (its kind's :class:`SolveRecord`), the plan it lowered (None when
+    there is none), the error that says why there is none, and the exit code."""
 
-    record: dict[str, Any]
+    record: SolveRecord
     plan: Any = None
     error: TcplanError | None = None
     exit: int = EXIT_OK
+
+    @staticmethod
+    def no_plan(problem: str, err: TcplanError, status: str | None = None) -> "Solved":
+        """No plan: the record says why (``status`` as :meth:`NoPlanRecord.of`), the exit
+        code is a rule's."""
+        return Solved(NoPlanRecord.of(problem, err, status), error=err, exit=EXIT_RULE)
 
 
 class Kind:
@@ -90,9 +149,11 @@ class Kind:
     engine_stream = False  # its stream's Chip, Cluster and Slice select engines (a DMA)
     pictures = False  # `--plot` / `--report` draw its plan (planner/plot.py: a DMA's breakdown)
 
-    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
-        """Read the kind's keys of ``data`` (checked against ``keys``) into ``tensors`` and
-        ``params``; ``ctx`` (planner/spec.py) reads tensors and choices with located errors."""
+    def load(self, ctx, data: dict, kind: str, tensors: dict) -> Any:
+        """Read the kind's keys of ``data`` (checked against ``keys``): its tensors into
+        ``tensors``; returns its spec, the one frozen value of its choices
+        (``Problem.spec``); ``ctx`` (planner/spec.py) reads tensors and choices with located
+        errors."""
         raise NotImplementedError
 
     def lower(self, problem) -> Any:
@@ -121,7 +182,8 @@ class Kind:
 
     def solve_text(self, problem, solved: Solved) -> str:
         """A solve without a plan; a kind that solves renders its plans itself."""
-        return f"{problem.name}: {solved.record['status']}\n" + format_error(solved.error)
+        head = f"{problem.name}: {solved.record.status}"
+        return head if solved.error is None else head + "\n" + format_error(solved.error)
 
     def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         raise fail("bad-request", detail=f"tcplan explain covers DMA and expression problems, "

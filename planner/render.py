@@ -25,10 +25,10 @@ def format_error(err: TcplanError) -> str:
 def format_table(cfg: SequencerConfig, buf: str, time: str, packet: str) -> str:
     lines = [f"buffer {buf}   time {time}   packet {packet}",
              f"dtype {cfg.dtype}, mode {cfg.mode}, engine {cfg.engine}", ""]
-    final_of = {}
+    final_of: dict[int, int] = {}
     for k, g in enumerate(cfg.groups):
-        for r in g:
-            final_of[r] = k
+        for entry in g:
+            final_of[entry] = k
     head = ("#", "side", "stream term", "piece", "buffer term", "size", "stride", "final")
     rows = [head]
     for k, e in enumerate(cfg.raw):

@@ -22,6 +22,7 @@ from tcplan.model import hardware as hw
 from tcplan.model.rules import fail
 
 from . import plot
+from .kinds.dma import DmaSolved
 
 STYLE = """
 body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2em auto;
@@ -66,24 +67,22 @@ def _table(rows: list[tuple[str, str]], head: tuple[str, str] | None = None) -> 
     return "\n".join(out + ["</table>"])
 
 
-def _chosen(record: dict[str, Any]) -> list[tuple[str, str]]:
+def _chosen(record: DmaSolved) -> list[tuple[str, str]]:
     """The plan's stream and every layout the solve chose, as (what, value) rows."""
-    names = {"time": "stream Time", "packet": "stream Packet", "cluster": "stream Cluster",
-             "slice": "stream Slice"}
-    rows = []
-    for key, value in record["plan"]["stream"].items():
-        if key in names:
-            what = names[key]
-        else:
-            side, _, dim = key.partition("_")
-            what = f"{side} {dim.title() if dim != 'address' else 'address (bytes)'}"
-        shown = f"{value:,}" if isinstance(value, int) else str(value)
-        rows.append((_e(what), f"<code>{_e(shown)}</code>"))
-    return rows
+    c = record.chosen
+    rows: list[tuple[str, str]] = [("stream Time", c.time.text()),
+                                   ("stream Packet", c.packet.text())]
+    if c.split is not None:
+        rows += [(f"stream {d.title()}", m.text()) for d, m in c.split.items()]
+    rows += [(f"destination {d.title()}", m.text()) for d, m in c.destination.items()]
+    if c.source_element is not None:
+        rows.append(("source Element", c.source_element.text()))
+    rows += [(f"{side} address (bytes)", f"{a:,}") for side, a in c.addresses.items()]
+    return [(_e(what), f"<code>{_e(shown)}</code>") for what, shown in rows]
 
 
-def _bound(record: dict[str, Any]) -> str:
-    cycles, bound = record["cycles"], record.get("lower_bound")
+def _bound(record: DmaSolved) -> str:
+    cycles, bound = record.cycles, record.lower_bound
     if not bound:
         return "<p>No lower bound for this plan.</p>"
     ratio = cycles / bound
@@ -97,7 +96,7 @@ def _bound(record: dict[str, Any]) -> str:
                  f"</span> {cycles:,}"),
                 ("lower bound", f'<span class="bar bound" style="width:'
                  f'{round(width * bound / cycles)}px"></span> {bound:,}'),
-                ("estimate (the planner's objective)", _num(record.get("estimate")))]),
+                ("estimate (the planner's objective)", _num(record.estimate))]),
         "<p>The lower bound is the transfer's bytes over its bottleneck bandwidth plus one "
         f"start-up: the busiest engine at one {hw.DMA_REQUEST_BYTES}-byte request per cycle "
         f"and each DMN at {hw.DMN_BYTES_PER_CYCLE} B/cycle, each chip's HBM requests spread "
@@ -132,24 +131,25 @@ def _cycles(b: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _verified(record: dict[str, Any]) -> str:
-    v = record.get("verified")
+def _verified(record: DmaSolved) -> str:
+    v = record.verified
     if v is None:
         return "not verified (the plan was not executed)"
     if not v:
-        err = record.get("error") or {}
-        return f"NOT verified [{_e(err.get('code'))}]: {_e(err.get('message'))}"
-    how = "a seeded sample of" if record.get("check") == "sample" else "every one of"
-    return f"verified: {how} {record.get('checked', 0):,} destination elements"
+        err = record.error
+        return (f"NOT verified [{_e(err.code if err else None)}]: "
+                f"{_e(err.message if err else None)}")
+    how = "a seeded sample of" if record.check == "sample" else "every one of"
+    return f"verified: {how} {record.checked:,} destination elements"
 
 
-def page(problem, record: dict[str, Any], plan) -> str:
+def page(problem, record: DmaSolved, plan) -> str:
     """The report's HTML (a pure function of the problem, its solve record and plan)."""
     from .kinds import kind_of
-    b = plot.breakdown_of(record, "--report")
+    b = record.breakdown
     sides = plot.sides_of(problem, plan)
     name = problem.name
-    lb = record.get("lower_bound")
+    lb = record.lower_bound
     pictures = [
         ("HBM load", "Per chip the transfer touches: requests, first row opens and row "
          "re-opens of each bank (rows, by bank id) on each channel (columns); each channel's "
@@ -169,8 +169,8 @@ def page(problem, record: dict[str, Any], plan) -> str:
         f"<title>tcplan: {_e(name)}</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
         f"<h1>{_e(name)}</h1>",
         f'<p class="summary">{_e(problem.kind)}, {_e(sides[0].upper())} -&gt; '
-        f"{_e(sides[1].upper())}; status <b>{_e(record['status'])}</b>; "
-        f"<b>{record['cycles']:,} cycles</b>"
+        f"{_e(sides[1].upper())}; status <b>{_e(record.status)}</b>; "
+        f"<b>{record.cycles:,} cycles</b>"
         + (f", lower bound {lb:,}" if lb else "") + f"; {_verified(record)}.</p>",
         f"<p>Problem file: <code>{_e(problem.path)}</code>. Axes: <code>"
         + _e(", ".join(f"{a}={n}" for a, n in problem.axes.items())) + "</code>.</p>",
@@ -195,7 +195,7 @@ def write_report(result, directory: str | os.PathLike, flag: str = "--report") -
     is replaced atomically)."""
     from .inputs import os_reason
     plot.check(result.problem, None, flag)
-    plot.breakdown_of(result.record, flag)
+    plot.breakdown_of(result, flag)
     text = page(result.problem, result.record, result.plan)
     folder = pathlib.Path(directory)
     try:

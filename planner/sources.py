@@ -16,16 +16,20 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from tcplan.model import hardware as hw
 from tcplan.model import limits
 from tcplan.model.cost import dmn_floor, engine_floor, hbm_bytes
-from tcplan.model.mapping import parse
+from tcplan.model.mapping import Mapping, join
 from tcplan.model.rules import TcplanError, fail
 from tcplan.model.tiers import Tensor
 
-from .bits import Digit, SourceMaster
+from .bits import Digit, SourceMaster, Spent
+from .outcome import Found, NoPlan, Outcome, TimedOut
+
+if TYPE_CHECKING:
+    from .layout import Search
 
 REQUEST_BYTES = hw.DMA_REQUEST_BYTES
 JOINT_CORE_MOST = limits.JOINT_CORE_MOST  # (model/limits.py)
@@ -41,15 +45,19 @@ class FreeSource:
     base: Tensor  # the source in its first order (the other dimensions as given)
     chain: list[int] | None = None  # digits contiguous in the destination, innermost first
 
+    def element(self, order: tuple[int, ...]) -> Mapping:
+        """The Element of ``order`` (digit indices, outermost first)."""
+        return join(self.digits[i].term for i in order)
+
     def text(self, order: tuple[int, ...]) -> str:
-        return "m![" + ", ".join(self.digits[i].term for i in order) + "]"
+        """The Element of ``order`` as text (labels, messages)."""
+        return self.element(order).text()
 
     def tensor(self, order: tuple[int, ...]) -> Tensor:
         """The source with its Element in ``order`` (digit indices, outermost first)."""
         b = self.base
-        el = b.dims["element"]
-        dims = {**b.dims, "element": parse(self.text(order), el.axes, "element")}
-        return Tensor(b.name, b.tier, b.dtype, dims, b.address, dict(b.meta))
+        return Tensor(b.name, b.tier, b.dtype, {**b.dims, "element": self.element(order)},
+                      b.address, dict(b.meta))
 
     def orders(self) -> Iterator[tuple[int, ...]]:
         """Every order allowed, the first one first."""
@@ -71,7 +79,8 @@ class FreeSource:
             yield self.text(o), self.tensor(o)
 
 
-def write_chain(digits: list[tuple[str | None, int, int]], destination: Tensor) -> list[int]:
+def write_chain(digits: Sequence[tuple[str | None, int, int]], destination: Tensor
+                ) -> list[int]:
     """The source digits (``(axis, first, last)`` ranges) the destination's Element holds
     contiguously from its innermost position, innermost first: each Element factor, from the
     innermost, takes the digits that tile its range, lowest first; padding or a factor no
@@ -95,19 +104,20 @@ def write_chain(digits: list[tuple[str | None, int, int]], destination: Tensor) 
     return out
 
 
-def search_sources(fs: FreeSource, choices, plan_pair: Callable[..., Any],
-                   time_limit: float, seed: int = 0, progress: Callable | None = None):
+def search_sources(fs: FreeSource, choices, plan_pair: Callable[..., Outcome[Search]],
+                   time_limit: float, seed: int = 0, progress: Callable | None = None
+                   ) -> Outcome[Search]:
     """The best plan over every source order and option (placement and engine split).
 
     ``choices.for_source(source, text)`` gives the options of one source order (the same
     list, option by option, for every order); ``choices.lower(option)`` lowers one in any
     stream order (for what no order changes: its engine floor, its HBM bytes);
-    ``plan_pair(options, beat, seconds, core=False)`` plans them exactly (a
-    :class:`planner.layout.Search`; status "dominated" when nothing in it beats ``beat``;
-    with ``core`` an infeasible search carries its minimal conflict).  The outer model
+    ``plan_pair(options, beat, seconds, core=False)`` plans them exactly (an outcome of
+    :class:`planner.layout.Search`: :class:`Dominated` when nothing in it beats ``beat``;
+    with ``core`` a search without a plan carries its minimal conflict).  The outer model
     proposes the pair of least bound; each pair planned is excluded; the search ends,
     proven optimal, when the bound reaches the best plan or no pair is left, or at the time
-    limit ("feasible").  ``progress`` (planner/progress.py) hears each round."""
+    limit (found, not proven).  ``progress`` (planner/progress.py) hears each round."""
     from .layout import ORDER_RULES, Search
     deadline = time.perf_counter() + time_limit
     master, floors, broken = outer_model(fs, choices, seed)
@@ -119,12 +129,12 @@ def search_sources(fs: FreeSource, choices, plan_pair: Callable[..., Any],
         left = deadline - time.perf_counter()
         best = result.best.cycles if result.candidates else None
         t0 = time.perf_counter()
-        p = master.propose(best, left) if left > 0 else "cut"
+        p = master.propose(best, left) if left > 0 else Spent.TIME
         result.times["outer cp-sat"] = result.times.get("outer cp-sat", 0.0) + (
             time.perf_counter() - t0)
-        if p is None:
+        if p is Spent.ALL:
             break
-        if p == "cut":
+        if p is Spent.TIME:
             cut = True
             break
         master.exclude(p)
@@ -132,21 +142,22 @@ def search_sources(fs: FreeSource, choices, plan_pair: Callable[..., Any],
             progress("search", master.rounds, None, (f"best {best:,}, " if best else "")
                      + f"bound {p.bound:,} cycles")
         opt = choices.for_source(fs.tensor(p.order), fs.text(p.order))[p.option]
-        try:
-            found = plan_pair([opt], best, deadline - time.perf_counter())
-        except TcplanError as e:
-            if e.code == "plan-time-limit":
-                cut = True
-                break
+        out = plan_pair([opt], best, deadline - time.perf_counter())
+        if isinstance(out, TimedOut):
+            cut = True
+            break
+        if isinstance(out, NoPlan):
+            e = out.error
             failures.append(e)
             tried.append(opt)
-            _merge(result, getattr(e, "search", None), e)
+            _merge(result, out.record, e)
             if e.code != "plan-no-layout" and not {v.rule for v in e.violations} & set(
                     ORDER_RULES):
                 master.drop(p.option)  # a rule no order changes: the option is out
             continue
+        found = out.record
         _merge(result, found, None)
-        cut = found.status == "feasible"
+        cut = isinstance(out, Found) and not out.proven
         if found.candidates:
             result.options.append(opt)
             for c in found.candidates:
@@ -157,37 +168,33 @@ def search_sources(fs: FreeSource, choices, plan_pair: Callable[..., Any],
             result.candidates = sorted(result.candidates + found.candidates,
                                        key=lambda c: (c.cycles, c.option))
     result.rounds = master.rounds
-    result.status = "feasible" if cut else "optimal"
     if result.candidates:
-        return result
+        return Found(result, proven=not cut)
     if cut:
-        err = fail("plan-time-limit", (), limit=f"{time_limit:g}", lowered=result.enumerated)
-    elif not failures and broken:
-        err = broken[0]
-    elif not tried:  # the outer model had no pair at all (pragma: the loader prevents it)
-        err = fail("plan-no-layout", (), pieces="of the source",
-                   rules="no (source order, option) pair is allowed")
-    elif len(tried) <= JOINT_CORE_MOST and deadline > time.perf_counter():
+        return TimedOut(fail("plan-time-limit", (), limit=f"{time_limit:g}",
+                             lowered=result.enumerated), result)
+    if not failures and broken:
+        return NoPlan(broken[0], result)
+    if not tried:  # the outer model had no pair at all (pragma: the loader prevents it)
+        return NoPlan(fail("plan-no-layout", (), pieces="of the source",
+                           rules="no (source order, option) pair is allowed"), result)
+    if len(tried) <= JOINT_CORE_MOST and deadline > time.perf_counter():
         # every pair failed: one minimal conflict across them all (their options' models
         # joined, as for placements: planner.layout._joint_core)
-        try:
-            plan_pair(tried, None, deadline - time.perf_counter(), core=True)
-        except TcplanError as e:
-            err = e
-        else:  # pragma: no cover - each of them had no plan alone
-            err = fail("plan-no-layout", (), pieces="of the source", rules="undecided")
-    else:
-        err = fail("plan-no-layout", tuple(result.rejected),
-                   pieces=f"in any of {fs.count():,} source layouts and "
-                          f"{len(floors)} placements and engine splits",
-                   rules=", ".join(f"{r} (rejected {k} plan(s) or layouts)"
-                                   for r, k in sorted(result.rejected.items()))
-                   or "the model has no plan")
-    if getattr(err, "search", None) is None:
-        err.search = result  # type: ignore[attr-defined]
-    else:  # the joint search's conflict, with this search's counts
-        err.search.rounds = result.rounds  # type: ignore[attr-defined]
-    raise err
+        joint = plan_pair(tried, None, deadline - time.perf_counter(), core=True)
+        if isinstance(joint, (NoPlan, TimedOut)):
+            if not joint.record.searched:  # nothing searched: this search's counts
+                return type(joint)(joint.error, result)
+            joint.record.rounds = result.rounds  # the joint search, with this one's rounds
+            return joint
+        return NoPlan(fail("plan-no-layout", (), pieces="of the source",  # pragma: no cover
+                           rules="undecided"), result)  # (each of them had no plan alone)
+    return NoPlan(fail("plan-no-layout", tuple(result.rejected),
+                       pieces=f"in any of {fs.count():,} source layouts and "
+                              f"{len(floors)} placements and engine splits",
+                       rules=", ".join(f"{r} (rejected {k} plan(s) or layouts)"
+                                       for r, k in sorted(result.rejected.items()))
+                       or "the model has no plan"), result)
 
 
 def outer_model(fs: FreeSource, choices, seed: int = 0
@@ -215,7 +222,7 @@ def _prices(options: list, lower_option
     bytes (None when it breaks a rule no order
     changes: capacity, placement, the engine count); the most HBM read requests of one chip
     and that chip's write requests; the errors of the options that break such rules."""
-    floors: list[int | None] = []
+    floors: list[tuple[int, int] | None] = []
     loads: list[tuple[float, float]] = []
     broken: list[TcplanError] = []
     for o in options:

@@ -8,7 +8,6 @@ location prepended.  YAML is read with PyYAML's safe loader only.
 from __future__ import annotations
 
 import pathlib
-from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -18,6 +17,8 @@ from tcplan.model import limits
 from tcplan.model.mapping import MAX_SIZE, Mapping, parse, validate_axes
 from tcplan.model.rules import TcplanError, Violation, fail
 from tcplan.model.tiers import DIM_TITLES, REQUIRED_DIMS, TIER_DIMS, Tensor, default_dim
+
+from .problem import Problem
 
 FORMAT_VERSION = 1
 #: top-level keys every problem may have (each kind adds its own: planner/kinds/)
@@ -47,19 +48,6 @@ EXPECT_TYPE_NAMES = {int: "a whole number", bool: "true or false", str: "text",
                      list: "a list of rule ids"}
 EXPECT_EXAMPLES = {"cycles": "628", "invocations": "1", "verified": "true",
                    "status": "optimal", "error": "capacity", "explanation": "[capacity]"}
-
-
-@dataclass
-class Problem:
-    path: str
-    name: str
-    kind: str
-    chips: int
-    dtype: str
-    axes: dict[str, int]
-    tensors: dict[str, Tensor]
-    params: dict[str, Any] = field(default_factory=dict)
-    expect: dict[str, Any] = field(default_factory=dict)
 
 
 def _did_you_mean(word: object, choices) -> str:
@@ -272,7 +260,8 @@ class SubDoc:
 
     def __init__(self, doc: "_Doc | SubDoc", place: Any):
         self.doc, self.place = doc, place
-        self.path, self.lines = doc.path, doc.lines
+        self.path: str = doc.path
+        self.lines: list[str] = doc.lines
 
     def node_at(self, keys: tuple) -> Any:
         return self.doc.node_at(self.place(keys))
@@ -340,8 +329,7 @@ def problem_from(doc: Any, data: Any, path: str) -> Problem:
                         e.violations[0].fix) from None
     ctx = _Ctx(doc, axes, chips, dtype)
     tensors: dict[str, Tensor] = {}
-    params: dict[str, Any] = {}
-    the_kind.load(ctx, data, kind, tensors, params)
+    spec = the_kind.load(ctx, data, kind, tensors)
     expect = data.get("expect", {})
     if not isinstance(expect, dict):
         raise doc.error(("expect",), "expected a mapping", "expect: {cycles: 628}")
@@ -356,7 +344,7 @@ def problem_from(doc: Any, data: Any, path: str) -> Problem:
                 not isinstance(v, list) or all(isinstance(x, str) for x in v))):
             raise doc.error(("expect", k), f"{v!r} is not {EXPECT_TYPE_NAMES[want]}",
                             f"e.g. {k}: {EXPECT_EXAMPLES[k]}")
-    return Problem(path, name, kind, chips, dtype, axes, tensors, params, expect)
+    return Problem(path, name, kind, chips, dtype, axes, tensors, spec, expect)
 
 
 class _Ctx:
@@ -431,7 +419,17 @@ class _Ctx:
             out[k] = v
         return out
 
+    def error_at(self, keys: tuple, e: TcplanError) -> TcplanError:
+        """A mapping error of the loader's own making, located at ``keys``."""
+        v = e.violations[0]
+        return TcplanError(Violation(v.rule, v.terms, {
+            **v.detail, "what": f"{self.doc.where(keys)}: {'.'.join(map(str, keys))}"}))
+
     def mapping(self, keys: tuple, value: Any, dim: str) -> Mapping:
+        """The mapping at ``keys``: the user's text parsed (errors located there), or a
+        mapping the loader built itself (a default, a candidate), taken as it is."""
+        if isinstance(value, Mapping):
+            return value
         if isinstance(value, int) and not isinstance(value, bool):
             value = str(value)
         if not isinstance(value, str):

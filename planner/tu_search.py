@@ -19,20 +19,32 @@ plan it proposes is lowered by :func:`model.tu.lower` with every rule (iteration
 starvation among them); a rejected plan is excluded and the model solved again
 (:func:`search`).  An infeasible model's core is the conflict `tcplan explain` prints.  The
 planner only chooses: the executor checks the plan.
+
+The search's answer is a value (planner/outcome.py): :class:`~planner.outcome.Found` (the
+plan, proven optimal or cut by the time limit), :class:`~planner.outcome.NoPlan` (the
+model's conflict, or the rules that rejected every plan it proposed) or
+:class:`~planner.outcome.TimedOut`, each carrying what the search counted
+(:class:`TuSearch`).  The stream's Time and Packet are built from the pieces' mappings
+(:attr:`Piece.mapping`), never from text parsed again.
 """
 
 from __future__ import annotations
 
 import time as _time
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, TypeAlias
 
 from tcplan.model import hardware as hw
-from tcplan.model import limits
-from tcplan.model import tu
-from tcplan.model.mapping import Factor, coalesce_factors, parse
+from tcplan.model import limits, tu
+from tcplan.model.mapping import Factor, Mapping, axis, coalesce_factors, join
 from tcplan.model.rules import RULES, TcplanError, Violation, fail
 from tcplan.model.tiers import Tensor
+
+from .outcome import Found, NoPlan, TimedOut
+
+if TYPE_CHECKING:
+    from ortools.sat.python.cp_model import Constraint, CpSolver, IntVar, LinearExpr
 
 MAX_PLANS = limits.TU_SEARCH_MAX_PLANS
 
@@ -49,12 +61,22 @@ class Piece:
     size: int  # the axis's size
     radix: int = 0  # the digit's range (0: its count)
 
-    def term(self) -> str:
+    @cached_property
+    def mapping(self) -> Mapping:
+        """The piece as a stream term, built: ``A``, ``A / lo``, then ``% radix`` when the
+        digit ends inside the axis, then ``= count`` when its live values end inside the
+        digit (``A / 4 % 8 = 5``)."""
         radix = self.radix or self.count
-        text = self.axis if self.lo == 1 else f"{self.axis} / {self.lo}"
+        m = axis(self.axis, self.size)
+        if self.lo > 1:
+            m = m / self.lo
         if self.lo * radix < self.size:
-            text += f" % {radix}"
-        return text + (f" = {self.count}" if self.count < radix else "")
+            m = m % radix
+        return m.resize(self.count) if self.count < radix else m
+
+    def term(self) -> str:
+        """The piece's term as text (messages and the search's list of pieces)."""
+        return self.mapping.body()
 
 
 def _cuts(f: Factor, span: int, most: int) -> list[int]:
@@ -71,12 +93,13 @@ def _cuts(f: Factor, span: int, most: int) -> list[int]:
     return ks
 
 
-def _split(f: Factor, wt: int, ks: list[int], size: int) -> list[Piece]:
-    """Digit ``f`` (DM step ``wt``) cut at positions ``ks``, innermost piece first."""
+def _split(f: Factor, name: str, wt: int, ks: list[int], size: int) -> list[Piece]:
+    """Digit ``f`` of axis ``name`` (DM step ``wt``) cut at positions ``ks``, innermost
+    piece first."""
     out, prev = [], 1
     for k in ks + [f.count]:
         radix = f.radix // prev if k == f.count else k // prev
-        out.append(Piece(f.axis, f.lo * prev, k // prev if k != f.count else f.count // prev,
+        out.append(Piece(name, f.lo * prev, k // prev if k != f.count else f.count // prev,
                          wt * prev, size, radix))
         prev = k
     return out
@@ -103,7 +126,7 @@ def pieces_of(memory: Tensor, most: int) -> tuple[list[Piece], int]:
             contiguous &= f.size == 1
             continue
         if contiguous and wt == span:
-            parts = _split(f, wt, _cuts(f, span, most), axes[f.axis])
+            parts = _split(f, f.axis, wt, _cuts(f, span, most), axes[f.axis])
             out += parts
             run += len(parts)
             contiguous = f.count == f.size
@@ -114,33 +137,60 @@ def pieces_of(memory: Tensor, most: int) -> tuple[list[Piece], int]:
     return out[::-1], run
 
 
-@dataclass
-class Found:
-    """A search's outcome: the plan (None without one), whether it is proven optimal, the
-    rules that rejected proposed plans, and the conflict when there is no plan."""
+@dataclass(frozen=True)
+class TuRequest:
+    """One search: the engine (``fetch`` or ``commit``), the DM tensor it reads or writes,
+    the context it runs in, the chips, and the solver's settings (its time limit in
+    seconds, seed and worker threads)."""
 
-    plan: tu.TuPlan | None
-    optimal: bool
+    engine: str
+    memory: Tensor
+    context: str = "main"
+    chips: int = 1
+    time_limit: float = 10.0
+    seed: int = 0
+    workers: int = 1
+
+
+@dataclass(frozen=True)
+class TuSearch:
+    """What a search counted: the candidate pieces, the plan when one was found, the rules
+    that rejected proposed plans (how many times each, and one example of each), and how
+    many plans it lowered."""
+
+    pieces: tuple[Piece, ...] = ()
+    plan: tu.TuPlan | None = None
     rejected: dict[str, int] = field(default_factory=dict)
     examples: dict[str, Violation] = field(default_factory=dict)  # one per rejecting rule
-    conflict: list[Violation] = field(default_factory=list)
     lowered: int = 0
-    pieces: list[str] = field(default_factory=list)
-    timed_out: bool = False  # the solver stopped at the time limit
 
-    def error(self, time_limit: float) -> TcplanError:
-        """Why there is no plan: the model's conflict, the rules that rejected every plan it
-        proposed (all of them, or the first ``MAX_PLANS``), or the time limit."""
-        if self.conflict:
-            return TcplanError(self.conflict)
-        if self.examples and not self.timed_out:
-            more = (f" (the first {self.lowered} plans the model proposed)"
-                    if self.lowered >= MAX_PLANS else "")
-            return TcplanError(Violation("plan-no-layout", tuple(self.examples), {
-                "pieces": ", ".join(self.pieces), "rules": "; ".join(
-                    f"[{r}] {v.message}" for r, v in self.examples.items()) + more}))
-        return TcplanError(Violation("plan-time-limit", (), {
-            "limit": time_limit, "lowered": self.lowered}))
+    def best(self) -> tu.TuPlan:
+        """The plan found (the record of a :class:`Found` outcome holds one)."""
+        if self.plan is None:  # pragma: no cover - asked of a search without a plan
+            raise ValueError("the search found no plan")
+        return self.plan
+
+
+#: what :func:`search` returns
+TuOutcome: TypeAlias = Found[TuSearch] | NoPlan[TuSearch] | TimedOut[TuSearch]
+
+
+def _time_limit(record: TuSearch, limit: float) -> TimedOut[TuSearch]:
+    """The time limit stopped the search before a plan."""
+    return TimedOut(TcplanError(Violation("plan-time-limit", (), {
+        "limit": limit, "lowered": record.lowered})), record)
+
+
+def _rejected(record: TuSearch, limit: float) -> NoPlan[TuSearch] | TimedOut[TuSearch]:
+    """No plan: the rules that rejected every plan the model proposed (all of them, or the
+    first ``MAX_PLANS``); the time limit when none was rejected."""
+    if not record.examples:
+        return _time_limit(record, limit)
+    more = (f" (the first {record.lowered} plans the model proposed)"
+            if record.lowered >= MAX_PLANS else "")
+    return NoPlan(TcplanError(Violation("plan-no-layout", tuple(record.examples), {
+        "pieces": ", ".join(p.term() for p in record.pieces), "rules": "; ".join(
+            f"[{r}] {v.message}" for r, v in record.examples.items()) + more})), record)
 
 
 def _packets(pieces: list[Piece], run: int, eb: int, context: str, total: int
@@ -166,91 +216,95 @@ class _Model:
         self.cp = cp_model
         m = self.m = cp_model.CpModel()
         self.pieces, n = pieces, len(pieces)
-        self.req: dict[str, Any] = {}  # rule id -> its assumption literal
-        self.j = {k: m.NewBoolVar(f"packet_{k}") for k in range(run + 1)}
-        m.AddExactlyOne(self.j.values())
-        self.in_packet = [m.NewBoolVar(f"in_packet_{i}") for i in range(n)]
+        self.req: dict[str, IntVar] = {}  # rule id -> its assumption literal
+        self.j = {k: m.new_bool_var(f"packet_{k}") for k in range(run + 1)}
+        m.add_exactly_one(self.j.values())
+        self.in_packet = [m.new_bool_var(f"in_packet_{i}") for i in range(n)]
         for i in range(n):  # piece i is in the packet iff j > (its place from the inside)
             inner = n - 1 - i
-            m.Add(sum(self.j[k] for k in self.j if k > inner) == 1).OnlyEnforceIf(
+            m.add(sum(self.j[k] for k in self.j if k > inner) == 1).only_enforce_if(
                 self.in_packet[i])
-            m.Add(sum(self.j[k] for k in self.j if k > inner) == 0).OnlyEnforceIf(
-                self.in_packet[i].Not())
-        self._rule("packet-bytes", [m.AddBoolOr([self.j[k] for k in packets] or
-                                                [m.NewConstant(0)])])
+            m.add(sum(self.j[k] for k in self.j if k > inner) == 0).only_enforce_if(
+                self.in_packet[i].negated())
+        self._rule("packet-bytes", [m.add_bool_or([self.j[k] for k in packets] or
+                                                  [m.new_constant(0)])])
         # the Time circuit: node n is the start/end; arc (i, k): loop i just outside loop k
-        self.arc: dict[tuple[int, int], Any] = {}
-        arcs = []
+        self.arc: dict[tuple[int, int], IntVar] = {}
+        arcs: list[tuple[int, int, IntVar]] = []
         for i in range(n + 1):
             for k in range(n + 1):
                 if i != k:
-                    self.arc[i, k] = lit = m.NewBoolVar(f"arc_{i}_{k}")
+                    self.arc[i, k] = lit = m.new_bool_var(f"arc_{i}_{k}")
                     arcs.append((i, k, lit))
         for i in range(n):  # a packet piece is off the Time circuit
             arcs.append((i, i, self.in_packet[i]))
-        no_time = m.NewBoolVar("no_time")  # every piece in the packet: the start node alone
-        m.Add(sum(self.in_packet) == n).OnlyEnforceIf(no_time)
-        m.Add(sum(self.in_packet) < n).OnlyEnforceIf(no_time.Not())
+        no_time = m.new_bool_var("no_time")  # every piece in the packet: the start node alone
+        m.add(sum(self.in_packet) == n).only_enforce_if(no_time)
+        m.add(sum(self.in_packet) < n).only_enforce_if(no_time.negated())
         arcs.append((n, n, no_time))
-        m.AddCircuit(arcs)
+        m.add_circuit(arcs)
         # merges: loop i then loop k contiguous in DM, or the innermost loop into the packet
-        merged, self.merge = [], {}
+        merged: list[IntVar] = []
+        self.merge: dict[tuple[int, int], IntVar] = {}
         for (i, k), lit in self.arc.items():
             if i < n and k < n and pieces[i].weight == pieces[k].count * pieces[k].weight:
                 self.merge[i, k] = lit
                 merged.append(lit)
         into = self._into_packet(run)
-        packet_entry = m.NewBoolVar("packet_entry")
-        m.Add(packet_entry == 1 - self.j[0])
+        packet_entry = m.new_bool_var("packet_entry")
+        m.add(packet_entry == 1 - self.j[0])
         entries = sum(1 - x for x in self.in_packet) + packet_entry - sum(merged) - into
         self.entries = entries
-        self._rule("entry-limit", [m.Add(entries <= hw.MAX_SEQUENCER_ENTRIES)])
+        self._rule("entry-limit", [m.add(entries <= hw.MAX_SEQUENCER_ENTRIES)])
         if engine == "commit":
             cons = []
             for i, p in enumerate(pieces):
                 if (p.weight * eb) % hw.COMMIT_ALIGN_BYTES:
                     outs = [lit for (a, _), lit in self.merge.items() if a == i]
-                    cons.append(m.AddBoolOr(outs + [self.in_packet[i], self.last[i]]
-                                            if i in self.last else outs + [self.in_packet[i]]))
+                    cons.append(m.add_bool_or(outs + [self.in_packet[i], self.last[i]]
+                                              if i in self.last else
+                                              outs + [self.in_packet[i]]))
             self._rule("commit-align", cons)
         self.cycles = sum(c * self.j[k] for k, c in packets.items())
-        m.Minimize(self.cycles * (hw.MAX_SEQUENCER_ENTRIES + len(pieces) + 2) + entries)
+        m.minimize(self.cycles * (hw.MAX_SEQUENCER_ENTRIES + len(pieces) + 2) + entries)
 
-    def _into_packet(self, run: int) -> Any:
+    def _into_packet(self, run: int) -> LinearExpr | int:
         """1 when the innermost Time loop merges into the packet's entry (it is the packet's
         outermost piece's contiguous successor); ``last[i]``: loop i is innermost in Time
         and merges so."""
         m, n, ps = self.m, len(self.pieces), self.pieces
-        self.last: dict[int, Any] = {}
+        into: dict[int, list[IntVar]] = {}
         terms = []
         for i in range(n):
             for k in range(1, run + 1):  # packet of the innermost k pieces, outermost n - k
                 top = n - k
                 if i < top and ps[i].weight == ps[top].count * ps[top].weight:
-                    lit = m.NewBoolVar(f"into_{i}_{k}")
-                    m.AddBoolAnd([self.arc[i, n], self.j[k]]).OnlyEnforceIf(lit)
-                    m.AddBoolOr([self.arc[i, n].Not(), self.j[k].Not(), lit])
+                    lit = m.new_bool_var(f"into_{i}_{k}")
+                    m.add_bool_and([self.arc[i, n], self.j[k]]).only_enforce_if(lit)
+                    m.add_bool_or([self.arc[i, n].negated(), self.j[k].negated(), lit])
                     terms.append(lit)
-                    self.last.setdefault(i, []).append(lit)
-        for i, lits in list(self.last.items()):
-            any_ = m.NewBoolVar(f"last_{i}")
-            m.AddMaxEquality(any_, lits)
+                    into.setdefault(i, []).append(lit)
+        self.last: dict[int, IntVar] = {}
+        for i, lits in into.items():
+            any_ = m.new_bool_var(f"last_{i}")
+            m.add_max_equality(any_, lits)
             self.last[i] = any_
         return sum(terms)
 
-    def _rule(self, rule: str, constraints: list) -> None:
-        lit = self.req[rule] = self.m.NewBoolVar(f"req_{rule}")
+    def _rule(self, rule: str, constraints: list[Constraint]) -> None:
+        lit = self.req[rule] = self.m.new_bool_var(f"req_{rule}")
         for c in constraints:
-            c.OnlyEnforceIf(lit)
+            c.only_enforce_if(lit)
 
-    def decode(self, s) -> tuple[list[int], int]:
+    def decode(self, s: CpSolver) -> tuple[list[int], int]:
         """A solution: the Time pieces outermost first, and the packet's piece count."""
         n = len(self.pieces)
-        j = next(k for k, v in self.j.items() if s.Value(v))
-        order, cur = [], n
+        j = next(k for k, v in self.j.items() if s.value(v))
+        order: list[int] = []
+        cur = n
         while True:
             nxt = next((k for k in range(n + 1) if k != cur and (cur, k) in self.arc
-                        and s.Value(self.arc[cur, k])), n)
+                        and s.value(self.arc[cur, k])), n)
             if nxt == n:
                 return order, j
             order.append(nxt)
@@ -260,7 +314,7 @@ class _Model:
         n = len(self.pieces)
         chain = [n] + order + [n]
         lits = [self.arc[a, b] for a, b in zip(chain, chain[1:]) if (a, b) in self.arc]
-        self.m.AddBoolOr([x.Not() for x in lits] + [self.j[j].Not()])
+        self.m.add_bool_or([x.negated() for x in lits] + [self.j[j].negated()])
 
 
 def _joined(ps: list[Piece]) -> list[Piece]:
@@ -280,23 +334,28 @@ def _joined(ps: list[Piece]) -> list[Piece]:
 
 
 def _stream(memory: Tensor, pieces: list[Piece], order: list[int], j: int) -> Tensor:
-    axes = memory.dims["element"].axes
+    """The stream of a solution: the memory's Chip, Cluster and Slice; Time the pieces of
+    ``order`` and Packet the innermost ``j`` pieces, neighbouring pieces of a digit rejoined
+    (``m![1]`` when none)."""
     n = len(pieces)
-    time = ", ".join(p.term() for p in _joined([pieces[i] for i in order])) or "1"
-    packet = ", ".join(p.term() for p in _joined(pieces[n - j:])) or "1"
     dims = {d: memory.dims[d] for d in tu.SPATIAL}
-    dims["time"] = parse(f"m![{time}]", axes, "time")
-    dims["packet"] = parse(f"m![{packet}]", axes, "packet")
+    dims["time"] = join(p.mapping for p in _joined([pieces[i] for i in order]))
+    dims["packet"] = join(p.mapping for p in _joined(pieces[n - j:]))
     return Tensor("stream", "stream", memory.dtype, dims)
 
 
-def search(engine: str, memory: Tensor, context: str, chips: int, time_limit: float = 10.0,
-           seed: int = 0, workers: int = 1) -> Found:
-    """The fastest legal stream (Time order and Packet) of a Fetch or Commit of ``memory``."""
-    deadline = _time.perf_counter() + time_limit
+def search(req: TuRequest) -> TuOutcome:
+    """The fastest legal stream (Time order and Packet) of a Fetch or Commit of
+    ``req.memory``: :class:`Found` (``proven``: optimal under the cycle model; False when the
+    time limit cut the search after a plan), :class:`NoPlan` (what no stream changes, the
+    model's conflict, or the rules that rejected every plan it proposed) or
+    :class:`TimedOut` (the time limit before any plan).  A mistake in the request (an input
+    error) is raised."""
+    engine, memory, context, chips = req.engine, req.memory, req.context, req.chips
+    deadline = _time.perf_counter() + req.time_limit
     static = tu.static_violations(engine, memory, chips)
     if static:  # no stream changes these: they are the answer
-        raise TcplanError(static)
+        return NoPlan(TcplanError(static), TuSearch())
     eb = memory.elem_bytes
     pieces, run = pieces_of(memory, hw.FETCH_MAX_READ_BYTES // eb)
     if not pieces:
@@ -308,53 +367,58 @@ def search(engine: str, memory: Tensor, context: str, chips: int, time_limit: fl
         total *= p.count
     packets = _packets(pieces, run, eb, context, total)
     model = _Model(pieces, run, packets, engine, eb)
-    model.m.AddAssumptions(list(model.req.values()))
-    found = Found(None, False, pieces=[p.term() for p in pieces])
-    while found.lowered < MAX_PLANS:
+    model.m.add_assumptions(list(model.req.values()))
+    rejected: dict[str, int] = {}
+    examples: dict[str, Violation] = {}
+    lowered = 0
+
+    def record(plan: tu.TuPlan | None = None) -> TuSearch:
+        return TuSearch(tuple(pieces), plan, rejected, examples, lowered)
+
+    while lowered < MAX_PLANS:
         s = model.cp.CpSolver()
-        s.parameters.num_workers = max(workers, 1)
-        s.parameters.random_seed = seed
+        s.parameters.num_workers = max(req.workers, 1)
+        s.parameters.random_seed = req.seed
         s.parameters.max_time_in_seconds = max(deadline - _time.perf_counter(), 0.05)
-        status = s.Solve(model.m)
+        status = s.solve(model.m)
         if status == model.cp.INFEASIBLE:
-            if found.lowered == 0:
-                found.conflict = _conflict(model, s, memory, engine, deadline)
-            return found
+            if lowered == 0:
+                return NoPlan(TcplanError(_conflict(model, s, memory, engine, deadline)),
+                              record())
+            return _rejected(record(), req.time_limit)  # every plan it proposed, rejected
         if status not in (model.cp.OPTIMAL, model.cp.FEASIBLE):
-            found.timed_out = True
-            return found  # the time limit: no plan, or none proven
+            return _time_limit(record(), req.time_limit)  # no plan, or none proven
         order, j = model.decode(s)
-        found.lowered += 1
+        lowered += 1
         try:
             plan = tu.lower(engine, memory, _stream(memory, pieces, order, j), context, chips)
         except TcplanError as err:
             if err.kind == "input":
                 raise
             for v in err.violations:
-                found.rejected[v.rule] = found.rejected.get(v.rule, 0) + 1
-                found.examples.setdefault(v.rule, v)
+                rejected[v.rule] = rejected.get(v.rule, 0) + 1
+                examples.setdefault(v.rule, v)
             model.exclude(order, j)
             continue
-        found.plan, found.optimal = plan, status == model.cp.OPTIMAL
-        return found
-    return found
+        return Found(record(plan), proven=status == model.cp.OPTIMAL)
+    return _rejected(record(), req.time_limit)
 
 
-def _conflict(model: _Model, s, memory: Tensor, engine: str, deadline: float
+def _conflict(model: _Model, s: CpSolver, memory: Tensor, engine: str, deadline: float
               ) -> list[Violation]:
     """The model's core, shrunk by deletion to a minimal set of rules that no order and
     packet satisfy together (without any one of them the others can be met)."""
-    names = {v.Index(): r for r, v in model.req.items()}
-    core = [names[i] for i in s.SufficientAssumptionsForInfeasibility() if i in names]
+    names = {v.index: r for r, v in model.req.items()}
+    core = [names[i] for i in s.sufficient_assumptions_for_infeasibility() if i in names]
     for r in list(core):
         if len(core) == 1 or _time.perf_counter() > deadline:
             break
         trial = [x for x in core if x != r]
-        model.m.ClearAssumptions()
-        model.m.AddAssumptions([model.req[x] for x in trial])
+        model.m.clear_assumptions()
+        model.m.add_assumptions([model.req[x] for x in trial])
         sv = model.cp.CpSolver()
         sv.parameters.max_time_in_seconds = max(deadline - _time.perf_counter(), 0.05)
-        if sv.Solve(model.m) == model.cp.INFEASIBLE:
+        if sv.solve(model.m) == model.cp.INFEASIBLE:
             core = trial  # still no plan without r: r is not needed
     return [Violation("plan-no-layout", tuple(core), {
         "pieces": ", ".join(p.term() for p in model.pieces),

@@ -40,7 +40,7 @@ def test_the_query_broadcast_plans_at_its_bound_and_verifies():
     dmn = 8 * 4096 / 128
     assert channel > dmn
     assert solved.cycles == solved.lower_bound == int(np.ceil(500 + channel)) == 842
-    assert solved.record["checked"] == 64 * 8 * 2 * 128  # every element of every copy
+    assert solved.record.checked == 64 * 8 * 2 * 128  # every element of every copy
     # reads repeat: the copies' digit is a stride-0 read entry, written 4 slices apart
     plan = solved.plan
     k = plan.terms.index("T / 8")
@@ -85,7 +85,7 @@ def test_small_broadcasts_plan_and_verify(destination, extra):
     solved = tcplan.solve(p)
     assert solved.status == "optimal" and solved.verified is True, solved.text()
     # every copy of every element was checked: the destination holds 8 x 64 x 4 elements
-    assert solved.record["checked"] == 8 * 64 * 4
+    assert solved.record.checked == 8 * 64 * 4
 
 
 def test_a_given_broadcast_stream_verifies_and_a_missing_copy_does_not():

@@ -132,7 +132,7 @@ def _merge_sets(spine, choice):
 def brute_force(p):
     """Every (invocation, option, merge) assignment; valid = every chain passes the validator
     and the chains compute the formula. Returns (min cycles, invocations of that plan)."""
-    f = p.params["expression"]
+    f = p.spec.expression
     spine = linearize(f, set())
     n = len(spine.ops)
     best = None
@@ -146,7 +146,7 @@ def brute_force(p):
             for merged in _merge_sets(spine, choice):
                 sol = Solution("brute", inv, list(choice), 0, merged)
                 try:
-                    chains = build(spine, sol, stream, p.axes, {}, p.params.get("pair_axis"))
+                    chains = build(spine, sol, stream, p.axes, {}, p.spec.pair_axis)
                     analyses = [ve.analyze(c) for c in chains]
                 except TcplanError:
                     continue

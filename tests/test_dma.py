@@ -21,7 +21,7 @@ def plan_of(n):
     p = load_problem(SEED / f"dma_example_{n}.yaml")
     t = p.tensors
     return p, dma.lower(t["source"], t["destination"], t["stream"], p.chips,
-                        p.params.get("engine_at"))
+                        p.spec.engine_at)
 
 
 def resolve(entries):
@@ -169,5 +169,5 @@ def test_engine_at_overrides_the_default_engine():
     assert plan.engines[0].engine == (0, 0, 0)  # local to the source's first slice
     p = load_problem_text(text + "engine_at: {chip: 0, cluster: 1, pair: 2}\n")
     plan = dma.lower(p.tensors["source"], p.tensors["destination"], p.tensors["stream"], 1,
-                     p.params["engine_at"])
+                     p.spec.engine_at)
     assert plan.engines[0].engine == (0, 1, 2)

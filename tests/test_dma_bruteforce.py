@@ -69,7 +69,7 @@ def run_commands(plan, src, dst):
 def check(problem):
     t = problem.tensors
     src, dst = t["source"], t["destination"]
-    plan = dma.lower(src, dst, t["stream"], problem.chips, problem.params.get("engine_at"),
+    plan = dma.lower(src, dst, t["stream"], problem.chips, problem.spec.engine_at,
                      pcie=problem.kind == "pcie")
     sa, si, sl = placed(src, problem.axes)
     da, di, dl = placed(dst, problem.axes)

@@ -11,10 +11,11 @@ import random
 import pytest
 
 from tcplan.model.cost import lower_bound
-from tcplan.model.hbm_bits import bit_report, moved_by
 from tcplan.model.rules import TcplanError
 from tcplan.planner.cli import main
 from tcplan.planner.dma_plan import plan_free
+from tcplan.planner.dma_spec import DmaSpec
+from tcplan.planner.outcome import Found, NoPlan, unwrap
 from tcplan.planner.spec import Problem, load_problem, load_problem_text
 from test_layout_planner import brute_force
 
@@ -59,8 +60,8 @@ def cheapest_over_sources(p: Problem) -> int | None:
     """The least estimate over every source candidate, each by itertools over every order
     and packet of the stream (None: no candidate has a legal plan)."""
     costs = [brute_force(Problem(p.path, p.name, p.kind, p.chips, p.dtype, p.axes,
-                                 {**p.tensors, "source": src}, {"free": p.params["free"]}))
-             for _, src in p.params["free_source"]]
+                                 {**p.tensors, "source": src}, DmaSpec(free=p.spec.free)))
+             for _, src in p.spec.free_source]
     return min((c for c in costs if c is not None), default=None)
 
 
@@ -70,18 +71,18 @@ def test_the_plan_is_the_cheapest_of_every_source_layout_and_order(seed):
     (itertools), against the planner."""
     p = small_problem(seed)
     best = cheapest_over_sources(p)
-    try:
-        found, _ = plan_free(p)
-    except TcplanError as e:  # no source layout has a legal plan (8-byte alignment)
-        assert best is None and e.code == "plan-no-layout"
+    out = plan_free(p)
+    if not isinstance(out, Found):  # no source layout has a legal plan (8-byte alignment)
+        assert best is None and isinstance(out, NoPlan) and out.error.code == "plan-no-layout"
         return
+    found = out.record
     assert found.best.cycles == best, (seed, found.best.plan.source.dims["element"].text())
     assert lower_bound(found.best.plan) <= found.best.cycles
 
 
 def test_every_order_of_the_cut_digits_is_a_candidate():
     p = load_problem(ROOT / "problems/planning/dma_example_5_free_source.yaml")
-    texts = [t for t, _ in p.params["free_source"]]
+    texts = [t for t, _ in p.spec.free_source]
     assert len(texts) == 720  # every order of A / 4, A % 4, B, C, D / 256, D % 256
     assert "m![A / 4, A % 4, B, C, D / 256, D % 256]" in texts
 
@@ -121,14 +122,16 @@ def test_kernel_problems_with_a_free_source_are_the_cheapest_layout(name):
     """Library problems at full size: every source order x stream order x packet."""
     p = load_problem(ROOT / f"problems/planning/{name}.yaml")
     best = cheapest_over_sources(p)
-    found, _ = plan_free(p)
-    assert found.best.cycles == best and found.status == "optimal"
+    out = plan_free(p)
+    found = unwrap(out)
+    assert found.best.cycles == best and out.status == "optimal"
 
 
 def test_example_4_with_its_source_free_plans_at_its_bus_floor():
     """120 source orders; the plan reaches 500 + 16,384 x 16/3 (docs/decisions.md item 73)."""
     from tcplan.model.cost import dma_cycles
-    found, _ = plan_free(load_problem(ROOT / "problems/planning/dma_example_4_free_source.yaml"))
+    out = plan_free(load_problem(ROOT / "problems/planning/dma_example_4_free_source.yaml"))
+    found = unwrap(out)
     plan = found.best.plan
-    assert found.status == "optimal"
+    assert out.status == "optimal"
     assert found.best.cycles == dma_cycles(plan).cycles == lower_bound(plan) == 87_882

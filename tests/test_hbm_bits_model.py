@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 
 import numpy as np
 import pytest
@@ -20,6 +21,8 @@ from tcplan.model.rules import TcplanError
 from tcplan.planner.bits import CHANNEL_INPUTS, channels_reached, outputs_reached, request_floor
 from tcplan.planner.layout import candidate_pieces
 from tcplan.planner.dma_plan import Choices, plan_free
+from tcplan.planner.dma_spec import DmaSpec
+from tcplan.planner.outcome import Found, NoPlan, error_of, unwrap
 from tcplan.planner.sources import outer_model
 from tcplan.planner.spec import Problem, load_problem_text
 from test_free_source import small_problem
@@ -84,7 +87,7 @@ GENERATORS = (bits_problem, small_problem, bus_problem)
 
 def _problem_with_order(p: Problem, src) -> Problem:
     return Problem(p.path, p.name, p.kind, p.chips, p.dtype, p.axes,
-                   {**p.tensors, "source": src}, {"free": p.params["free"]})
+                   {**p.tensors, "source": src}, DmaSpec(free=p.spec.free))
 
 
 @pytest.mark.parametrize("seed", range(9))
@@ -92,7 +95,7 @@ def test_the_outer_models_bits_are_the_tensors_bits(seed):
     """For every source order: the channel outputs the model says a moved digit lands on
     are those of the order's own bit spans (model/hbm_bits.py), digit by digit."""
     p = GENERATORS[seed % 3](seed)
-    fs = p.params["free_source"]
+    fs = p.spec.free_source
     choices = Choices(p)
     master, _, _ = outer_model(fs, choices)
     moved = moved_by(p.tensors["destination"])
@@ -119,7 +122,7 @@ def test_the_outer_bound_never_exceeds_a_plan_of_its_order(seed):
     that order by itertools over every stream order and packet: never above it (else the
     search could stop before the optimum); and the search's plan is the cheapest of all."""
     p = GENERATORS[seed % 3](seed)
-    fs = p.params["free_source"]
+    fs = p.spec.free_source
     choices = Choices(p)
     try:
         master, _, _ = outer_model(fs, choices)
@@ -136,11 +139,11 @@ def test_the_outer_bound_never_exceeds_a_plan_of_its_order(seed):
         EXACT.append(bound == best)
         best_all = best if best_all is None else min(best_all, best)
     if best_all is not None:
-        found, _ = plan_free(p)
-        assert found.best.cycles == best_all and found.status == "optimal"
+        out = plan_free(p)
+        assert unwrap(out).best.cycles == best_all and out.status == "optimal"
     else:
-        with pytest.raises(TcplanError, match="plan-no-layout"):
-            plan_free(p)
+        out = plan_free(p)
+        assert isinstance(out, NoPlan) and re.search("plan-no-layout", str(out.error))
     COMPARED.append(compared)
 
 
@@ -180,7 +183,7 @@ def test_the_engine_floor_never_exceeds_an_estimate():
     checked = 0
     for seed in range(24):
         p = (small_problem if seed % 2 else bits_problem)(seed)
-        for _, src in itertools.islice(p.params["free_source"], 6):
+        for _, src in itertools.islice(p.spec.free_source, 6):
             for plan in _every_plan(_problem_with_order(p, src)):
                 floor, moved = engine_floor(plan)
                 cycles = estimate(plan).cycles
@@ -202,13 +205,13 @@ def test_an_unmoved_digit_on_the_stack_bit_halves_the_channels():
     from tcplan.planner.spec import load_problem
     root = pathlib.Path(__file__).resolve().parents[1]
     p = load_problem(root / "problems/planning/dma_example_5_free_source.yaml")
-    fs = p.params["free_source"]
+    fs = p.spec.free_source
     master, _, _ = outer_model(fs, Choices(p))
-    terms = [d.term for d in fs.digits]
+    terms = [d.label for d in fs.digits]
     row_major = tuple(terms.index(t) for t in
                       ("A / 4", "A % 4", "B", "C", "D / 256", "D % 256"))
     assert master.bound_of(row_major, 0) == 1_866
-    found, _ = plan_free(p)
+    found = unwrap(plan_free(p))
     assert found.best.cycles == 1_183 and found.rounds == 1
 
 
@@ -252,27 +255,26 @@ def test_with_a_free_split_the_outer_model_agrees_with_every_order_as_an_option(
     """Free source and free engine split: the outer model's plan against the baseline
     (every source order x engine split its own option model, each proven by the layout
     search); and every (order, option) pair's bound against that pair's own best plan."""
-    from tcplan.planner.layout import search
+    from tcplan.planner.layout import SearchRequest, search
     p = split_problem(case) if isinstance(case, int) else load_problem_text(case, "<rev>")
-    try:
-        want = plan_free(p, method="options")[0].best.cycles
-    except TcplanError as e:
-        with pytest.raises(TcplanError) as got:
-            plan_free(p)
-        assert got.value.code == e.code
+    base = plan_free(p, method="options")
+    if not isinstance(base, Found):
+        got = plan_free(p)
+        assert not isinstance(got, Found) and error_of(got).code == error_of(base).code
         return
-    found, _ = plan_free(p)
-    assert found.status == "optimal" and found.best.cycles == want
-    fs = p.params["free_source"]
+    want = base.record.best.cycles
+    out = plan_free(p)
+    assert out.status == "optimal" and unwrap(out).best.cycles == want
+    fs = p.spec.free_source
     choices = Choices(p)
     master, _, _ = outer_model(fs, choices)
     t = p.tensors
     for order in itertools.islice(fs.orders(), 6):
         for k, opt in enumerate(choices.for_source(fs.tensor(order), fs.text(order))):
-            try:
-                best = search(t["source"], t["destination"], t["stream"], p.chips,
-                              options=[opt]).best.cycles
-            except TcplanError:
+            one = search(SearchRequest(t["source"], t["destination"], t["stream"], p.chips,
+                                       options=(opt,)))
+            if not isinstance(one, Found):
                 continue
+            best = one.record.best.cycles
             bound = master.bound_of(order, k)
             assert bound is None or bound <= best, (fs.text(order), opt.label, bound, best)

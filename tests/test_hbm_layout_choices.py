@@ -11,11 +11,13 @@ import json
 
 import pytest
 
-from tcplan.model.mapping import parse
+from tcplan.model.mapping import join, parse
 from tcplan.model.rules import TcplanError
 from tcplan.model.tiers import Tensor, free_address
 from tcplan.planner.cli import main
 from tcplan.planner.dma_plan import plan_free
+from tcplan.planner.dma_spec import DmaSpec
+from tcplan.planner.outcome import Found, NoPlan, unwrap
 from tcplan.planner.spec import Problem, load_problem_text
 from test_layout_planner import brute_force
 
@@ -134,24 +136,24 @@ def test_free_source_and_free_destination_element_together(dtype, a, b, c):
     """Every source order x every destination Element order x (itertools) every stream
     order and packet, against the planner."""
     p = load_problem_text(BOTH.format(dtype=dtype, a=a, b=b, c=c), "<both>")
-    fe = p.params["free_element"]
+    fe = p.spec.free_element
     best = None
-    for _, src in p.params["free_source"]:
-        for terms in itertools.permutations(fe["terms"]):
+    for _, src in p.spec.free_source:
+        for terms in itertools.permutations(fe.terms):
             dst = p.tensors["destination"]
-            dims = {**dst.dims, "element": parse("m![" + ", ".join(terms) + "]", p.axes)}
+            dims = {**dst.dims, "element": join(terms)}
             q = Problem(p.path, p.name, p.kind, p.chips, p.dtype, p.axes,
                         {**p.tensors, "source": src,
                          "destination": Tensor(dst.name, dst.tier, dst.dtype, dims)},
-                        {"free": p.params["free"]})
+                        DmaSpec(free=p.spec.free))
             c_ = brute_force(q)
             best = c_ if best is None or (c_ is not None and c_ < best) else best
-    try:
-        found, _ = plan_free(p)
-    except TcplanError as e:
-        assert best is None and e.code == "plan-no-layout", e
+    out = plan_free(p)
+    if not isinstance(out, Found):
+        assert best is None and isinstance(out, NoPlan), out
+        assert out.error.code == "plan-no-layout", out.error
         return
-    assert found.status == "optimal" and found.best.cycles == best
+    assert out.status == "optimal" and out.record.best.cycles == best
 
 
 def test_two_hops_find_their_intermediate_with_the_outer_model():
@@ -163,16 +165,15 @@ def test_two_hops_find_their_intermediate_with_the_outer_model():
     from tcplan.planner.spec import load_problem
     root = pathlib.Path(__file__).resolve().parents[1]
     p = load_problem(root / "problems/planning/two_hop_narrow_rows.yaml")
-    hp = plan_hops(p)
+    hp = unwrap(plan_hops(p))
     fs = _intermediates(p)
     totals = []
     for order in fs.orders():
         mid = fs.tensor(order)
-        try:
-            totals.append(_hop(p, p.tensors["source"], mid).cycles
-                          + _hop(p, mid, p.tensors["destination"]).cycles)
-        except TcplanError:
+        first, second = _hop(p, p.tensors["source"], mid), _hop(p, mid, p.tensors["destination"])
+        if isinstance(first, TcplanError) or isinstance(second, TcplanError):
             continue
+        totals.append(first.cycles + second.cycles)
     assert len(hp.hops) == 2 and hp.cycles == min(totals)
 
 
@@ -193,24 +194,20 @@ def test_free_source_with_a_free_engine_split_against_brute_force(s, d, rows):
     p = load_problem_text(SPLIT.format(s=s, d=d, rows=rows), "<split>")
     stream = p.tensors["stream"]
     best = None
-    for _, src in p.params["free_source"]:
-        for split in engine_splits(src, p.tensors["destination"], stream, p.params["free"]):
-            try:
-                dims = {**stream.dims, **{k: parse(f"m![{v}]", p.axes, k)
-                                          for k, v in split.items()}}
-            except TcplanError:
-                continue
+    for _, src in p.spec.free_source:
+        for split in engine_splits(src, p.tensors["destination"], stream, p.spec.free):
+            dims = {**stream.dims, **split}
             q = Problem(p.path, p.name, p.kind, p.chips, p.dtype, p.axes,
                         {**p.tensors, "source": src,
                          "stream": Tensor("stream", "stream", stream.dtype, dims)},
-                        {"free": ["time", "packet"]})
+                        DmaSpec(free=("time", "packet")))
             try:
                 c = brute_force(q)
             except TcplanError:  # a split that cuts the pieces apart: no plan
                 continue
             best = c if best is None or (c is not None and c < best) else best
-    found, _ = plan_free(p)
-    assert found.status == "optimal" and found.best.cycles == best
+    out = plan_free(p)
+    assert out.status == "optimal" and unwrap(out).best.cycles == best
 
 
 def test_a_pcie_download_with_a_free_source_layout_and_address(tmp_path):
@@ -227,8 +224,9 @@ stream: {{chip: 'm![A]', time: free, packet: free}}
     code, out, _ = solve(tmp_path, text.format(element="free", address="free"))
     r = json.loads(out)
     assert code == 0 and r["verified"] and r["status"] == "optimal"
-    each = [plan_free(load_problem_text(text.format(element=f"'{o}'", address=0), "<o>"))[0]
-            .best.cycles for o in ("m![B, C]", "m![C, B]")]
+    each = [unwrap(plan_free(load_problem_text(text.format(element=f"'{o}'", address=0),
+                                               "<o>"))).best.cycles
+            for o in ("m![B, C]", "m![C, B]")]
     assert r["cycles"] == min(each) < max(each)
     assert r["plan"]["stream"]["source_element"] == "m![C, B]"  # the host's order
 
@@ -249,14 +247,15 @@ def test_a_free_source_under_the_seeds_given_stream_is_the_cheapest_order():
     p = load_problem_text(text, "<ex5 free source>")
     t = p.tensors
     costs = []
-    for _, src in p.params["free_source"]:
+    for _, src in p.spec.free_source:
         try:
             costs.append(estimate(dma.lower(src, t["destination"], t["stream"], p.chips)).cycles)
         except TcplanError:
             continue
-    found, _ = plan_free(p)
-    assert found.status == "optimal" and found.best.cycles == min(costs) == 1_183
-    assert found.best.time == "m![C, B % 32, B / 32]"  # the stream stays as given
+    out = plan_free(p)
+    found = unwrap(out)
+    assert out.status == "optimal" and found.best.cycles == min(costs) == 1_183
+    assert found.best.time.text() == "m![C, B % 32, B / 32]"  # the stream stays as given
     given = load_problem(root / "problems/seed/dma_example_5.yaml")
     assert estimate(dma.lower(given.tensors["source"], t["destination"], t["stream"],
                               p.chips)).cycles == 1_866

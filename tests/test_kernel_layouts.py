@@ -24,11 +24,12 @@ import yaml
 
 from tcplan.model.cost import dma_cycles, lower_bound
 from tcplan.model.hbm_bits import bit_report, moved_by
-from tcplan.model.mapping import parse
-from tcplan.model.rules import TcplanError
+from tcplan.model.mapping import join
 from tcplan.model.tiers import Tensor
 from tcplan.planner.cli import main
 from tcplan.planner.dma_plan import plan_free
+from tcplan.planner.dma_spec import DmaSpec
+from tcplan.planner.outcome import NoPlan, unwrap
 from tcplan.planner.spec import Problem, load_problem, load_problem_text
 from test_free_source import cheapest_over_sources
 from test_layout_planner import brute_force
@@ -115,20 +116,20 @@ stream: {time: free, packet: free}
 def _with(p: Problem, **tensors: Tensor) -> Problem:
     """``p`` with some tensors given and only its stream free."""
     return Problem(p.path, p.name, p.kind, p.chips, p.dtype, p.axes, {**p.tensors, **tensors},
-                   {"free": p.params["free"]})
+                   DmaSpec(free=p.spec.free))
 
 
 def destination_costs(p: Problem) -> list[int | None]:
-    """A free HBM destination Element (``params["free_element"]``: its terms, the prefix's
+    """A free HBM destination Element (``spec.free_element``: its terms, the prefix's
     outermost): per Element order, the least estimate over every order and packet of the
     stream by itertools (None: no legal plan)."""
-    fe = p.params["free_element"]
+    fe = p.spec.free_element
     dst = p.tensors["destination"]
-    rest = [t for t in fe["terms"] if t not in fe["prefix"]]
+    rest = [t for t in fe.terms if t not in fe.prefix]
     costs = []
     for order in itertools.permutations(rest):
         dims = dict(dst.dims)
-        dims["element"] = parse("m![" + ", ".join(fe["prefix"] + list(order)) + "]", p.axes)
+        dims["element"] = join(list(fe.prefix) + list(order))
         costs.append(brute_force(_with(p, destination=Tensor(
             dst.name, dst.tier, dst.dtype, dims, dst.address))))
     return costs
@@ -137,17 +138,14 @@ def destination_costs(p: Problem) -> list[int | None]:
 def source_costs(p: Problem) -> list[int | None]:
     """Per source Element candidate, test_free_source.cheapest_over_sources of that one
     candidate: the least estimate over every stream order and packet (itertools)."""
-    return [cheapest_over_sources(Problem(p.path, p.name, p.kind, p.chips, p.dtype, p.axes,
-                                          p.tensors, {"free": p.params["free"],
-                                                      "free_source": [(text, src)]}))
-            for text, src in p.params["free_source"]]
+    return [brute_force(_with(p, source=src)) for _, src in p.spec.free_source]
 
 
 def _candidates(p: Problem) -> int:
-    if "free_source" in p.params:
-        return len(list(p.params["free_source"]))
-    fe = p.params["free_element"]
-    return math.factorial(len(fe["terms"]) - len(fe["prefix"]))
+    if p.spec.free_source is not None:
+        return len(list(p.spec.free_source))
+    fe = p.spec.free_element
+    return math.factorial(len(fe.terms) - len(fe.prefix))
 
 
 def _chosen(found) -> str:
@@ -167,8 +165,8 @@ def test_every_new_problem_solves_optimal_and_verified(name):
     assert text.startswith("# ") and "\nformat: 1\n" in text
     p = load_problem(path)
     assert p.name == name and p.expect == {"status": "optimal", "verified": True}
-    assert ("free_source" in p.params) == name.endswith("_free_source")
-    assert ("free_element" in p.params) == name.endswith("_free_dest")
+    assert (p.spec.free_source is not None) == name.endswith("_free_source")
+    assert (p.spec.free_element is not None) == name.endswith("_free_dest")
     out = io.StringIO()
     assert main(["solve", str(path), "--json"], stdout=out) == 0
     r = json.loads(out.getvalue())
@@ -189,8 +187,9 @@ def test_small_variant_plans_the_cheapest_layout_of_every_layout_and_order(name)
     costs = source_costs(p) if name in NEW_SOURCES else destination_costs(p)
     legal = [c for c in costs if c is not None]
     assert legal and max(legal) > min(legal), costs
-    found, _ = plan_free(p)
-    assert found.status == "optimal"
+    out = plan_free(p)
+    found = unwrap(out)
+    assert out.status == "optimal"
     assert found.best.cycles == min(legal), (_chosen(found), sorted(set(legal)))
     assert lower_bound(found.best.plan) <= found.best.cycles
 
@@ -200,16 +199,18 @@ def test_new_problem_at_full_size_is_the_cheapest_source_layout(name):
     """The files themselves: every source order x stream order x packet."""
     p = load_problem(PLANNING / f"{name}.yaml")
     best = cheapest_over_sources(p)
-    found, _ = plan_free(p)
-    assert found.status == "optimal" and found.best.cycles == best, _chosen(found)
+    out = plan_free(p)
+    found = unwrap(out)
+    assert out.status == "optimal" and found.best.cycles == best, _chosen(found)
 
 
 @pytest.mark.parametrize("name", NEW_DESTS)
 def test_new_problem_at_full_size_is_the_cheapest_destination_layout(name):
     p = load_problem(PLANNING / f"{name}.yaml")
     best = min(c for c in destination_costs(p) if c is not None)
-    found, _ = plan_free(p)
-    assert found.status == "optimal" and found.best.cycles == best, _chosen(found)
+    out = plan_free(p)
+    found = unwrap(out)
+    assert out.status == "optimal" and found.best.cycles == best, _chosen(found)
 
 
 # ---- against the row-major layout ----------------------------------------------------------
@@ -263,9 +264,10 @@ def test_fp8_k_half_free_layout_beats_the_row_major_cache_by_the_stack_bit():
     rows = {r["bit"]: r for r in bit_report(p.tensors["source"],
                                             moved_by(p.tensors["destination"]))}
     assert rows[8]["holds"] == "E / 256" and not rows[8]["varies"]
-    found, _ = plan_free(p)
+    out = plan_free(p)
+    found = unwrap(out)
     plan = found.best.plan
-    assert found.status == "optimal"
+    assert out.status == "optimal"
     assert found.best.cycles == dma_cycles(plan).cycles == lower_bound(plan) == 3_231
     assert found.best.cycles / free["cycles"] >= 1.5
 
@@ -310,14 +312,14 @@ ROW_MAJOR_CASES = [
 @pytest.mark.parametrize("name,free,naive", ROW_MAJOR_CASES, ids=[c[0] for c in
                                                                    ROW_MAJOR_CASES])
 def test_free_layout_against_row_major(name, free, naive):
-    found, _ = plan_free(load_problem(PLANNING / f"{name}.yaml"))
+    found = unwrap(plan_free(load_problem(PLANNING / f"{name}.yaml")))
     assert found.best.cycles == dma_cycles(found.best.plan).cycles == free
     if naive is None:
-        with pytest.raises(TcplanError) as e:
-            plan_free(row_major(name))
-        assert e.value.code == "plan-no-layout"
+        out = plan_free(row_major(name))
+        assert isinstance(out, NoPlan) and out.error.code == "plan-no-layout"
         return
-    rm, _ = plan_free(row_major(name))
-    assert rm.status == "optimal"
+    rm_out = plan_free(row_major(name))
+    rm = unwrap(rm_out)
+    assert rm_out.status == "optimal"
     assert rm.best.cycles == dma_cycles(rm.best.plan).cycles == naive
     assert free <= naive

@@ -119,7 +119,7 @@ def test_each_kernel_function_as_typed(path):
     assert r.status == p.expect["status"], r.text()
     if r.status == "optimal":
         assert r.verified is True
-        _at_bound(r.record)
+        _at_bound(r.to_json())
         return
     e = tcplan.explain(p).to_json()
     assert not e["feasible"]
@@ -130,7 +130,7 @@ def test_each_kernel_function_as_typed(path):
 def test_the_query_broadcast_in_qk_scaled():
     """The issue's reproducer inside its kernel: q into 64 slice groups, at its bound."""
     r = tcplan.solve(KERNELS / "attention_qk_scaled.yaml")
-    load_q = next(o for o in r.record["plan"]["ops"] if o["op"] == "load_q")
+    load_q = next(o for o in r.to_json()["plan"]["ops"] if o["op"] == "load_q")
     assert load_q["cycles"] == load_q["lower_bound"] == 842 and r.verified is True
 
 
@@ -148,4 +148,4 @@ def test_each_kernel_function_with_free_layouts(path):
             assert free.cycles is None
         else:
             assert free.cycles <= typed.cycles
-        _at_bound(free.record)
+        _at_bound(free.to_json())

@@ -101,3 +101,109 @@ def test_functions_read_as_one_page():
                     if n > 120:
                         long.append(f"{f.relative_to(ROOT)}:{node.lineno} {node.name} ({n})")
     assert not long, long
+
+
+# ---- issue 28: the contracts between the stages are values ---------------------------------
+def _sources() -> list[tuple[str, ast.AST]]:
+    return [(str(f.relative_to(ROOT)), ast.parse(f.read_text()))
+            for d in ("model", "planner", "executor") for f in sorted((ROOT / d).rglob("*.py"))]
+
+
+def params_lookups(trees) -> list[str]:
+    """``params[...]`` and ``params.get(...)``: a problem's choices read from a bag of string
+    keys (each kind's spec is a typed value read by its fields)."""
+    out = []
+    for name, tree in trees:
+        for node in ast.walk(tree):
+            target = (node.value if isinstance(node, ast.Subscript) else
+                      node.func.value if isinstance(node, ast.Call) and isinstance(
+                          node.func, ast.Attribute) and node.func.attr == "get" else None)
+            if isinstance(target, ast.Attribute) and target.attr == "params" or \
+                    isinstance(target, ast.Name) and target.id == "params":
+                out.append(f"{name}:{node.lineno}")
+    return out
+
+
+def results_on_exceptions(trees) -> list[str]:
+    """An attribute set on an error (``err.search = result``) or read back from one that
+    the error class does not define (``getattr(e, "search", None)``): a result riding on
+    an exception instead of being returned as a value."""
+    out = []
+    for name, tree in trees:
+        errors: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ExceptHandler) and node.name:
+                errors.add(node.name)
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
+                    isinstance(node.value.func, ast.Name) and node.value.func.id in (
+                        "fail", "TcplanError"):
+                errors |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
+                            t.value.id in errors:
+                        out.append(f"{name}:{node.lineno} sets {t.value.id}.{t.attr}")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id == "getattr" and node.args and isinstance(
+                        node.args[0], ast.Name) and node.args[0].id in errors and \
+                    isinstance(node.args[1], ast.Constant) and node.args[1].value not in (
+                        "strerror", "errno"):  # (an OSError's own attributes)
+                out.append(f"{name}:{node.lineno} reads {node.args[1].value} off "
+                           f"{node.args[0].id}")
+    return out
+
+
+def text_built_to_parse(trees) -> list[str]:
+    """``parse(f"m![{...}]")``, ``parse("m![" + ... + "]")``, ``parse(", ".join(...))``:
+    mapping text assembled only to be read back (mappings are built as values,
+    model/mapping.py; text is parsed where a user wrote it)."""
+    out = []
+    for name, tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and node.args and (
+                    isinstance(node.func, ast.Name) and node.func.id == "parse" or
+                    isinstance(node.func, ast.Attribute) and node.func.attr == "mapping"):
+                arg = node.args[0] if isinstance(node.func, ast.Name) else (
+                    node.args[1] if len(node.args) > 1 else None)
+                if isinstance(arg, (ast.JoinedStr, ast.BinOp)) or isinstance(
+                        arg, ast.Call) and isinstance(arg.func, ast.Attribute) and \
+                        arg.func.attr in ("join", "format", "replace"):
+                    out.append(f"{name}:{node.lineno}")
+    return out
+
+
+def test_no_choices_read_from_a_bag_of_keys():
+    assert not params_lookups(_sources())
+
+
+def test_no_result_rides_on_an_exception():
+    assert not results_on_exceptions(_sources())
+
+
+def test_no_mapping_text_is_built_to_be_parsed():
+    assert not text_built_to_parse(_sources())
+
+
+def test_the_source_checks_can_fail():
+    """Each check finds the pattern it is about (the code before issue 28 had them all)."""
+    bad = ast.parse('''
+def a(problem, params):
+    x = problem.params["free"] + params.get("bounds")
+def b():
+    try:
+        search()
+    except TcplanError as e:
+        e.search = result
+        found = getattr(e, "search", None)
+    err = fail("plan-no-layout")
+    err.search = result
+def c(axes, terms, text):
+    parse("m![" + ", ".join(terms) + "]", axes)
+    parse(f"m![{text}]", axes)
+    ctx.mapping(keys, f"m![{text}]", "element")
+''')
+    assert len(params_lookups([("x", bad)])) == 2
+    assert len(results_on_exceptions([("x", bad)])) == 3
+    assert len(text_built_to_parse([("x", bad)])) == 3

@@ -13,7 +13,8 @@ from tcplan.model.cost import estimate
 from tcplan.model.mapping import parse
 from tcplan.model.rules import TcplanError
 from tcplan.model.tiers import Tensor
-from tcplan.planner.layout import candidate_pieces, search
+from tcplan.planner.layout import FreeElement, SearchRequest, candidate_pieces, search
+from tcplan.planner.outcome import Found, unwrap
 from tcplan.planner.spec import load_problem_text
 
 #: pieces of the generated problems: 20 problems, up to 7 free factors
@@ -122,13 +123,13 @@ def test_planner_plan_is_the_cheapest_of_every_plan():
         t = p.tensors
         assert plans == sum(len(list(itertools.permutations(range(SIZES[seed]))))
                             for _ in range(SIZES[seed] + 1))
-        try:
-            got = search(t["source"], t["destination"], t["stream"], p.chips)
-        except TcplanError as e:
-            assert want is None, (seed, want, e.code)
+        out = search(SearchRequest(t["source"], t["destination"], t["stream"], p.chips))
+        if not isinstance(out, Found):
+            assert want is None, (seed, want, out)
             continue
+        got = out.record
         feasible += 1
-        assert got.status == "optimal", seed
+        assert out.status == "optimal", seed
         assert got.best.cycles == want, (seed, SIZES[seed], got.best.cycles, want)
         assert estimate(got.best.plan).cycles == want
         # the model proposed few plans: the floor prunes the rest
@@ -201,9 +202,9 @@ def enumerate_free_slice(case: int) -> tuple[int | None, int, int]:
     dtype, b, src = SLICE_CASES[case]
     p = load_problem_text(FREE_SLICE.format(dtype=dtype, b=b, src=src), f"<free slice {case}>")
     best, plans = None, 0
-    cands = p.params["free_slice"]["candidates"]
-    for _, dst, _ in cands:
-        c, n = _every_plan(p, dst)
+    cands = p.spec.free_slice.candidates
+    for cand in cands:
+        c, n = _every_plan(p, cand.destination)
         plans += n
         if c is not None:
             best = c if best is None else min(best, c)
@@ -218,11 +219,11 @@ def test_free_slice_plan_is_the_cheapest_of_every_plan():
         dtype, b, src = SLICE_CASES[case]
         p = load_problem_text(FREE_SLICE.format(dtype=dtype, b=b, src=src), "<free slice>")
         assert n_cands == 2  # m![A] and m![A / 2 # 64]
-        try:
-            found, _ = plan_free(p)
-        except TcplanError as e:
-            assert want is None, (case, e.code)
+        out = plan_free(p)
+        if not isinstance(out, Found):
+            assert want is None, (case, out)
             continue
+        found = out.record
         assert found.best.cycles == want, (case, found.best.cycles, want, plans)
 
 
@@ -233,15 +234,14 @@ def test_free_element_plan_is_the_cheapest_of_every_plan():
     feasible = 0
     for seed, (want, plans) in enumerate(truth):
         p = load_problem_text(free_element_text(seed), f"<free element {seed}>")
-        assert p.params["free_element"] == {"prefix": [], "terms": p.params[
-            "free_element"]["terms"]}
-        try:
-            found, _ = plan_free(p)
-        except TcplanError as e:
-            assert want is None, (seed, want, e.code)
+        assert p.spec.free_element == FreeElement(p.spec.free_element.terms, ())
+        out = plan_free(p)
+        if not isinstance(out, Found):
+            assert want is None, (seed, want, out)
             continue
+        found = out.record
         feasible += 1
-        assert found.status == "optimal" and found.best.cycles == want, (
+        assert out.status == "optimal" and found.best.cycles == want, (
             seed, found.best.cycles, want, plans)
         assert found.best.element is not None
     assert feasible >= 4
@@ -280,12 +280,12 @@ def test_free_padding_plan_is_the_cheapest_of_every_candidate():
     from tcplan.planner.spec import load_problem
     p = load_problem(pathlib.Path(__file__).parents[1]
                      / "problems/planning/free_padding_rows.yaml")
-    cands = p.params["free_slice"]["candidates"]
-    assert [c[0] for c in cands] == ["m![B, C]", "m![B, C # 6]", "m![B, C # 8]",
-                                  "m![B, C # 16]"]
-    costs = [_stream_plans(p, dst)[0] for _, dst, _ in cands]
+    cands = p.spec.free_slice.candidates
+    assert [c.label for c in cands] == ["m![B, C]", "m![B, C # 6]", "m![B, C # 8]",
+                                        "m![B, C # 16]"]
+    costs = [_stream_plans(p, c.destination)[0] for c in cands]
     assert costs[0] is None  # 5-byte rows: nothing aligns
-    found, _ = plan_free(p)
+    found = unwrap(plan_free(p))
     assert found.best.cycles == min(c for c in costs if c is not None)
     assert found.best.plan.destination.dims["element"].text() == "m![B, C # 8]"
 
@@ -303,11 +303,11 @@ def test_alignment_bound_plan_is_the_cheapest_of_every_aligned_plan():
             "slice: free", "slice: 'm![A]'") + "bounds: {align_bytes: 16}\n"
         p = load_problem_text(text, f"<aligned {case}>")
         want, _ = _every_plan(p, p.tensors["destination"], align=16)
-        try:
-            found, _ = plan_free(p)
-        except TcplanError as e:
-            assert want is None and e.code == "plan-no-layout", case
+        out = plan_free(p)
+        if not isinstance(out, Found):
+            assert want is None and out.error.code == "plan-no-layout", case
             continue
+        found = out.record
         feasible += 1
         assert found.best.cycles == want, (case, found.best.cycles, want)
     assert feasible
@@ -316,7 +316,7 @@ def test_alignment_bound_plan_is_the_cheapest_of_every_aligned_plan():
     code, rep = explain(p)  # rows of at most 8 bytes cannot sit on 64-byte multiples
     assert code == 1 and [it["requirement"] for it in rep["conflict"]] == [
         "bound:align_bytes"]
-    assert plan_free(p, relax=frozenset({"bound:align_bytes"}))[0].candidates
+    assert unwrap(plan_free(p, relax=frozenset({"bound:align_bytes"}))).candidates
 
 
 FREE_ENGINES = """kind: dma
@@ -343,7 +343,7 @@ def enumerate_free_engines(case: int) -> tuple[int | None, int, int]:
         dims = dict(t["stream"].dims)
         try:
             for d, v in split.items():
-                dims[d] = parse(f"m![{v}]", p.axes, d)
+                dims[d] = parse(v.text(), p.axes, d)  # (spelled out, read again)
         except TcplanError:
             continue
         stream = Tensor("stream", "stream", t["stream"].dtype, dims)
@@ -380,6 +380,7 @@ def test_free_engine_split_plan_is_the_cheapest_of_every_plan():
         dtype, c, src = ENGINE_CASES[case]
         p = load_problem_text(FREE_ENGINES.format(dtype=dtype, c=c, src=src), "<engines>")
         assert n_splits > 4 and want is not None, (case, n_splits)
-        found, _ = plan_free(p)
-        assert found.status == "optimal" and found.best.cycles == want, (
+        out = plan_free(p)
+        found = unwrap(out)
+        assert out.status == "optimal" and found.best.cycles == want, (
             case, found.best.cycles, want, plans)

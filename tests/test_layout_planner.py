@@ -2,6 +2,7 @@
 optimality against an independent enumeration of every order and packet, the seed's
 Examples 4 and 5 with the stream freed, and the `solve` contract."""
 
+import dataclasses
 import io
 import itertools
 import json
@@ -16,14 +17,16 @@ from tcplan.model.mapping import parse
 from tcplan.model.rules import TcplanError
 from tcplan.model.tiers import Tensor
 from tcplan.planner.cli import main
-from tcplan.planner.layout import candidate_pieces, search
+from tcplan.planner.dma_spec import DmaSpec
+from tcplan.planner.layout import SearchRequest, candidate_pieces, search
+from tcplan.planner.outcome import Found, NoPlan, TimedOut, unwrap
 from tcplan.planner.lowering import lower_problem
 from tcplan.planner.spec import load_problem, load_problem_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DMA_FILES = [p for p in sorted((ROOT / "problems").rglob("*.yaml"))
              if load_problem(p).kind in ("dma", "pcie") and "error" not in load_problem(
-                 p).expect and load_problem(p).params.get("hops", 1) == 1]
+                 p).expect and load_problem(p).spec.hops == 1]
 
 
 def run(argv):
@@ -88,12 +91,12 @@ def test_planner_finds_the_minimum(seed):
     p = free_problem(seed)
     t = p.tensors
     want = brute_force(p)
-    try:
-        got = search(t["source"], t["destination"], t["stream"], p.chips)
-    except TcplanError as e:
-        assert want is None and e.code == "plan-no-layout"
+    out = search(SearchRequest(t["source"], t["destination"], t["stream"], p.chips))
+    if not isinstance(out, Found):
+        assert want is None and isinstance(out, NoPlan) and out.error.code == "plan-no-layout"
         return
-    assert got.status == "optimal"
+    got = out.record
+    assert out.status == "optimal"
     assert got.best.cycles == want
     # the estimate ranks; the full model agrees on the chosen plan
     full = dma_cycles(got.best.plan).cycles
@@ -115,7 +118,7 @@ def test_examples_4_and_5_freed():
     assert r4["breakdown"]["hbm"]["reopens"] == 0
     assert r4["plan"]["stream"]["time"] == "m![A, B % 256]"
     assert r4["plan"]["stream"]["packet"] == "m![C]"
-    assert p4.params["free"] == ["time", "packet"]
+    assert p4.spec.free == ("time", "packet")
     code, out, _ = run(["solve", str(ROOT / "problems/planning/dma_example_5_free.yaml"),
                         "--json"])
     r5 = json.loads(out)
@@ -180,24 +183,24 @@ def test_infeasible_problem_explained_minimally(path):
         assert rules == sorted(p.expect["explanation"])
     else:
         assert rules == [p.expect["error"]]
-    if p.kind == "dma" and p.params.get("free_slice"):
+    if p.kind == "dma" and p.spec.free_slice:
         from tcplan.planner.dma_plan import plan_free
         assert got == ["bound:max_footprint_bytes"]
         # the footprint bound alone is the conflict: without it a Slice has a plan
-        free_slice = {**p.params["free_slice"], "max_footprint_bytes": None}
-        p.params = {**p.params, "free_slice": free_slice}
-        assert plan_free(p)[0].candidates
-    elif p.kind == "dma" and p.params.get("free"):
+        free_slice = dataclasses.replace(p.spec.free_slice, max_footprint_bytes=None)
+        p = dataclasses.replace(p, spec=dataclasses.replace(p.spec, free_slice=free_slice))
+        assert unwrap(plan_free(p)).candidates
+    elif p.kind == "dma" and p.spec.free:
         from tcplan.planner.dma_plan import plan_free
-        with pytest.raises(TcplanError) as err:
-            plan_free(p)
-        every = {r.key for r in err.value.search.requirements} | set(got)
+        out = plan_free(p)
+        assert isinstance(out, NoPlan)
+        every = {r.key for r in out.record.requirements} | set(got)
 
         def plannable(keep):  # only ``keep`` enforced, every other requirement dropped
             bound = "problem" if BOUND in keep else None
             try:
-                plan_free(p, relax=frozenset(every - set(keep)), bound=bound)
-                return True
+                return isinstance(plan_free(p, relax=frozenset(every - set(keep)),
+                                            bound=bound), Found)
             except TcplanError:
                 return False
         # the conflict alone leaves no plan; dropping any one of it leaves one (the search
@@ -279,7 +282,8 @@ def test_free_engine_split_beats_the_given_one(tmp_path):
 def test_planning_library_is_close_to_its_bounds():
     ratios = [1.0]  # Example 4 (157,770 = its bound), solved and verified above
     for f in PLANNING:
-        if f.stem == "dma_example_4_free" or load_problem(f).params.get("hops", 1) > 1:
+        spec = load_problem(f).spec
+        if f.stem == "dma_example_4_free" or isinstance(spec, DmaSpec) and spec.hops > 1:
             continue  # Example 4: above; multi-hop plans have no single-transfer bound
         _, out, _ = run(["solve", str(f), "--json"])
         r = json.loads(out)
@@ -449,8 +453,8 @@ def test_one_packet_requirement_for_both_sides():
     every other requirement kept, leaves a plan."""
     from tcplan.planner.dma_plan import plan_free
     p = load_problem(ROOT / "problems/infeasible/dma_packet_bound_too_small.yaml")
-    assert plan_free(p, relax=frozenset({"dma-hbm-dm-align:packet"}))[0].candidates
-    assert plan_free(p, bound=None)[0].candidates
+    assert unwrap(plan_free(p, relax=frozenset({"dma-hbm-dm-align:packet"}))).candidates
+    assert unwrap(plan_free(p, bound=None)).candidates
 
 
 def test_binding_lists_only_requirements_that_lower_the_floor(tmp_path):
@@ -472,9 +476,8 @@ def test_time_limit_before_any_plan(monkeypatch):
     from tcplan.planner.dma_plan import plan_free
     monkeypatch.setattr(cp_model.CpSolver, "solve", lambda self, m, cb=None: cp_model.UNKNOWN)
     p = load_problem(ROOT / "problems/planning/attention_v_head_major.yaml")
-    with pytest.raises(TcplanError) as e:
-        plan_free(p)
-    assert e.value.code == "plan-time-limit"
+    out = plan_free(p)
+    assert isinstance(out, TimedOut) and out.error.code == "plan-time-limit"
 
 
 def _write(tmp_path, text, name="g.yaml"):
@@ -514,8 +517,7 @@ def _check_minimal(p, got: list[str], every: set[str], members: list[str]) -> No
 
     def plannable(keep):
         try:
-            plan_free(p, relax=frozenset(every - set(keep)))
-            return True
+            return isinstance(plan_free(p, relax=frozenset(every - set(keep))), Found)
         except TcplanError:
             return False
     assert not plannable(got)
@@ -543,9 +545,9 @@ stream: {time: free, packet: free, slice: free}
     # the instances of two Slice candidates (A on 64 slices, A / 2 padded to 64) appear
     labels = {it["option"].split(";")[0] for it in rep["conflict"]}
     assert labels == {"destination Slice m![A]", "destination Slice m![A / 2 # 64]"}
-    with pytest.raises(TcplanError) as err:
-        plan_free(p)
-    every = {r.key for r in err.value.search.requirements}
+    out = plan_free(p)
+    assert isinstance(out, NoPlan)
+    every = {r.key for r in out.record.requirements}
     assert set(got) <= every
     _check_minimal(p, got, every, got)
 
@@ -652,9 +654,9 @@ bounds: {packet_max_bytes: 8}
 def test_a_conflict_over_many_options_is_minimal_and_the_time_limit_holds():
     from tcplan.planner.dma_plan import plan_free
     p = load_problem_text(SIXTY_THREE, "<63 options>")
-    with pytest.raises(TcplanError) as err:
-        plan_free(p)
-    found = err.value.search
+    out = plan_free(p)
+    assert isinstance(out, NoPlan)
+    found = out.record
     # 3 paddings x 19 engine splits (63 before the splits giving Cluster and Slice the same
     # digits, which cannot lower, were left out of the candidates)
     assert len(found.options) == 57 and found.minimal
@@ -662,9 +664,9 @@ def test_a_conflict_over_many_options_is_minimal_and_the_time_limit_holds():
     assert len({r.option for r in found.conflict}) > 10  # it spans the options
     _check_minimal(p, got, {r.key for r in found.requirements}, got[::14])  # a sample
     # a time limit too short to shrink it: still no plan, said to be not shown minimal
-    with pytest.raises(TcplanError) as err:
-        plan_free(p, time_limit=0.3)
-    assert err.value.code == "plan-time-limit" or not err.value.search.minimal
+    out = plan_free(p, time_limit=0.3)
+    assert not isinstance(out, Found)
+    assert out.error.code == "plan-time-limit" or not out.record.minimal
 
 
 def test_a_destination_digit_cut_short_is_streamed_as_it_is(tmp_path):

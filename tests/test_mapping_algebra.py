@@ -7,7 +7,7 @@ import itertools
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from tcplan.model.mapping import (BOTTOM, TOP, ZERO, Cell, Mapping, axis, equivalent,
+from tcplan.model.mapping import (BOTTOM, ZERO, Cell, Mapping, axis, equivalent,
                                   from_factor, from_factors, join, number, parse, split_inner)
 from tcplan.model.rules import TcplanError
 

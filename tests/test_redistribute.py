@@ -20,7 +20,7 @@ IN = RNG.integers(-2**31, 2**31, size=(4, 2, 4, 8, 8), dtype=np.int64).astype(np
 
 def run(name):
     p = load_problem(SEED / f"{name}.yaml")
-    plan = rd.plan(p.tensors["source"], p.params["steps"], p.chips)
+    plan = rd.plan(p.tensors["source"], list(p.spec.steps), p.chips)
     out = plan.apply(IN.reshape(4, 2, -1)) if plan.source.tier == "dm" else None
     return p, plan, out
 
@@ -84,7 +84,7 @@ def test_asymmetric_slices_are_local_copies():
 
 def test_hbm_chip_shuffle():
     p = load_problem(SEED / "hbm_chip_shuffle.yaml")
-    plan = rd.plan(p.tensors["source"], p.params["steps"], p.chips)
+    plan = rd.plan(p.tensors["source"], list(p.spec.steps), p.chips)
     data = RNG.integers(0, 1000, size=(4, 256)).astype(np.int32)
     out = plan.apply(data)
     for t in range(4):
@@ -108,7 +108,7 @@ steps:
 
 def plan_text(steps, cluster="'m![ClusterAxis]'"):
     p = load_problem_text(HEAD.replace("CLUSTER", cluster) + steps)
-    return rd.plan(p.tensors["source"], p.params["steps"], p.chips)
+    return rd.plan(p.tensors["source"], list(p.spec.steps), p.chips)
 
 
 @pytest.mark.parametrize("steps,cluster,rule", [
@@ -144,7 +144,7 @@ def test_inactive_source_chip():
         "chips: 4", "chips: 8").replace("chip: 'm![ChipAxis]'", "chip: 'm![ChipAxis # 8]'")
     p = load_problem_text(text + "  - chip_shuffle: [4, 2, 3, 0, 1, 5, 6, 7]\n")
     with pytest.raises(TcplanError) as ei:
-        rd.plan(p.tensors["source"], p.params["steps"], p.chips)
+        rd.plan(p.tensors["source"], list(p.spec.steps), p.chips)
     assert ei.value.code == "inactive-source" and "source chip 4" in ei.value.message
 
 
@@ -176,6 +176,6 @@ def test_fused_redistribution_descriptors():
 
 def test_hbm_chip_shuffle_descriptors():
     p = load_problem(SEED / "hbm_chip_shuffle.yaml")
-    plan = rd.plan(p.tensors["source"], p.params["steps"], p.chips)
+    plan = rd.plan(p.tensors["source"], list(p.spec.steps), p.chips)
     assert [(d["read"][0], d["write"][0], d["entries"]) for d in plan.descriptors()] == [
         (SRC[t], t, [[256, 1, 1]]) for t in range(4)]

@@ -150,7 +150,7 @@ stream: {{time: '{time}', packet: 'm![C]'}}
 
 
 @pytest.mark.parametrize("time", [f"m![A, B # {HUGE}]", f"m![A # {HUGE}, B]",
-                                  f"m![A, B, S]", f"m![S, A, B]"])
+                                  "m![A, B, S]", "m![S, A, B]"])
 @pytest.mark.parametrize("cmd", ["verify", "solve", "explain"])
 def test_huge_dma_stream_ends_cleanly(tmp_path, time, cmd):
     p = _write(tmp_path, "p.yaml", DMA_STREAM.format(size=HUGE, time=time))
@@ -269,7 +269,7 @@ def test_running_out_of_space_leaves_no_truncated_file(tmp_path):
 
 def test_a_successful_run_replaces_outputs_and_leaves_no_temporary_files(tmp_path):
     out = _outputs(tmp_path)
-    o = _clean(["run", EX1, "--out", str(out)], 0)
+    _clean(["run", EX1, "--out", str(out)], 0)
     names = sorted(os.listdir(out))
     assert names == ["destination.npy", "other.txt", "source.npy"], names
     src = np.load(out / "source.npy")

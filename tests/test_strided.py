@@ -61,7 +61,7 @@ def _small_dma_problems():
     for f in sorted((ROOT / "problems/seed").glob("*.yaml")) + \
             sorted((ROOT / "problems/planning").glob("*.yaml")):
         p = load_problem(f)
-        if p.kind not in ("dma", "pcie") or p.params.get("hops", 1) > 1:
+        if p.kind not in ("dma", "pcie") or p.spec.hops > 1:
             continue
         if product(p.axes.values()) > 1 << 18:
             continue

@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 
 import tcplan
 from tcplan.model import tu
+from tcplan.model.mapping import parse
 from tcplan.model.rules import TcplanError
-from tcplan.planner.tu_search import _packets, pieces_of, search
+from tcplan.planner.outcome import Found, NoPlan, TimedOut
+from tcplan.planner.tu_search import TuRequest, _joined, _packets, _stream, pieces_of, search
 
 
 def _problem(kind: str, axes: str, element: str, time: str, packet: str, dtype: str = "bf16",
@@ -164,7 +166,6 @@ def _brute_best(kind, memory, context):
     for p in pieces:
         total *= p.count
     best = None
-    from tcplan.planner.tu_search import _stream
     for j in _packets(pieces, run, eb, context, total):
         rest = list(range(len(pieces) - j))
         for order in itertools.permutations(rest):
@@ -193,11 +194,11 @@ def test_free_stream_is_the_best_of_every_order(element, dtype, kind, context, s
     p = tcplan.loads(text)
     memory = p.tensors["source" if kind == "fetch" else "destination"]
     want = _brute_best(kind, memory, context)
-    found = search(kind, memory, context, 1)
-    got = found.plan.cycles if found.plan is not None else None
-    assert got == want, (found.rejected, found.conflict)
-    if found.plan is not None:
-        assert found.optimal
+    out = search(TuRequest(kind, memory, context, 1))
+    got = out.record.best().cycles if isinstance(out, Found) else None
+    assert got == want, (out.record.rejected, getattr(out, "error", None))
+    if isinstance(out, Found):
+        assert out.proven
         solved = tcplan.solve(p)
         assert solved.verified is True and solved.cycles == want
 
@@ -244,7 +245,7 @@ def test_graph_with_fetch_and_commit_verifies():
     g = tcplan.loads(GRAPH.replace("ELEMENT", "'m![N, G, D]'"))
     r = tcplan.solve(g)
     assert r.status == "optimal" and r.verified is True
-    ops = {o["op"]: o for o in r.record["plan"]["ops"]}
+    ops = {o["op"]: o for o in r.to_json()["plan"]["ops"]}
     assert ops["fetch"]["cycles"] == 8 * 2 * 8  # 128 packets of 32 B, one read each
     assert ops["commit"]["cycles"] == 16
     assert ops["load"]["cycles"] == 842  # the broadcast's bound (tests/test_broadcast.py)
@@ -256,9 +257,9 @@ def test_graph_chooses_the_dm_layout_for_the_dma_and_the_fetch_jointly():
     g = tcplan.loads(GRAPH.replace("ELEMENT", "free, axes: [N, G, D]"))
     r = tcplan.solve(g)
     assert r.status == "optimal" and r.verified is True
-    chosen = r.record["plan"]["layouts"]["q_dm"]
+    chosen = r.to_json()["plan"]["layouts"]["q_dm"]
     assert chosen.endswith("D]")
-    ops = {o["op"]: o for o in r.record["plan"]["ops"]}
+    ops = {o["op"]: o for o in r.to_json()["plan"]["ops"]}
     assert ops["fetch"]["cycles"] == 128 and ops["load"]["cycles"] == 842
 
 
@@ -469,3 +470,126 @@ ops:
     msg = e.value.to_json()["message"]
     assert e.value.kind == "input" and msg.startswith("g.yaml:6:")
     assert "stream is the Tensor Unit's" in msg
+
+
+# ---- the search's values (issue 28): built mappings, outcomes, typed records --------------
+def _written(p) -> str:
+    """A piece's term as the search wrote it as text before it built mappings."""
+    radix = p.radix or p.count
+    text = p.axis if p.lo == 1 else f"{p.axis} / {p.lo}"
+    if p.lo * radix < p.size:
+        text += f" % {radix}"
+    return text + (f" = {p.count}" if p.count < radix else "")
+
+
+@pytest.mark.parametrize("axes, element, dtype", [
+    ("{A: 4, B: 6, C: 8}", "m![A, B, C]", "bf16"),
+    ("{A: 64, B: 2, C: 2}", "m![C, A, B]", "i8"),
+    ("{N: 8, G: 2, D: 128}", "m![N, G, D]", "bf16"),
+    ("{A: 8, B: 8}", "m![A = 5, B]", "i8"),
+    ("{A: 8, B: 8}", "m![A, B = 7]", "i8"),
+    ("{A: 4, B: 6}", "m![A, B # 12]", "f32"),
+    ("{A: 5, B: 12}", "m![[A, B] # 120]", "i8"),
+    ("{A: 64, B: 16}", "m![B, A]", "i8"),
+])
+def test_a_piece_is_built_as_the_term_it_was_written_as(axes, element, dtype):
+    """Every piece's mapping is the mapping its term's text parses to (the same canonical
+    text), its label that text; every stream of them (each packet, Time in the pieces' order
+    and reversed) the one the joined texts parse to."""
+    p = tcplan.loads(_problem("fetch", axes, element, "free", "", dtype=dtype))
+    memory = p.tensors["source"]
+    ax = memory.dims["element"].axes
+    pieces, run = pieces_of(memory, 32 // memory.elem_bytes)
+    assert pieces
+    for piece in pieces + _joined(pieces):
+        written = parse(f"m![{_written(piece)}]", ax)
+        assert piece.mapping == written and piece.mapping.text() == written.text()
+        assert piece.term() == _written(piece)
+    n = len(pieces)
+    for j in range(run + 1):
+        for order in (list(range(n - j)), list(range(n - j))[::-1]):
+            stream = _stream(memory, pieces, order, j)
+            for dim, ps in (("time", [pieces[i] for i in order]), ("packet", pieces[n - j:])):
+                text = ", ".join(_written(x) for x in _joined(ps)) or "1"
+                assert stream.dims[dim].text() == parse(f"m![{text}]", ax).text()
+
+
+def test_pieces_cover_every_form_of_a_term():
+    """(The cases above write ``A / lo``, ``% radix`` and ``= count``.)"""
+    forms = set()
+    for axes, element, dtype in [("{N: 8, G: 2, D: 128}", "m![N, G, D]", "bf16"),
+                                 ("{A: 8, B: 8}", "m![A = 5, B]", "i8")]:
+        memory = tcplan.loads(_problem("fetch", axes, element, "free", "",
+                                       dtype=dtype)).tensors["source"]
+        for piece in pieces_of(memory, 32 // memory.elem_bytes)[0]:
+            forms |= {c for c in "/%=" if c in piece.term()}
+    assert forms == {"/", "%", "="}
+
+
+def test_no_plan_is_a_value_naming_the_rules():
+    """The model's conflict (f32 rows of 12 bytes committed), the rules that rejected every
+    plan the model proposed (i8 rows of 128 bytes: every order starves a bank) and what no
+    stream changes (an address off 8 bytes) are NoPlan outcomes with the errors they were."""
+    text = _problem("commit", "{A: 8, B: 3}", "m![A, B]", "free", "", dtype="f32")
+    out = search(TuRequest("commit", tcplan.loads(text).tensors["destination"]))
+    assert isinstance(out, NoPlan) and out.record.plan is None and out.record.lowered == 0
+    v, = out.error.violations
+    assert v.rule == "plan-no-layout" and v.terms == ("packet-bytes", "commit-align")
+    assert v.detail["pieces"] == "A, B"
+    text = _problem("fetch", "{A: 64, B: 2}", "m![A, B # 128]", "free", "", dtype="i8")
+    out = search(TuRequest("fetch", tcplan.loads(text).tensors["source"]))
+    assert isinstance(out, NoPlan) and out.record.lowered == 3
+    assert out.record.rejected == {"dm-bank-starvation": 3}
+    assert out.error.to_json()["terms"] == ["dm-bank-starvation"]
+    assert out.error.message.startswith("no order of the pieces A, B (with any packet) is "
+                                        "legal: [dm-bank-starvation] the Fetch config "
+                                        "[64 : 128, 2 : 1] : 2 accesses one DM bank 64 times")
+    r = tcplan.solve(tcplan.loads(text))
+    assert r.status == "infeasible" and r.to_json() == {
+        "problem": "<problem>", "status": "infeasible", "cycles": None, "plan": None,
+        "verified": None, "explanation": out.error.to_json()}
+    text = _problem("commit", "{A: 4, B: 4, C: 4, D: 4}", "m![A, B, C, D]", "free", "",
+                    address=4)
+    out = search(TuRequest("commit", tcplan.loads(text).tensors["destination"]))
+    assert isinstance(out, NoPlan) and out.error.code == "commit-align"
+    assert out.record.pieces == () and out.record.lowered == 0
+
+
+def test_the_time_limit_is_a_timed_out_outcome(monkeypatch):
+    """A solver stopped by the time limit before any plan (made certain here: every solve
+    says UNKNOWN): TimedOut with plan-time-limit; a solve of it is ``unknown``."""
+    from ortools.sat.python import cp_model
+    monkeypatch.setattr(cp_model.CpSolver, "solve",
+                        lambda self, model, *args, **kw: cp_model.UNKNOWN)
+    p = tcplan.loads(_problem("fetch", "{N: 8, G: 2, D: 128}", "m![N, G, D]", "free", ""))
+    out = search(TuRequest("fetch", p.tensors["source"], time_limit=0.5))
+    assert isinstance(out, TimedOut) and out.record.lowered == 0
+    v, = out.error.violations
+    assert v.rule == "plan-time-limit" and v.detail == {"limit": 0.5, "lowered": 0}
+    r = tcplan.solve(p, time_limit=0.5)
+    assert r.status == "unknown" and r.cycles is None and r.error.code == "plan-time-limit"
+    assert r.to_json()["explanation"] == out.error.to_json()
+
+
+def test_a_solve_record_is_typed_and_prints_its_fields():
+    from tcplan.planner.kinds.tu import TuSolved
+    p = tcplan.loads(_problem("fetch", "{N: 8, G: 2, D: 128}", "m![N, G, D]", "free", ""))
+    for verify in ("full", "none"):
+        r = tcplan.solve(p, verify=verify)
+        assert isinstance(r.record, TuSolved) and r.record.rejected == {}
+        j = r.to_json()
+        assert list(j) == ["problem", "status", "cycles", "lower_bound", "bound_ratio", "plan",
+                           "rejected", "check", "solve_time", "breakdown", "verified",
+                           "checked", "times"]
+        assert (j["status"], j["cycles"], j["lower_bound"], j["bound_ratio"]) == (
+            "optimal", 128, 128, 1.0)
+        assert j["plan"]["stream"]["time"] == "m![N, G, D / 16]"
+        assert j["plan"]["stream"]["packet"] == "m![D % 16]"
+        assert (j["verified"], j["checked"]) == ((True, 2048) if verify == "full" else
+                                                 (None, 0))
+        lines = r.text().splitlines()
+        assert lines[0].startswith("<problem>: Fetch stream Time m![N, G, D / 16], Packet "
+                                   "m![D % 16] (optimal; ")
+        assert lines[-2:] == ["cycles: 128 (lower bound 128, ratio 1.0)",
+                              "verified: 2,048 positions" if verify == "full" else
+                              "not verified (--verify none)"]

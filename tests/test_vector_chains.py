@@ -101,7 +101,7 @@ def test_seed_chain_cycles_follow_way_and_alus():
 def test_verification_catches_a_wrong_chain():
     p = load_problem(ROOT / "problems/seed/ve_mode10.yaml")
     # Mode01 computes x - 7, not the reference 7 - x
-    p.params["steps"][1].mode = "Mode01"
+    p.spec.steps[1].mode = "Mode01"
     with pytest.raises(TcplanError) as e:
         verify_vector(p, lower_problem(p), 0)
     assert e.value.code == "verify-mismatch"

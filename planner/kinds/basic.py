@@ -3,12 +3,23 @@ layout (tensors placed on tiers, with their placement rules)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from tcplan.model.sequencer import derive
 
+from ..problem import NoChoices, Problem
 from ..render import format_table
 from ..registry import Kind, key_sets, register
+
+
+@dataclass(frozen=True)
+class SequenceSpec:
+    """A sequence problem's choices: the engine whose rules apply (``pseudo``: the seed's
+    examples, no engine), and its mode (None: the engine's own, read unless a Commit)."""
+
+    engine: str = "pseudo"
+    mode: str | None = None
 
 
 def default_mode(engine: str, mode: str | None) -> str:
@@ -21,23 +32,22 @@ class Sequence(Kind):
     names = ("sequence",)
     keys = {"sequence": key_sets({"buffer", "stream", "mode", "engine"}, {"buffer", "stream"})}
 
-    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+    def load(self, ctx, data: dict, kind: str, tensors: dict) -> SequenceSpec:
         tensors["buffer"] = ctx.tensor(("buffer",), data["buffer"], "buffer")
         tensors["stream"] = ctx.tensor(("stream",), data["stream"], "stream", tier="stream")
-        params["mode"] = ctx.choice(data, "mode", ("read", "write"), None)
-        params["engine"] = ctx.choice(data, "engine", ("pseudo", "fetch", "commit", "dma"),
-                                      "pseudo")
+        return SequenceSpec(
+            engine=ctx.choice(data, "engine", ("pseudo", "fetch", "commit", "dma"), "pseudo"),
+            mode=ctx.choice(data, "mode", ("read", "write"), None))
 
     def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.forms import verify_sequence
         return verify_sequence(problem, plan, seed)
 
-    def lower(self, problem) -> Any:
-        t = problem.tensors
-        engine = problem.params["engine"]
+    def lower(self, problem: Problem[SequenceSpec]) -> Any:
+        t, spec = problem.tensors, problem.spec
         return derive(t["buffer"].dims["element"], t["stream"].dims["time"],
                       t["stream"].dims["packet"], t["buffer"].dtype,
-                      default_mode(engine, problem.params["mode"]), engine)
+                      default_mode(spec.engine, spec.mode), spec.engine)
 
     def render(self, problem, plan) -> str:
         t = problem.tensors
@@ -49,7 +59,7 @@ class Layout(Kind):
     names = ("layout",)
     keys = {"layout": key_sets({"tensors"}, {"tensors"})}
 
-    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+    def load(self, ctx, data: dict, kind: str, tensors: dict) -> NoChoices:
         ts = data["tensors"]
         if not isinstance(ts, dict) or not ts:
             raise ctx.doc.error(("tensors",), "expected a mapping of names to tensors",
@@ -57,6 +67,7 @@ class Layout(Kind):
         for tname, spec in ts.items():
             tensors[str(tname)] = ctx.tensor(("tensors", tname), spec, str(tname),
                                              allow_stream=True)
+        return NoChoices()
 
     def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.forms import verify_layout

@@ -4,11 +4,14 @@ whose data flows through the Tensor Unit's Intra-Slice Chain or the Lane Folder.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from tcplan.model import tiers
 from tcplan.model.rules import TcplanError, fail
 
+from ..chains_spec import ExpressionSpec, LaneFoldSpec, VectorSpec, parse_lane_fold, parse_vector
+from ..problem import Problem
 from ..render import EXIT_RULE, format_error
 from ..registry import Kind, Options, Solved, key_sets, register
 
@@ -24,13 +27,20 @@ class _Chains(Kind):
     def run(self, problem, plan, inputs: dict, seed: int) -> dict:
         return _run_chains(problem, plan, inputs, seed)
 
+    def out_dtype(self, plan) -> str:
+        """The dtype a graph's chain op writes (the kind's own)."""
+        raise NotImplementedError
+
+    def _checked(self, problem, plan, X, seed: int, vrf: dict) -> dict[str, Any]:
+        """Run the op on ``X`` and check it (a kind that is a graph op has it)."""
+        raise NotImplementedError
+
     def check_tensors(self, problem, plan, tensors: dict) -> None:
         """A graph's chain reads ``x`` and writes ``out`` in its slices' DM: through the
         Fetch and Commit sequencers, whose configs must exist (every sequencer rule)."""
         from tcplan.model.sequencer import derive
         stream = problem.tensors["input"]
-        out = {**{d: stream.dims[d] for d in ("time", "packet")},
-               **problem.params.get("output", {})}
+        out = {**{d: stream.dims[d] for d in ("time", "packet")}, **problem.spec.output}
         dtypes = {"x": problem.dtype, "out": self.out_dtype(plan)}
         for role, maps, mode, engine in (("x", stream.dims, "read", "fetch"),
                                          ("out", out, "write", "commit")):
@@ -69,9 +79,8 @@ class Vector(_Chains):
     keys = {"vector": key_sets({"input", "vrf", "chain", "output", "reference"},
                                {"input", "chain"})}
 
-    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
-        from ..chains_spec import parse_vector
-        parse_vector(ctx, data, kind, tensors, params)
+    def load(self, ctx, data: dict, kind: str, tensors: dict) -> VectorSpec | ExpressionSpec:
+        return parse_vector(ctx, data, kind, tensors)
 
     def lower(self, problem) -> Any:
         from tcplan.model.vector import analyze
@@ -87,7 +96,7 @@ class Vector(_Chains):
         return rep
 
     def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
-        if problem.params.get("reference") is None:
+        if problem.spec.reference is None:
             raise fail("bad-request", detail=f"a graph checks every op; the vector op "
                        f"{problem.name} has no reference formula to check its chain by",
                        fix="add reference: '<formula of x>' to the op")
@@ -112,19 +121,17 @@ class LaneFold(_Chains):
     names = ("lane_fold",)
     keys = {"lane_fold": key_sets({"input", "mode", "output"}, {"input", "mode"})}
 
-    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
-        from ..chains_spec import parse_lane_fold
-        parse_lane_fold(ctx, data, tensors, params)
+    def load(self, ctx, data: dict, kind: str, tensors: dict) -> LaneFoldSpec:
+        return parse_lane_fold(ctx, data, tensors)
 
     def inputs(self, problem) -> tuple[str, ...]:
         return ("x",)
 
-    def lower(self, problem) -> Any:
+    def lower(self, problem: Problem[LaneFoldSpec]) -> Any:
         from tcplan.model.lane import fold
         tiers.require_placement(problem.tensors.values(), problem.chips)
-        m = problem.params["input"]
-        out = problem.params.get("output", {})
-        return fold(problem.axes, m["lane"], m["time"], m["packet"], problem.params["mode"],
+        m, out = problem.spec.input, problem.spec.output
+        return fold(problem.axes, m["lane"], m["time"], m["packet"], problem.spec.mode,
                     out.get("time"), out.get("packet"))
 
     def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
@@ -143,8 +150,8 @@ class Expression(_Chains):
     keys = {"expression": key_sets({"input", "vrf", "expression", "output", "pair_axis"},
                                    {"input", "expression"})}
 
-    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
-        Vector.load(self, ctx, data, kind, tensors, params)
+    def load(self, ctx, data: dict, kind: str, tensors: dict) -> VectorSpec | ExpressionSpec:
+        return parse_vector(ctx, data, kind, tensors)
     solvable = True
 
     def lower(self, problem) -> Any:
@@ -181,9 +188,9 @@ class Expression(_Chains):
         return verify_plan(problem, plan, seed, X, vrf)
 
     def solve_text(self, problem, solved: Solved) -> str:
-        if solved.error is None:
-            return expression_text(problem, solved)
-        if solved.plan is not None:  # planned, but the check failed
+        if solved.error is None and isinstance(solved.record, ExpressionSolved):
+            return expression_text(problem, solved.record)
+        if solved.plan is not None and solved.error is not None:  # planned, check failed
             return f"{problem.name}: planned but NOT verified\n" + format_error(solved.error)
         return super().solve_text(problem, solved)
 
@@ -196,7 +203,52 @@ for k in (Vector(), LaneFold(), Expression()):
     register(k)
 
 
-def solve_expression(problem, opts: Options) -> Solved:
+@dataclass(frozen=True)
+class ExpressionSolved:
+    """An expression's solve: the planner's status, the chains' cycles and invocations (each
+    chain's steps, ALUs and cycles: ``chains``), and the check of the chains against the
+    formula on seeded data (``method``; ``error`` when they do not compute it)."""
+
+    problem: str
+    status: str
+    plan: Any  # the chains planned (planner/chains.py's Plan)
+    verified: bool | None
+    checked: int = 0
+    check: str = "full"
+    method: str = ""
+    solve_time: float = 0.0
+    times: dict[str, float] = field(default_factory=dict)
+    error: TcplanError | None = None
+    lower_bound: None = None
+    breakdown: None = None
+
+    @property
+    def cycles(self) -> int:
+        return self.plan.cycles
+
+    @property
+    def invocations(self) -> int:
+        return len(self.plan.chains)
+
+    @property
+    def note(self) -> str | None:
+        return ("the time limit cut the search: the plan is not proven optimal"
+                if self.status != "optimal" else None)
+
+    def to_json(self) -> dict[str, Any]:
+        head = {"problem": self.problem, "status": self.status, "cycles": self.cycles,
+                "invocations": self.invocations, "plan": self.plan.chains_json(),
+                "verified": self.verified}
+        if self.error is not None:  # (a plan that does not compute its formula)
+            return {**head, "error": self.error.to_json()}
+        out = {**head, "checked": self.checked, "check": self.check, "method": self.method,
+               "solve_time": self.solve_time, "times": self.times}
+        if self.note is not None:
+            out["note"] = self.note
+        return out
+
+
+def solve_expression(problem: Problem[ExpressionSpec], opts: Options) -> Solved:
     """Plan an expression: the fewest Tensor Unit invocations, each a valid chain; run the
     chains on seeded inputs against the formula."""
     from tcplan.executor.chains import verify_plan
@@ -208,50 +260,43 @@ def solve_expression(problem, opts: Options) -> Solved:
     except TcplanError as err:
         if err.kind == "input":
             raise
-        status = "unknown" if err.code in ("plan-time-limit", "size-limit") else "infeasible"
-        return Solved({"problem": problem.name, "status": status, "cycles": None,
-                       "plan": None, "verified": None, "explanation": err.to_json()},
-                      error=err, exit=EXIT_RULE)
+        return Solved.no_plan(problem.name, err, "unknown" if err.code in (
+            "plan-time-limit", "size-limit") else "infeasible")
     solve_s = time.perf_counter() - t0
     check = opts.verify
     t1 = time.perf_counter()
     try:
         # (an expression's chains are small: sample checks them in full too)
-        report = (verify_plan(problem, plan, opts.seed) if check != "none" else
-                  {"verified": None, "checked": 0, "method": "not run (--verify none)"})
+        report: dict[str, Any] = (
+            verify_plan(problem, plan, opts.seed) if check != "none" else
+            {"verified": None, "checked": 0, "method": "not run (--verify none)"})
     except TcplanError as err:  # a plan that does not compute the formula: a tcplan bug
-        return Solved({"problem": problem.name, "status": plan.solution.status,
-                       "cycles": plan.cycles, "invocations": len(plan.chains),
-                       "plan": plan.chains_json(), "verified": False,
-                       "error": err.to_json()}, plan, err, EXIT_RULE)
-    out = {"problem": problem.name, "status": plan.solution.status, "cycles": plan.cycles,
-           "invocations": len(plan.chains), "plan": plan.chains_json(),
-           "verified": report["verified"], "checked": report["checked"],
-           "check": "full" if check == "sample" else check,
-           "method": report["method"], "solve_time": round(solve_s, 3),
-           # (the chains run on their data and are checked in one pass: verify holds both)
-           "times": {"plan": round(solve_s, 3), "lower": 0.0, "execute": 0.0,
-                     "verify": round(time.perf_counter() - t1, 3)}}
-    if plan.solution.status != "optimal":
-        out["note"] = "the time limit cut the search: the plan is not proven optimal"
-    return Solved(out, plan)
+        return Solved(ExpressionSolved(problem.name, plan.solution.status, plan, False,
+                                       error=err), plan, err, EXIT_RULE)
+    record = ExpressionSolved(
+        problem.name, plan.solution.status, plan, report["verified"], report["checked"],
+        "full" if check == "sample" else check, report["method"], round(solve_s, 3),
+        # (the chains run on their data and are checked in one pass: verify holds both)
+        {"plan": round(solve_s, 3), "lower": 0.0, "execute": 0.0,
+         "verify": round(time.perf_counter() - t1, 3)})
+    return Solved(record, plan)
 
 
-def expression_text(problem, solved: Solved) -> str:
+def expression_text(problem: Problem[ExpressionSpec], out: ExpressionSolved) -> str:
     """What `tcplan solve` prints of an expression's plan."""
-    out = solved.record
-    f = problem.params["expression"]
-    lines = [f"{problem.name}: {f.text} ({problem.dtype}) -> {out['invocations']} Tensor "
-             f"Unit invocation(s), {out['cycles']:,} cycles ({out['status']}; solved in "
-             f"{out['solve_time']:.2f} s)"]
-    if "note" in out:
-        lines.append("  note: " + out["note"])
-    for c in out["plan"]:
-        lines.append(f"  invocation {c['invocation']} ({c['cycles']:,} cycles; ALUs: "
-                     f"{', '.join(c['alus']) or 'none'}):")
-        lines += [f"    .{s}" for s in c["steps"]]
-    lines.append(f"verified: {out['checked']:,} output elements; {out['method']}"
-                 if out["verified"] else "not verified (--verify none)")
+    f = problem.spec.expression
+    lines = [f"{problem.name}: {f.text} ({problem.dtype}) -> {out.invocations} Tensor "
+             f"Unit invocation(s), {out.cycles:,} cycles ({out.status}; solved in "
+             f"{out.solve_time:.2f} s)"]
+    if out.note is not None:
+        lines.append("  note: " + out.note)
+    from ..chains import step_text
+    for q, (c, a) in enumerate(zip(out.plan.chains, out.plan.analyses), 1):
+        lines.append(f"  invocation {q} ({a.cycles:,} cycles; ALUs: "
+                     f"{', '.join(a.alus) or 'none'}):")
+        lines += [f"    .{step_text(s)}" for s in c.steps]
+    lines.append(f"verified: {out.checked:,} output elements; {out.method}"
+                 if out.verified else "not verified (--verify none)")
     return "\n".join(lines)
 
 

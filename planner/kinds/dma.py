@@ -4,13 +4,18 @@ stream; planned when its stream, a placement or an HBM layout is free."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from tcplan.model import dma
+from tcplan.model.mapping import Mapping
 from tcplan.model.rules import TcplanError, fail
 
+from ..dma_spec import DmaSpec
+from ..outcome import Found, error_of
+from ..problem import Problem
 from ..render import EXIT_OK, EXIT_RULE, _hbm_line, format_dma
-from ..registry import REGISTRY, Kind, Options, Solved, key_sets, register
+from ..registry import Kind, Options, Solved, key_sets, register
 
 
 class Dma(Kind):
@@ -26,24 +31,24 @@ class Dma(Kind):
                    for n in ("dma", "pcie")}
     pictures = True
 
-    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+    def load(self, ctx, data: dict, kind: str, tensors: dict) -> DmaSpec:
         from tcplan.model.broadcast import partial_violations
 
         from ..dma_spec import load_dma
-        load_dma(ctx, data, kind, tensors, params)
+        spec = load_dma(ctx, data, kind, tensors)
         # a destination asking for values the source lacks is a mistake, said before planning
         bad = partial_violations(tensors["source"], tensors["destination"],
                                  ctx.doc.where(("destination",)))
         if bad:
             raise TcplanError(bad)
+        return spec
 
-    def lower(self, problem) -> Any:
-        from ..dma_plan import plan_free, planned
-        t = problem.tensors
-        if planned(problem):  # a free stream or source: the searched layout's plan
-            return plan_free(problem)[0].best.plan
-        return dma.lower(t["source"], t["destination"], t["stream"], problem.chips,
-                         problem.params.get("engine_at"), pcie=problem.kind == "pcie")
+    def lower(self, problem: Problem[DmaSpec]) -> Any:
+        from ..dma_plan import plan_free
+        from ..outcome import unwrap
+        if problem.spec.planned:  # a free stream or source: the searched layout's plan
+            return unwrap(plan_free(problem)).best.plan
+        return given_plan(problem)
 
     def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.run import run_dma
@@ -76,29 +81,32 @@ class Dma(Kind):
         return solve_dma(problem, opts)
 
     def solve_text(self, problem, solved: Solved) -> str:
-        if solved.error is not None:
-            return super().solve_text(problem, solved)
-        if "hops" in solved.record["plan"]:
-            return _hops_text(problem, solved)
-        return dma_solve_text(problem, solved)
+        record = solved.record
+        if isinstance(record, HopsSolved):
+            return _hops_text(problem, record)
+        if isinstance(record, DmaSolved):
+            return dma_solve_text(problem, record, solved.plan)
+        return super().solve_text(problem, solved)
 
     def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         from ..explain import explain_dma
         return explain_dma(problem, seed)
 
-    def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
+    def plan(self, problem: Problem[DmaSpec], opts: Options) -> tuple[Any, int | None, bool]:
         from tcplan.model.cost import dma_cycles
 
-        from ..dma_plan import plan_free, planned
-        if problem.params.get("hops", 1) > 1:
+        from ..dma_plan import plan_free
+        if problem.spec.hops > 1:
             raise fail("bad-request", detail="a graph's DMA op moves in one hop",
                        fix="drop hops, or add the intermediate tensor and a second op")
-        if not planned(problem):
+        if not problem.spec.planned:
             plan = self.lower(problem)
             return plan, dma_cycles(plan).cycles, True
-        found = plan_free(problem, opts.time_limit, opts.seed, workers=opts.workers)[0]
-        return found.best.plan, dma_cycles(found.best.plan).cycles, \
-            found.status == "optimal"
+        out = plan_free(problem, opts.time_limit, opts.seed, workers=opts.workers)
+        if not isinstance(out, Found):
+            raise error_of(out)
+        best = out.record.best.plan
+        return best, dma_cycles(best).cycles, out.proven
 
     def graph_summary(self, plan) -> dict[str, Any]:
         return {"stream": {d: m.text() for d, m in plan.stream_dims.items()}}
@@ -125,137 +133,257 @@ class Dma(Kind):
 register(Dma())
 
 
-def _no_plan(problem: Any, err: TcplanError) -> Solved:
-    """`solve` found no plan: infeasible, or unknown when the time limit cut the search."""
-    status = "unknown" if err.code == "plan-time-limit" else "infeasible"
-    return Solved({"problem": problem.name, "status": status, "cycles": None, "plan": None,
-                   "verified": None, "explanation": err.to_json()}, error=err,
-                  exit=EXIT_RULE)
+def given_plan(problem: Problem[DmaSpec]) -> Any:
+    """A DMA with nothing free: lowered as given."""
+    t = problem.tensors
+    return dma.lower(t["source"], t["destination"], t["stream"], problem.chips,
+                     problem.spec.engine_at, pcie=problem.spec.pcie)
 
 
-def _searched(problem: Any, opts) -> tuple[Any, str, dict[str, Any], int, dict, float]:
-    """Plan a DMA's free choices: (plan, status, the chosen stream and layouts, legal
-    layouts, rejections by rule, lowering seconds)."""
+@dataclass(frozen=True)
+class Chosen:
+    """What a DMA's solve chose (or was given): the stream's Time and Packet, its engine
+    split (Cluster, Slice) when planned, and the layouts the problem left free: the
+    destination's dimensions (element, chip, cluster, slice), a free source's Element, and
+    the HBM addresses placed (source first)."""
+
+    time: Mapping
+    packet: Mapping
+    split: dict[str, Mapping] | None = None
+    destination: dict[str, Mapping] = field(default_factory=dict)
+    source_element: Mapping | None = None
+    addresses: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"time": self.time.text(), "packet": self.packet.text()}
+        if self.split is not None:
+            out.update({d: m.text() for d, m in self.split.items()})
+        out.update({"destination_" + d: m.text() for d, m in self.destination.items()})
+        if self.source_element is not None:
+            out["source_element"] = self.source_element.text()
+        out.update({side + "_address": a for side, a in self.addresses.items()})
+        return out
+
+
+@dataclass(frozen=True)
+class DmaSolved:
+    """A DMA's solve: its status (``optimal``, ``feasible``, ``given``), what it chose, the
+    lowered plan, its cycles (the full model's), the estimate the search minimized, the
+    lower bound, the check, the search's counts and the times."""
+
+    problem: str
+    status: str
+    chosen: Chosen
+    plan: Any  # the lowered DmaPlan
+    cycles: int
+    estimate: int
+    lower_bound: int | None
+    breakdown: dict[str, Any]  # the cycle report (model.cost.CycleReport.to_json)
+    verified: bool | None
+    checked: int
+    check: str
+    candidates: int
+    rejected: dict[str, int]
+    solve_time: float
+    times: dict[str, float]
+    error: TcplanError | None = None  # why the plan did not verify
+
+    @property
+    def bound_ratio(self) -> float | None:
+        return round(self.cycles / self.lower_bound, 3) if self.lower_bound else None
+
+    @property
+    def note(self) -> str | None:
+        return ("the time limit cut the search: the plan is not proven optimal"
+                if self.status == "feasible" else None)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"problem": self.problem, "status": self.status, "cycles": self.cycles,
+               "estimate": self.estimate, "lower_bound": self.lower_bound,
+               "bound_ratio": self.bound_ratio,
+               "plan": {"stream": self.chosen.to_json(), **self.plan.to_json()},
+               "verified": self.verified, "checked": self.checked, "check": self.check,
+               "candidates": self.candidates, "rejected": self.rejected,
+               "solve_time": self.solve_time, "times": self.times,
+               "breakdown": self.breakdown}
+        if self.error is not None:
+            out["error"] = self.error.to_json()
+        if self.note is not None:
+            out["note"] = self.note
+        return out
+
+
+@dataclass(frozen=True)
+class _Searched:
+    """A DMA's free choices planned: the plan, its status, what was chosen, the legal
+    layouts found, the rejections by rule, and the seconds spent lowering."""
+
+    plan: Any
+    status: str
+    chosen: Chosen
+    candidates: int
+    rejected: dict[str, int]
+    lowering: float
+
+
+def _searched(problem: Problem[DmaSpec], opts) -> _Searched | TcplanError:
+    """Plan a DMA's free choices; the error that says why there is no plan."""
     from ..dma_plan import plan_free
-    found, split = plan_free(problem, opts.time_limit, opts.seed, workers=opts.workers,
-                             progress=opts.progress)
+    out = plan_free(problem, opts.time_limit, opts.seed, workers=opts.workers,
+                    progress=opts.progress)
+    if not isinstance(out, Found):
+        return error_of(out)
+    found, spec = out.record, problem.spec
     best = found.best
     plan = best.plan
-    chosen = {"time": best.time, "packet": best.packet_text,
-              "cluster": f"m![{split['cluster']}]", "slice": f"m![{split['slice']}]"}
-    if best.element is not None:
-        chosen["destination_element"] = best.element
-    if problem.params.get("free_slice"):
-        for dim in problem.params["free_slice"]["dims"]:
-            chosen["destination_" + dim] = plan.destination.dims[dim].text()
-    if problem.params.get("free_source"):
-        chosen["source_element"] = plan.source.dims["element"].text()
-    chosen_hbm = set(problem.params.get("free_address", ())) | (
-        {"source"} if problem.params.get("free_source") else set())
-    for side in sorted(chosen_hbm, reverse=True):  # the source first
-        chosen[side + "_address"] = getattr(plan, side).address
+    destination = {"element": best.element} if best.element is not None else {}
+    if spec.free_slice is not None:
+        destination.update({d: plan.destination.dims[d] for d in spec.free_slice.dims})
+    chosen_hbm = set(spec.free_address) | ({"source"} if spec.free_source else set())
+    chosen = Chosen(best.time, best.packet_map, found.split, destination,
+                    plan.source.dims["element"] if spec.free_source else None,
+                    {side: getattr(plan, side).address
+                     for side in sorted(chosen_hbm, reverse=True)})  # (the source first)
     logging.getLogger("tcplan").debug(
         "search: %d option model(s), %d plan(s) lowered and estimated, %d outer "
         "round(s); seconds: %s", found.models, found.enumerated, found.rounds,
         {k: round(v, 3) for k, v in found.times.items()})
-    return (plan, found.status, chosen, len(found.candidates), found.rejected,
-            found.times.get("lowering", 0.0))  # (lowering happens inside the search)
+    return _Searched(plan, out.status, chosen, len(found.candidates), found.rejected,
+                     found.times.get("lowering", 0.0))  # (lowering happens inside the search)
 
 
-def solve_dma(problem: Any, opts) -> Solved:
+def solve_dma(problem: Problem[DmaSpec], opts) -> Solved:
     """A DMA with a free stream: search the order and packet, lower, verify, time.  With
     nothing free the problem is verified as given."""
     import time
 
     from tcplan.executor.run import run_dma
     from tcplan.model.cost import dma_cycles, estimate, lower_bound
-
-    from ..dma_plan import planned
     t = problem.tensors
     t0 = time.perf_counter()
-    if problem.params.get("hops", 1) > 1:
+    if problem.spec.hops > 1:
         return _solve_hops(problem, opts)
     try:
-        if planned(problem):
-            plan, status, chosen, n_cand, rejected, lowering = _searched(problem, opts)
+        if problem.spec.planned:
+            got = _searched(problem, opts)
+            if isinstance(got, TcplanError):
+                return Solved.no_plan(problem.name, got)
         else:
-            plan, status = REGISTRY["dma"].lower(problem), "given"
-            lowering = time.perf_counter() - t0
-            chosen = {"time": t["stream"].dims["time"].text(),
-                      "packet": t["stream"].dims["packet"].text()}
-            n_cand, rejected = 1, {}
+            plan = given_plan(problem)
+            got = _Searched(plan, "given", Chosen(t["stream"].dims["time"],
+                                                  t["stream"].dims["packet"]),
+                            1, {}, time.perf_counter() - t0)
     except TcplanError as err:
         if err.kind == "input":
             raise
-        return _no_plan(problem, err)
+        return Solved.no_plan(problem.name, err)
+    plan = got.plan
     solve_s = time.perf_counter() - t0
     detailed = dma_cycles(plan)
-    bound = lower_bound(plan)
     check = opts.verify
-    times = {"plan": round(solve_s, 3), "lower": round(lowering, 3)}
+    times = {"plan": round(solve_s, 3), "lower": round(got.lowering, 3)}
     try:
         ran = run_dma(problem, plan, opts.seed, check, opts.progress)
         checked = ran["checked"]
         times.update(execute=round(ran["execute_s"], 3), verify=round(ran["verify_s"], 3))
         verified, error = (None if check == "none" else True), None
     except TcplanError as err:
-        verified, error, checked = False, err.to_json(), 0
-    out = {"problem": problem.name, "status": status, "cycles": detailed.cycles,
-           "estimate": estimate(plan).cycles, "lower_bound": bound,
-           "bound_ratio": round(detailed.cycles / bound, 3) if bound else None,
-           "plan": {"stream": chosen, **plan.to_json()}, "verified": verified,
-           "checked": checked, "check": check, "candidates": n_cand, "rejected": rejected,
-           "solve_time": round(solve_s, 3), "times": times,
-           "breakdown": detailed.to_json()}
-    if error:
-        out["error"] = error
-    if status == "feasible":
-        out["note"] = "the time limit cut the search: the plan is not proven optimal"
-    return Solved(out, plan, exit=EXIT_OK if verified is not False else EXIT_RULE)
+        verified, error, checked = False, err, 0
+    record = DmaSolved(problem.name, got.status, got.chosen, plan, detailed.cycles,
+                       estimate(plan).cycles, lower_bound(plan), detailed.to_json(), verified,
+                       checked, check, got.candidates, got.rejected, round(solve_s, 3), times,
+                       error)
+    return Solved(record, plan, exit=EXIT_OK if verified is not False else EXIT_RULE)
 
 
-def dma_solve_text(problem: Any, solved: Solved) -> str:
+def dma_solve_text(problem: Problem[DmaSpec], out: DmaSolved, plan: Any) -> str:
     """What `tcplan solve` prints of a DMA's plan."""
-    out, plan = solved.record, solved.plan
-    chosen, rejected = out["plan"]["stream"], out["rejected"]
-    dest = [f"{d.title()} {chosen['destination_' + d]:,}" if d == "address" else
-            f"{d.title()} {chosen['destination_' + d]}"
-            for d in ("chip", "cluster", "slice", "element", "address")
-            if "destination_" + d in chosen]
+    chosen, rejected = out.chosen, out.rejected
+    dest = [f"{d.title()} {chosen.destination[d].text()}" for d in
+            ("chip", "cluster", "slice", "element") if d in chosen.destination]
+    if "destination" in chosen.addresses:
+        dest.append(f"Address {chosen.addresses['destination']:,}")
+    split = chosen.split
     head = (f"{problem.name}: "
-            + (f"source Element {chosen['source_element']} (HBM), "
-               if "source_element" in chosen else "")
-            + (f"source address {chosen['source_address']:,}, "
-               if "source_address" in chosen else "") + "stream "
-            + (f"Cluster {chosen['cluster']}, Slice {chosen['slice']}, " if "slice" in
-               chosen else "") + f"Time {chosen['time']}, Packet {chosen['packet']} "
+            + (f"source Element {chosen.source_element.text()} (HBM), "
+               if chosen.source_element is not None else "")
+            + (f"source address {chosen.addresses['source']:,}, "
+               if "source" in chosen.addresses else "") + "stream "
+            + (f"Cluster {split['cluster'].text()}, Slice {split['slice'].text()}, "
+               if split is not None else "")
+            + f"Time {chosen.time.text()}, Packet {chosen.packet.text()} "
             + ("into destination " + ", ".join(dest) + " " if dest else "")
-            + f"({out['status']}; {out['candidates']} legal layout(s)"
+            + f"({out.status}; {out.candidates} legal layout(s)"
             + (", rejected: " + ", ".join(f"{r} x{k}" for r, k in rejected.items())
-               if rejected else "") + f"; {out['solve_time']:.2f} s)")
-    b = out["breakdown"]
+               if rejected else "") + f"; {out.solve_time:.2f} s)")
+    hbm = out.breakdown.get("hbm")
     return "\n".join(
         [head, format_dma(problem.name, plan),
-         f"cycles: {out['cycles']:,} (estimate {out['estimate']:,}; lower bound "
-         f"{out['lower_bound']:,}, ratio {out['bound_ratio']})"]
-        + ([_hbm_line(b["hbm"])] if b.get("hbm") else [])
-        + [_verified_line(out["verified"], out["check"], out["checked"], out.get("error"))]
-        + ([f"note: {out['note']}"] if "note" in out else []))
+         f"cycles: {out.cycles:,} (estimate {out.estimate:,}; lower bound "
+         f"{out.lower_bound:,}, ratio {out.bound_ratio})"]
+        + ([_hbm_line(hbm)] if hbm else [])
+        + [_verified_line(out.verified, out.check, out.checked, out.error)]
+        + ([f"note: {out.note}"] if out.note is not None else []))
 
 
-def _verified_line(verified: bool | None, check: str, checked: int, error) -> str:
+def _verified_line(verified: bool | None, check: str, checked: int,
+                   error: TcplanError | None) -> str:
     """What `solve` says of its check (``--verify full|sample|none``)."""
     if verified is None:
         return "not verified (--verify none: the plan was not executed)"
     if not verified:
-        return f"NOT verified [{error['code']}]: " + error["message"]
+        assert error is not None  # (a failed check has its error)
+        return f"NOT verified [{error.code}]: " + error.message
     if check == "sample":
         return (f"verified at a sample: {checked:,} live destination positions drawn at "
                 f"random (seeded) hold what they must (--verify full checks every one)")
     return f"verified: {checked:,} destination elements"
 
 
-def _solve_hops(problem: Any, opts) -> Solved:
+@dataclass(frozen=True)
+class HopRow:
+    """One hop of a multi-hop solve: its two tensors, the stream it chose, its cycles (the
+    full model's and the estimate) and the destination elements its check covered."""
+
+    source: str
+    destination: str
+    stream: dict[str, str]
+    cycles: int
+    estimate: int
+    checked: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "destination": self.destination,
+                "stream": self.stream, "cycles": self.cycles, "estimate": self.estimate,
+                "checked": self.checked}
+
+
+@dataclass(frozen=True)
+class HopsSolved:
+    """A multi-hop DMA's solve: its hops, their total cycles, whether every hop verified,
+    why the direct transfer is not used, and the intermediates tried."""
+
+    problem: str
+    hops: tuple[HopRow, ...]
+    cycles: int
+    verified: bool
+    why: str | None
+    intermediates_tried: int
+    solve_time: float
+    status: str = "optimal"
+    lower_bound: None = None
+    breakdown: None = None  # (each hop's is its own)
+    error: None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"problem": self.problem, "status": self.status, "cycles": self.cycles,
+                "plan": {"hops": [h.to_json() for h in self.hops]},
+                "verified": self.verified, "why": self.why,
+                "intermediates_tried": self.intermediates_tried,
+                "solve_time": self.solve_time}
+
+
+def _solve_hops(problem: Problem[DmaSpec], opts) -> Solved:
     """Direct or through one intermediate HBM layout: the shortest path of planned hops;
     each hop is executed and verified (so the chain holds the source tensor end to end)."""
     import time
@@ -266,11 +394,14 @@ def _solve_hops(problem: Any, opts) -> Solved:
     from ..hops import plan_hops
     t0 = time.perf_counter()
     try:
-        hp = plan_hops(problem, opts.time_limit, opts.seed)
+        out = plan_hops(problem, opts.time_limit, opts.seed)
     except TcplanError as err:
         if err.kind == "input":
             raise
-        return _no_plan(problem, err)
+        return Solved.no_plan(problem.name, err)
+    if not isinstance(out, Found):
+        return Solved.no_plan(problem.name, error_of(out))
+    hp = out.record
     solve_s = time.perf_counter() - t0
     rows, verified, total = [], True, 0
     for h in hp.hops:
@@ -280,25 +411,21 @@ def _solve_hops(problem: Any, opts) -> Solved:
             checked = run_dma(problem, h.plan, opts.seed)["checked"]
         except TcplanError:
             verified, checked = False, 0
-        rows.append({"source": h.source.describe(), "destination": h.destination.describe(),
-                     "stream": h.stream, "cycles": full, "estimate": h.cycles,
-                     "checked": checked})
-    out = {"problem": problem.name, "status": "optimal", "cycles": total,
-           "plan": {"hops": rows}, "verified": verified, "why": hp.direct_error,
-           "intermediates_tried": hp.tried, "solve_time": round(solve_s, 3)}
-    return Solved(out, hp, exit=EXIT_OK if verified else EXIT_RULE)
+        rows.append(HopRow(h.source.describe(), h.destination.describe(), h.stream, full,
+                           h.cycles, checked))
+    record = HopsSolved(problem.name, tuple(rows), total, verified, hp.direct_error,
+                        hp.tried, round(solve_s, 3))
+    return Solved(record, hp, exit=EXIT_OK if verified else EXIT_RULE)
 
 
-def _hops_text(problem: Any, solved: Solved) -> str:
-    out = solved.record
-    rows = out["plan"]["hops"]
-    lines = [f"{problem.name}: {len(rows)} hop(s), {out['cycles']:,} cycles"
-             + (f" ({out['why']})" if out["why"] else "")
-             + f"; {out['intermediates_tried']} intermediate layout(s) tried in "
-             f"{out['solve_time']:.2f} s"]
-    for k, r in enumerate(rows, 1):
-        lines.append(f"  hop {k}: {r['source']} -> {r['destination']}")
-        lines.append(f"         stream {r['stream']}; {r['cycles']:,} cycles; "
-                     + (f"verified ({r['checked']:,} elements)" if r["checked"] else
+def _hops_text(problem: Problem[DmaSpec], out: HopsSolved) -> str:
+    lines = [f"{problem.name}: {len(out.hops)} hop(s), {out.cycles:,} cycles"
+             + (f" ({out.why})" if out.why else "")
+             + f"; {out.intermediates_tried} intermediate layout(s) tried in "
+             f"{out.solve_time:.2f} s"]
+    for k, r in enumerate(out.hops, 1):
+        lines.append(f"  hop {k}: {r.source} -> {r.destination}")
+        lines.append(f"         stream {r.stream}; {r.cycles:,} cycles; "
+                     + (f"verified ({r.checked:,} elements)" if r.checked else
                         "NOT verified"))
     return "\n".join(lines)

@@ -5,16 +5,30 @@ free layouts chosen jointly (planner/graph_plan.py), run end to end on one set o
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from tcplan.model.rules import TcplanError
 
+from ..outcome import NoPlan, TimedOut, unwrap
+from ..problem import Problem
 from ..render import EXIT_OK, EXIT_RULE
 from ..registry import Kind, Options, Solved, key_sets, kinds, register
 
+if TYPE_CHECKING:  # (planner/graph.py imports networkx: loaded with the first graph)
+    from ..graph import Graph
+    from ..graph_plan import ConflictOp
 
-def _graph(problem):
-    return problem.params["graph"]
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """A graph problem's tensors, ops and objective, as planner/graph.py reads them."""
+
+    graph: "Graph"
+
+
+def _graph(problem: Problem[GraphSpec]) -> "Graph":
+    return problem.spec.graph
 
 
 class GraphKind(Kind):
@@ -23,13 +37,13 @@ class GraphKind(Kind):
     solvable = True
     output_word = "graph tensor"
 
-    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+    def load(self, ctx, data: dict, kind: str, tensors: dict) -> GraphSpec:
         from ..graph import load_graph
-        params["graph"] = load_graph(ctx, data)
+        return GraphSpec(load_graph(ctx, data))
 
     def lower(self, problem, opts: Options | None = None) -> Any:
         from ..graph_plan import plan_graph
-        return plan_graph(_graph(problem), opts or Options())
+        return unwrap(plan_graph(_graph(problem), opts or Options()))
 
     def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
         gp = self.lower(problem, opts)
@@ -64,10 +78,10 @@ class GraphKind(Kind):
         return solve_graph(problem, opts)
 
     def solve_text(self, problem, solved: Solved) -> str:
-        if solved.error is not None:
+        record = solved.record
+        if not isinstance(record, GraphSolved):
             return super().solve_text(problem, solved)
-        r = solved.record
-        return "\n".join([graph_text(problem, solved.plan), _verified(r)])
+        return "\n".join([graph_text(problem, record.plan), _verified(record)])
 
     def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         return explain_graph(problem, seed)
@@ -101,6 +115,43 @@ def _op_json(row) -> dict[str, Any]:
             **kind.graph_summary(row.plan)}
 
 
+@dataclass(frozen=True)
+class GraphSolved:
+    """A graph's solve: the joint plan (planner/graph_plan.py's GraphPlan: its status,
+    layouts, ops, cycles by sum and critical path), whether it ran end to end, and the
+    times.  Its cycles are None when no op has modelled cycles."""
+
+    problem: str
+    plan: Any  # the GraphPlan
+    cycles: int | None
+    verified: bool | None
+    checked: int
+    check: str
+    times: dict[str, float]
+    solve_time: float
+    error: TcplanError | None = None
+    lower_bound: None = None
+    breakdown: None = None
+
+    @property
+    def status(self) -> str:
+        return self.plan.status
+
+    def to_json(self) -> dict[str, Any]:
+        gp = self.plan
+        out = {"problem": self.problem, "status": gp.status, "cycles": self.cycles,
+               "objective": gp.objective, "sum_cycles": gp.sum_cycles,
+               "critical_path_cycles": gp.critical_path_cycles,
+               "critical_path": gp.critical_path, "unmodelled": gp.unmodelled,
+               "plan": {"layouts": gp.layout, "ops": [_op_json(r) for r in gp.ops]},
+               "verified": self.verified, "checked": self.checked, "check": self.check,
+               "evaluations": gp.evaluations, "solve_time": self.solve_time,
+               "times": self.times}
+        if self.error is not None:
+            out["error"] = self.error.to_json()
+        return out
+
+
 def solve_graph(problem, opts: Options) -> Solved:
     """Choose every free tensor's layout and every op's plan, then run the graph end to end
     (``opts.verify``: ``full``; ``sample`` runs it in full too; ``none`` skips the run)."""
@@ -110,15 +161,13 @@ def solve_graph(problem, opts: Options) -> Solved:
     t0 = time.perf_counter()
     g = _graph(problem)
     try:
-        gp = plan_graph(g, opts)
+        out = plan_graph(g, opts)
+        gp = unwrap(out)
     except TcplanError as err:
         if err.kind == "input":
             raise
-        status = ("unknown" if err.code == "plan-time-limit" or err.kind == "limit"
-                  else "infeasible")
-        return Solved({"problem": problem.name, "status": status, "cycles": None,
-                       "plan": None, "verified": None, "explanation": err.to_json()},
-                      error=err, exit=EXIT_RULE)
+        return Solved.no_plan(problem.name, err, "unknown" if err.code == "plan-time-limit"
+                              or err.kind == "limit" else "infeasible")
     plan_s = time.perf_counter() - t0
     verified, checked, error = None, 0, None
     t1 = time.perf_counter()
@@ -128,22 +177,14 @@ def solve_graph(problem, opts: Options) -> Solved:
                                 progress=opts.progress)[1]["checked"]
             verified = True
         except TcplanError as err:
-            verified, error = False, err.to_json()
+            verified, error = False, err
     modelled = len(gp.unmodelled) < len(g.ops)  # (else no figure to give)
-    out = {"problem": problem.name, "status": gp.status,
-           "cycles": gp.cycles if modelled else None,
-           "objective": gp.objective, "sum_cycles": gp.sum_cycles,
-           "critical_path_cycles": gp.critical_path_cycles,
-           "critical_path": gp.critical_path, "unmodelled": gp.unmodelled,
-           "plan": {"layouts": gp.layout, "ops": [_op_json(r) for r in gp.ops]},
-           "verified": verified, "checked": checked,
-           "check": "none" if opts.verify == "none" else "full",
-           "evaluations": gp.evaluations, "solve_time": round(plan_s, 3),
-           "times": {"plan": round(plan_s, 3), **gp.times, "lower": 0.0,
-                     "execute": 0.0, "verify": round(time.perf_counter() - t1, 3)}}
-    if error:
-        out["error"] = error
-    return Solved(out, gp, exit=EXIT_OK if verified is not False else EXIT_RULE)
+    record = GraphSolved(problem.name, gp, gp.cycles if modelled else None, verified,
+                         checked, "none" if opts.verify == "none" else "full",
+                         {"plan": round(plan_s, 3), **gp.times, "lower": 0.0,
+                          "execute": 0.0, "verify": round(time.perf_counter() - t1, 3)},
+                         round(plan_s, 3), error)
+    return Solved(record, gp, exit=EXIT_OK if verified is not False else EXIT_RULE)
 
 
 def graph_text(problem, gp) -> str:
@@ -154,7 +195,7 @@ def graph_text(problem, gp) -> str:
              + (" -> ".join(gp.critical_path) or "no op with modelled cycles")
              + f"; {gp.evaluations} op plan(s) evaluated)"]
     for n, c in gp.layout.items():
-        lines.append(f"  {n}: Element {c} (of {len(g.tensors[n].candidates)} candidates)")
+        lines.append(f"  {n}: Element {c} (of {len(g.tensors[n].candidates or ())} candidates)")
     for i in g.order:
         row, op = gp.ops[i], g.ops[i]
         j = _op_json(row)
@@ -179,31 +220,33 @@ def _cycles(c: int | None) -> str:
     return "cycles not modelled" if c is None else f"{c:,} cycles"
 
 
-def _verified(r: dict[str, Any]) -> str:
-    if r["verified"] is None:
+def _verified(r: GraphSolved) -> str:
+    if r.verified is None:
         return "not verified (--verify none: the graph was not run)"
-    if not r["verified"]:
-        return f"NOT verified [{r['error']['code']}]: {r['error']['message']}"
-    return f"verified end to end: {r['checked']:,} tensor elements"
+    if not r.verified:
+        assert r.error is not None  # (a failed run has its error)
+        return f"NOT verified [{r.error.code}]: {r.error.message}"
+    return f"verified end to end: {r.checked:,} tensor elements"
 
 
 def explain_graph(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
     """A minimal set of ops whose layout needs conflict, or what the plan costs."""
     from ..graph_plan import plan_graph
     try:
-        gp = plan_graph(_graph(problem), Options(seed=seed))
-    except TcplanError as err:
+        out = plan_graph(_graph(problem), Options(seed=seed))
+    except TcplanError as err:  # (what the evaluation says: no choice to explain)
         if err.kind == "input":
             raise
-        items = getattr(err, "graph_conflict", None)
-        v = err.violations[0]
-        conflict = [{"rule": v.rule, "requirement": v.rule, "message": v.message,
-                     "fix": v.fix}] if items is None else [
-            {"rule": "graph-no-layout", "requirement": f"op {it['op']}",
-             "op": it["op"], "rules": it["rules"],
-             "layouts_with_a_plan": it["layouts_with_a_plan"],
-             "message": _need(it), "fix": v.fix} for it in items]
+        return EXIT_RULE, _no_choice(problem, err)
+    if isinstance(out, TimedOut):
+        return EXIT_RULE, _no_choice(problem, out.error)
+    if isinstance(out, NoPlan):
+        fix = out.error.violations[0].fix
+        conflict = [{"rule": "graph-no-layout", "requirement": f"op {it.op}", "op": it.op,
+                     "rules": it.rules, "layouts_with_a_plan": it.layouts_with_a_plan,
+                     "message": _need(it), "fix": fix} for it in out.record.ops]
         return EXIT_RULE, {"problem": problem.name, "feasible": False, "conflict": conflict}
+    gp = out.record
     return EXIT_OK, {"problem": problem.name, "feasible": True, "cycles": gp.cycles,
                      "bottleneck": "critical path " + " -> ".join(gp.critical_path),
                      "binding": [{"title": f"op {r.problem.name}: {_cycles(r.cycles)} with "
@@ -211,16 +254,22 @@ def explain_graph(problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
                                      or "its given layouts")} for r in gp.ops]}
 
 
-def _need(it: dict[str, Any]) -> str:
-    ok = it["layouts_with_a_plan"]
+def _no_choice(problem, err: TcplanError) -> dict[str, Any]:
+    """The explanation of a graph whose choice never ran: the error, as its one item."""
+    v = err.violations[0]
+    return {"problem": problem.name, "feasible": False, "conflict": [
+        {"rule": v.rule, "requirement": v.rule, "message": v.message, "fix": v.fix}]}
+
+
+def _need(it: ConflictOp) -> str:
+    ok = it.layouts_with_a_plan
     if not ok:
-        return f"op {it['op']} has no plan with any candidate layout (" + "; ".join(
-            f"{r}: {it['examples'][r]}" if r in it.get("examples", {}) else r
-            for r in it["rules"]) + ")"
-    return (f"op {it['op']} has a plan only with " + " or ".join(
+        return f"op {it.op} has no plan with any candidate layout (" + "; ".join(
+            f"{r}: {it.examples[r]}" if r in it.examples else r for r in it.rules) + ")"
+    return (f"op {it.op} has a plan only with " + " or ".join(
         ", ".join(f"{n} {c}" for n, c in lay.items()) for lay in ok[:3])
         + (f" (or {len(ok) - 3} more)" if len(ok) > 3 else "")
         + ("; the others are rejected by " + "; ".join(
-            f"{r} ({it['examples'][r]})" if r in it.get("examples", {}) else r
-            for r in it["rules"]) if it["rules"] else ""))
+            f"{r} ({it.examples[r]})" if r in it.examples else r
+            for r in it.rules) if it.rules else ""))
 

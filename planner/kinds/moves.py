@@ -3,6 +3,7 @@ scatter): data moves lowered to their own forms (seed 002)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -10,8 +11,24 @@ import numpy as np
 from tcplan.model import gather, redistribute
 from tcplan.model.rules import fail
 
+from ..problem import Problem
 from ..render import format_indexed, format_redistribution
 from ..registry import Kind, Options, key_sets, register
+
+
+@dataclass(frozen=True)
+class RedistributeSpec:
+    """A redistribution's steps, in order (docs/hardware.md section 6)."""
+
+    steps: tuple[redistribute.Step, ...]
+
+
+@dataclass(frozen=True)
+class IndexedSpec:
+    """A gather's or scatter's index values: byte offsets (``scaled``) or row positions
+    (``unscaled``, a gather's only)."""
+
+    variant: str = "scaled"
 
 
 class _RunsAlone(Kind):
@@ -63,16 +80,16 @@ class Redistribute(_RunsAlone):
                        have=_layout(t.tier, have, t.address),
                        want=_layout(want.tier, need, want.address))
 
-    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+    def load(self, ctx, data: dict, kind: str, tensors: dict) -> RedistributeSpec:
         tensors["source"] = ctx.tensor(("source",), data["source"], "source")
-        params["steps"] = ctx.steps(data["steps"])
+        return RedistributeSpec(tuple(ctx.steps(data["steps"])))
 
     def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.forms import verify_redistribution
         return verify_redistribution(problem, plan, seed)
 
-    def lower(self, problem) -> Any:
-        return redistribute.plan(problem.tensors["source"], problem.params["steps"],
+    def lower(self, problem: Problem[RedistributeSpec]) -> Any:
+        return redistribute.plan(problem.tensors["source"], list(problem.spec.steps),
                                  problem.chips)
 
     def inputs(self, problem) -> tuple[str, ...]:
@@ -112,20 +129,21 @@ class Indexed(_RunsAlone):
     TENSORS = {"gather": ("table", "index", "destination"),
                "scatter": ("source", "index", "destination")}
 
-    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
-        params["variant"] = (ctx.choice(data, "variant", ("scaled", "unscaled"), None)
-                             if kind == "gather" else "scaled")
+    def load(self, ctx, data: dict, kind: str, tensors: dict) -> IndexedSpec:
+        spec = IndexedSpec(ctx.choice(data, "variant", ("scaled", "unscaled"), None)
+                           if kind == "gather" else "scaled")
         for k in self.TENSORS[kind]:
             tensors[k] = ctx.tensor((k,), data[k], k)
+        return spec
 
     def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.forms import verify_indexed
         return verify_indexed(problem, plan, seed)
 
-    def lower(self, problem) -> Any:
+    def lower(self, problem: Problem[IndexedSpec]) -> Any:
         t = problem.tensors
         if problem.kind == "gather":
-            return gather.plan("gather", problem.params["variant"], t["table"],
+            return gather.plan("gather", problem.spec.variant, t["table"],
                                t["destination"], t["index"], problem.chips)
         return gather.plan("scatter", "scaled", t["destination"], t["source"], t["index"],
                            problem.chips)

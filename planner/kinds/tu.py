@@ -5,23 +5,80 @@ stream's Time and Packet are free (planner/tu_search.py); graph ops of their own
 from __future__ import annotations
 
 import time as _time
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from tcplan.model import hardware as hw
 from tcplan.model import tu
 from tcplan.model.broadcast import partial_violations
+from tcplan.model.mapping import number
 from tcplan.model.rules import TcplanError
+from tcplan.model.tiers import Tensor
 
-from ..render import EXIT_OK, EXIT_RULE
+from ..outcome import Found, unwrap
+from ..problem import Problem
 from ..registry import Kind, Options, Solved, key_sets, register
+from ..render import EXIT_OK, EXIT_RULE
+
+if TYPE_CHECKING:
+    from ..tu_search import TuOutcome
 
 #: the DM tensor's role in each kind's problem
 MEMORY = {"fetch": "source", "commit": "destination"}
 WHAT = {"fetch": "reads a DM tensor into", "commit": "writes into a DM tensor"}
 
 
-def _memory(problem):
+@dataclass(frozen=True)
+class TuSpec:
+    """A Fetch's or Commit's choices: the stream's Time and Packet free (planned by
+    planner/tu_search.py) or given, and the context it runs in (main or sub)."""
+
+    free: bool = False
+    context: str = "main"
+
+
+def _memory(problem: Problem[TuSpec]) -> Tensor:
     return problem.tensors[MEMORY[problem.kind]]
+
+
+@dataclass(frozen=True)
+class TuSolved:
+    """A Fetch's or Commit's solve: its status (``optimal``, ``feasible`` when the time limit
+    cut the search, ``given`` when the stream was), the lowered plan, its lower bound, the
+    rules that rejected proposed plans, the check and its outcome (``error``: why the plan
+    did not verify), and the times."""
+
+    problem: str
+    status: str
+    plan: tu.TuPlan
+    lower_bound: int
+    rejected: dict[str, int]
+    check: str
+    solve_time: float
+    breakdown: dict[str, Any]  # the plan's cycle report (TuPlan.breakdown)
+    verified: bool | None
+    checked: int
+    times: dict[str, float]
+    error: TcplanError | None = None
+
+    @property
+    def cycles(self) -> int:
+        return self.plan.cycles
+
+    @property
+    def bound_ratio(self) -> float:
+        return round(self.plan.cycles / self.lower_bound, 3)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"problem": self.problem, "status": self.status, "cycles": self.cycles,
+               "lower_bound": self.lower_bound, "bound_ratio": self.bound_ratio,
+               "plan": self.plan.to_json(), "rejected": self.rejected, "check": self.check,
+               "solve_time": self.solve_time, "breakdown": self.breakdown,
+               "verified": self.verified, "checked": self.checked}
+        if self.error is not None:
+            out["error"] = self.error.to_json()
+        out["times"] = self.times
+        return out
 
 
 class TensorUnitMove(Kind):
@@ -36,7 +93,7 @@ class TensorUnitMove(Kind):
 
     output_word = "moved"
 
-    def load(self, ctx, data: dict, kind: str, tensors: dict, params: dict) -> None:
+    def load(self, ctx, data: dict, kind: str, tensors: dict) -> TuSpec:
         role = MEMORY[kind]
         mem = ctx.tensor((role,), data[role], role)
         if mem.tier != "dm":
@@ -61,9 +118,9 @@ class TensorUnitMove(Kind):
                                 "stream: {time: free, packet: free}")
         given = dict(spec)
         for d in tu.SPATIAL:  # each slice moves its own part: the tensor's, unless given
-            given.setdefault(d, mem.dims[d].text())
+            given.setdefault(d, mem.dims[d])
         if free:
-            given.update(time="m![1]", packet="m![1]")
+            given.update(time=number(1), packet=number(1))
         tensors["stream"] = ctx.tensor(("stream",), given, "stream", tier="stream")
         if not free:  # the stream asking for values the tensor lacks: a mistake, said now
             src, dst = ((mem, tensors["stream"]) if kind == "fetch"
@@ -71,22 +128,19 @@ class TensorUnitMove(Kind):
             bad = partial_violations(src, dst, ctx.doc.where(("stream",)))
             if bad:
                 raise TcplanError(bad)
-        params["free"] = bool(free)
-        params["context"] = ctx.choice(data, "context", hw.TU_CONTEXTS, "main")
+        return TuSpec(bool(free), ctx.choice(data, "context", hw.TU_CONTEXTS, "main"))
 
-    def lower(self, problem) -> Any:
-        if problem.params["free"]:
-            return self._search(problem, Options())[0]
+    def lower(self, problem: Problem[TuSpec]) -> tu.TuPlan:
+        if problem.spec.free:
+            return unwrap(self._search(problem, Options())).best()
         return tu.lower(problem.kind, _memory(problem), problem.tensors["stream"],
-                        problem.params["context"], problem.chips)
+                        problem.spec.context, problem.chips)
 
-    def _search(self, problem, opts: Options) -> tuple[tu.TuPlan, bool, Any]:
-        from ..tu_search import search
-        found = search(problem.kind, _memory(problem), problem.params["context"],
-                       problem.chips, opts.time_limit, opts.seed, opts.workers)
-        if found.plan is None:
-            raise found.error(opts.time_limit)
-        return found.plan, found.optimal, found
+    def _search(self, problem: Problem[TuSpec], opts: Options) -> TuOutcome:
+        """The free stream searched (planner/tu_search.py) with the solver's settings."""
+        from ..tu_search import TuRequest, search
+        return search(TuRequest(problem.kind, _memory(problem), problem.spec.context,
+                                problem.chips, opts.time_limit, opts.seed, opts.workers))
 
     def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.tu import simulate
@@ -123,60 +177,59 @@ class TensorUnitMove(Kind):
                 f"({b['bytes_per_cycle']} B/cycle), {b['slices']} slice(s) in parallel; "
                 f"longest run on one DM bank {b['longest_bank_run']}"]
 
-    def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
-        if not problem.params["free"]:
+    def plan(self, problem: Problem[TuSpec], opts: Options) -> tuple[Any, int | None, bool]:
+        if not problem.spec.free:
             plan = self.lower(problem)
             return plan, plan.cycles, True
-        plan, optimal, _ = self._search(problem, opts)
-        return plan, plan.cycles, optimal
+        out = self._search(problem, opts)
+        if not isinstance(out, Found):
+            raise out.error
+        plan = out.record.best()
+        return plan, plan.cycles, out.proven
 
-    def solve(self, problem, opts: Options) -> Solved:
+    def solve(self, problem: Problem[TuSpec], opts: Options) -> Solved:
         t0 = _time.perf_counter()
+        rejected: dict[str, int] = {}
         try:
-            if problem.params["free"]:
-                plan, optimal, found = self._search(problem, opts)
-                status, rejected = ("optimal" if optimal else "feasible"), found.rejected
+            if problem.spec.free:
+                out = self._search(problem, opts)
+                if not isinstance(out, Found):  # NoPlan or TimedOut: the record says why
+                    return Solved.no_plan(problem.name, out.error)
+                plan, status, rejected = out.record.best(), out.status, out.record.rejected
             else:
-                plan, status, rejected = self.lower(problem), "given", {}
+                plan, status = self.lower(problem), "given"
         except TcplanError as err:
             if err.kind == "input":
                 raise
-            status = "unknown" if err.code == "plan-time-limit" else "infeasible"
-            return Solved({"problem": problem.name, "status": status, "cycles": None,
-                           "plan": None, "verified": None, "explanation": err.to_json()},
-                          error=err, exit=EXIT_RULE)
+            return Solved.no_plan(problem.name, err)
         solve_s = _time.perf_counter() - t0
-        bound = tu.lower_bound(plan, problem.params["free"])
-        out = {"problem": problem.name, "status": status, "cycles": plan.cycles,
-               "lower_bound": bound, "bound_ratio": round(plan.cycles / bound, 3),
-               "plan": plan.to_json(), "rejected": rejected, "check": opts.verify,
-               "solve_time": round(solve_s, 3), "breakdown": plan.breakdown()}
+        bound = tu.lower_bound(plan, problem.spec.free)
+        breakdown = plan.breakdown()
         t1 = _time.perf_counter()
-        if opts.verify == "none":
-            out.update(verified=None, checked=0)
-        else:
+        verified: bool | None = None
+        checked, error = 0, None
+        if opts.verify != "none":
             try:
-                out.update(verified=True, checked=self.verify(problem, plan,
-                                                              opts.seed)["checked"])
+                verified, checked = True, self.verify(problem, plan, opts.seed)["checked"]
             except TcplanError as err:
-                out.update(verified=False, checked=0, error=err.to_json())
-        out["times"] = {"plan": round(solve_s, 3),
-                        "verify": round(_time.perf_counter() - t1, 3)}
-        return Solved(out, plan, exit=EXIT_RULE if out["verified"] is False else EXIT_OK)
+                verified, checked, error = False, 0, err
+        record = TuSolved(problem.name, status, plan, bound, rejected, opts.verify,
+                          round(solve_s, 3), breakdown, verified, checked,
+                          {"plan": round(solve_s, 3),
+                           "verify": round(_time.perf_counter() - t1, 3)}, error)
+        return Solved(record, plan, exit=EXIT_RULE if verified is False else EXIT_OK)
 
-    def solve_text(self, problem, solved: Solved) -> str:
-        if solved.error is not None:
-            return super().solve_text(problem, solved)
+    def solve_text(self, problem: Problem[TuSpec], solved: Solved) -> str:
         out = solved.record
-        st = out["plan"]["stream"]
-        head = (f"{problem.name}: {problem.kind.title()} stream Time {st['time']}, Packet "
-                f"{st['packet']} ({out['status']}; {out['solve_time']:.2f} s)")
-        check = ("not verified (--verify none)" if out["verified"] is None else
-                 f"verified: {out['checked']:,} positions" if out["verified"] else
-                 f"NOT verified [{out['error']['code']}]: {out['error']['message']}")
-        return "\n".join([head, solved.plan.text(),
-                          f"cycles: {out['cycles']:,} (lower bound {out['lower_bound']:,}, "
-                          f"ratio {out['bound_ratio']})", check])
+        if solved.error is not None or not isinstance(out, TuSolved):
+            return super().solve_text(problem, solved)
+        stream = out.plan.stream.dims
+        head = (f"{problem.name}: {problem.kind.title()} stream Time "
+                f"{stream['time'].text()}, Packet {stream['packet'].text()} ({out.status}; "
+                f"{out.solve_time:.2f} s)")
+        cycles = (f"cycles: {out.cycles:,} (lower bound {out.lower_bound:,}, ratio "
+                  f"{out.bound_ratio})")
+        return "\n".join([head, out.plan.text(), cycles, _check_line(out)])
 
     def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         from ..explain import _item
@@ -188,13 +241,13 @@ class TensorUnitMove(Kind):
             return 1, {"problem": problem.name, "feasible": False,
                        "conflict": [_item(v.rule, v.to_json()) for v in err.violations]}
         b = plan.breakdown()
-        bound = tu.lower_bound(plan, problem.params["free"])
+        bound = tu.lower_bound(plan, problem.spec.free)
         return 0, {"problem": problem.name, "feasible": True, "cycles": plan.cycles,
                    "lower_bound": bound,
                    "bottleneck": f"{b['accesses_per_packet']} access(es) of "
                                  f"{b['access_bytes']} B per {b['packet_bytes']}-byte packet, "
                                  f"{b['packets']:,} packets per slice",
-                   "binding": tu.binding(plan, problem.params["free"])}
+                   "binding": tu.binding(plan, problem.spec.free)}
 
     def given_values(self, problem, plan, role: str, seed: int) -> Any:
         """A Commit's given stream (what the Tensor Unit computed) holds values of the
@@ -217,7 +270,7 @@ class TensorUnitMove(Kind):
                        else "commits it into", want=f"{mem.dtype} ({mem.name})")
 
     def lower_bound(self, problem, plan) -> int | None:
-        return tu.lower_bound(plan, problem.params["free"])
+        return tu.lower_bound(plan, problem.spec.free)
 
     def graph_summary(self, plan) -> dict[str, Any]:
         return {"stream": {d: plan.stream.dims[d].text() for d in ("time", "packet")},
@@ -236,6 +289,15 @@ class TensorUnitMove(Kind):
         moved = run_commit(mem, plan, axes, held)
         verify(mem, plan.memory, axes, held, moved)
         return {"destination": held}
+
+
+def _check_line(out: TuSolved) -> str:
+    """What `tcplan solve` says of the check."""
+    if out.verified is None:
+        return "not verified (--verify none)"
+    if out.verified or out.error is None:
+        return f"verified: {out.checked:,} positions"
+    return f"NOT verified [{out.error.code}]: {out.error.message}"
 
 
 def _values(problem, plan, seed: int):
