@@ -12,9 +12,11 @@ from __future__ import annotations
 MAX_SEQUENCER_ENTRIES = 8
 #: Each entry iterates at most this many times (seed 000, "반복 한도": size <= 65,536).
 MAX_ENTRY_ITERATIONS = 65_536
-#: Fetch/Commit packet sizes in bytes (seed 000, "패킷 크기"; docs/hardware.md R1:
-#: these limits belong to the Fetch/Commit sequencers only).
-FETCH_COMMIT_PACKET_BYTES = (1, 2, 4, 8, 16, 32)
+#: The bytes of one sequencer access: a Commit packet, a Fetch read (seed 000, "패킷 크기";
+#: docs/hardware.md R1: these limits belong to the Fetch/Commit sequencers only; a Fetch reads
+#: a larger packet in several reads: book moving-tensors/fetch-engine.md 'Multi-Read Packet',
+#: docs/decisions.md item 96).
+ACCESS_BYTES = (1, 2, 4, 8, 16, 32)
 #: Strides an innermost entry may have for a contiguous access (seed 000, "패킷 페치").
 CONTIGUOUS_INNERMOST_STRIDES = (0, 1)
 

@@ -211,12 +211,14 @@ RULES: dict[str, Rule] = _rules(
         modes=frozenset({"read"}),
     ),
     Rule(
-        "packet-bytes", "hardware", "Fetch/Commit packet must be 1, 2, 4, 8, 16 or 32 bytes",
+        "packet-bytes", "hardware", "a Commit packet must be 1, 2, 4, 8, 16 or 32 bytes",
         "packet of {packet} elements x {elem_bytes} B = {bytes} B is not one of "
-        + ", ".join(str(b) for b in hw.FETCH_COMMIT_PACKET_BYTES) + " bytes",
+        + ", ".join(str(b) for b in hw.ACCESS_BYTES) + " bytes",
         "{fix}",
-        "seed 000 '제약 조건' (packet size); docs/hardware.md R1",
-        profiles=frozenset({"fetch", "commit"}),
+        "seed 000 '제약 조건' (packet size); docs/hardware.md R1; a Fetch reads a larger "
+        "packet in several reads (book: moving-tensors/fetch-engine.md, 'Multi-Read Packet'; "
+        "docs/decisions.md item 96)",
+        profiles=frozenset({"commit"}),
     ),
     Rule(
         "innermost-access", "hardware", "innermost entry must be a contiguous or discrete access",

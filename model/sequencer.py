@@ -395,8 +395,8 @@ def packet_violations(engine: str, mode: str, dtype: str, packet: Mapping,
     packet_size = packet.size
     elem = hw.DTYPE_BYTES[dtype]
     pbytes = packet_size * elem
-    if applies["packet-bytes"] and pbytes not in hw.FETCH_COMMIT_PACKET_BYTES:
-        fits = [b // elem for b in hw.FETCH_COMMIT_PACKET_BYTES if b % elem == 0]
+    if applies["packet-bytes"] and pbytes not in hw.ACCESS_BYTES:
+        fits = [b // elem for b in hw.ACCESS_BYTES if b % elem == 0]
         violations.append(Violation("packet-bytes", (packet.text(),), {
             "packet": packet_size, "elem_bytes": elem, "bytes": pbytes,
             "fix": f"make Packet {', '.join(map(str, fits))} elements of {dtype} "

@@ -65,7 +65,7 @@ class TuPlan:
 
     @property
     def accesses_per_packet(self) -> int:
-        return -(-self.config.packet_size // self.access)
+        return reads_per_packet(self.config.packet_size, self.access)
 
     @property
     def cycles(self) -> int:
@@ -211,20 +211,32 @@ def _same_cells(a, b) -> bool:
 def access_elements(config: SequencerConfig, engine: str, context: str) -> int:
     """Elements of one hardware access of a lowered config (:func:`access_of` of its
     contiguous access, ``max_access_size``)."""
-    return access_of(config.max_access_size, hw.DTYPE_BYTES[config.dtype], context)
+    return access_of(config.max_access_size, 8 * hw.DTYPE_BYTES[config.dtype], context)
 
 
-def access_of(contiguous: int, eb: int, context: str) -> int:
-    """Elements of one hardware access: the largest divisor of the packet's ``contiguous``
-    access (elements of ``eb`` bytes) whose bytes are a packet size of at most 32 bytes in
-    the main context, 8 in the sub (a Commit's write, the gcd of its packet and its
-    contiguous access, is the same number: its packet is contiguous)."""
+def access_of(contiguous: int, bits: int, context: str) -> int:
+    """Elements of one hardware access (the guide's ``read_size``): in the main context the
+    largest divisor of the packet's ``contiguous`` access (elements of ``bits`` bits) whose
+    bytes are 1, 2, 4, 8, 16 or 32; in the sub context the same, at most 8 bytes (book:
+    moving-tensors/fetch-engine.md, 'Multi-Read Packet': "fixed at 8 bytes"; a run shorter
+    than 8 bytes is read in its own reads, as in the main context).  A Commit's write, the
+    gcd of its packet and its contiguous access, is the same number: its packet is
+    contiguous.  In bits, so that the guide's ``i4`` examples are figures of the same
+    function."""
     most = hw.FETCH_MAX_READ_BYTES if context == "main" else hw.SUB_CONTEXT_ACCESS_BYTES
     best = 1
     for d in range(1, contiguous + 1):
-        if contiguous % d == 0 and d * eb <= most and d * eb in hw.FETCH_COMMIT_PACKET_BYTES:
+        if contiguous % d or (d * bits) % 8:
+            continue
+        if d * bits // 8 <= most and d * bits // 8 in hw.ACCESS_BYTES:
             best = d
     return best
+
+
+def reads_per_packet(packet: int, access: int) -> int:
+    """Hardware reads (or writes) of one packet of ``packet`` elements, ``access`` elements
+    at a time: ``Packet::SIZE / read_size`` (book: fetch-engine.md, 'Multi-Read Packet')."""
+    return -(-packet // access)
 
 
 def _commit_align(config: SequencerConfig, memory: Tensor) -> list[Violation]:

@@ -5,8 +5,9 @@ innermost contiguous run cut where a packet reaches the 32-byte read.  One CP-SA
 (:class:`_Model`) holds
 
 * the Packet: the innermost ``j`` pieces of the run, in the tensor's order (a packet of more
-  than one element must be contiguous: ``innermost-access``), ``j`` among those whose bytes
-  are a packet size (``packet-bytes``);
+  than one element must be contiguous: ``innermost-access``), ``j`` among those one access
+  reads whole (a Commit's ``packet-bytes``; for a Fetch, :func:`_packets` says why no
+  larger packet can be faster);
 * the Time order of the other pieces, as a circuit; two neighbouring loops merge into one
   entry when the inner one is the outer one's contiguous successor in DM, and the entries
   left after merging are at most 8 (``entry-limit``);
@@ -195,15 +196,19 @@ def _rejected(record: TuSearch, limit: float) -> NoPlan[TuSearch] | TimedOut[TuS
 
 def _packets(pieces: list[Piece], run: int, eb: int, context: str, total: int
              ) -> dict[int, int]:
-    """For each packet of the innermost ``j`` pieces whose bytes are a packet size: the
-    cycles per slice (packets x accesses per packet; the packet is contiguous)."""
+    """For each packet of the innermost ``j`` pieces that one access reads whole (its bytes
+    1, 2, 4, ..., 32): the cycles per slice (packets x accesses per packet; the packet is
+    contiguous).  A Commit's packet must be one (``packet-bytes``); a Fetch may read a
+    larger packet in several reads, but such a packet costs no fewer cycles than one access
+    of the same run (a slice's cycles are its elements over the read's, and no read exceeds
+    32 bytes), so the search offers a Fetch the same packets (docs/decisions.md item 96)."""
     out = {}
     for j in range(run + 1):
         n = 1
         for p in pieces[len(pieces) - j:]:
             n *= p.count
-        if n * eb in hw.FETCH_COMMIT_PACKET_BYTES:
-            out[j] = (total // n) * -(-n // tu.access_of(n, eb, context))
+        if n * eb in hw.ACCESS_BYTES:
+            out[j] = (total // n) * tu.reads_per_packet(n, tu.access_of(n, 8 * eb, context))
     return out
 
 
@@ -226,8 +231,9 @@ class _Model:
                 self.in_packet[i])
             m.add(sum(self.j[k] for k in self.j if k > inner) == 0).only_enforce_if(
                 self.in_packet[i].negated())
-        self._rule("packet-bytes", [m.add_bool_or([self.j[k] for k in packets] or
-                                                  [m.new_constant(0)])])
+        single = m.add_bool_or([self.j[k] for k in packets] or [m.new_constant(0)])
+        if RULES["packet-bytes"].applies(engine, tu.MODE[engine]):
+            self._rule("packet-bytes", [single])
         # the Time circuit: node n is the start/end; arc (i, k): loop i just outside loop k
         self.arc: dict[tuple[int, int], IntVar] = {}
         arcs: list[tuple[int, int, IntVar]] = []

@@ -218,12 +218,17 @@ def test_unread_axis_fetch_only():
     assert ei.value.code == "unread-axis" and ei.value.violations[0].terms == ("A",)
 
 
-def test_packet_bytes_fetch_commit():
+def test_packet_bytes_commit_only():
+    """The seed's packet sizes bind a Commit; a Fetch reads a larger packet in several reads
+    (docs/decisions.md item 96)."""
     axes = {"A": 4, "B": 8}
     cfg = seq(axes, "m![A, B]", "m![A]", "m![B]", engine="fetch", dtype="i32")
     assert cfg.packet_bytes == 32
+    cfg = seq(axes, "m![A, B]", "m![1]", "m![A, B]", engine="fetch", dtype="i32")  # 128 B
+    assert cfg.packet_bytes == 128 and cfg.max_access_size == 32
     with pytest.raises(TcplanError) as ei:
-        seq(axes, "m![A, B]", "m![1]", "m![A, B]", engine="fetch", dtype="i32")  # 128 B
+        seq(axes, "m![A, B]", "m![1]", "m![A, B]", engine="commit", mode="write",
+            dtype="i32")
     assert ei.value.code == "packet-bytes"
     with pytest.raises(TcplanError) as ei:
         seq({"A": 3, "B": 8}, "m![B, A]", "m![B]", "m![A]", engine="commit", mode="write")

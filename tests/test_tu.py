@@ -65,6 +65,50 @@ def test_commit_examples_write_each_packet_at_once(axes, element, dtype, entries
     assert r.verified and r.cycles == 8
 
 
+# The guide's i4 tensor m![N, C, H, W] (N=4, C=3, H=4, W=16) fetched with four packets
+# (book: moving-tensors/fetch-engine.md, 'Multi-Read Packet'): the sequencer config it
+# prints (in elements, so the same for any dtype), max_access_size, read_size, reads per
+# packet and cycles.  tcplan's element types are whole bytes (an i4 problem file is refused),
+# so the figures are checked where they are computed: the config and the read in bits.
+I4_BATCHES = [
+    ("m![N, C, H]", "m![W]", [(4, 192), (3, 64), (4, 16), (16, 1)], 16, 16, 1, 48),
+    ("m![N, C, H / 2]", "m![H % 2, W]", [(4, 192), (3, 64), (2, 32), (2, 16), (16, 1)],
+     32, 32, 1, 24),
+    ("m![N, C]", "m![H, W]", [(4, 192), (3, 64), (4, 16), (16, 1)], 64, 64, 1, 12),
+    ("m![N]", "m![C, H, W]", [(4, 192), (3, 64), (4, 16), (16, 1)], 192, 64, 3, 12),
+]
+
+
+@pytest.mark.parametrize("time, packet, raw, max_access, read, reads, cycles", I4_BATCHES)
+def test_the_guides_i4_multi_read_fetches(time, packet, raw, max_access, read, reads,
+                                          cycles):
+    from tcplan.model.sequencer import derive_text
+    axes = {"N": 4, "C": 3, "H": 4, "W": 16}
+    cfg = derive_text(axes, "m![N, C, H, W]", time, packet, "i8", "read", "fetch")
+    assert cfg.raw_entries == raw and cfg.max_access_size == max_access
+    assert tu.access_of(cfg.max_access_size, 4, "main") == read
+    assert tu.reads_per_packet(cfg.packet_size, read) == reads
+    assert parse(time, axes).size * reads == cycles
+
+
+@pytest.mark.parametrize("packet_bytes, reads", [(24, 3), (64, 2), (96, 3), (128, 4)])
+def test_a_fetch_packet_over_32_bytes_takes_several_reads(packet_bytes, reads):
+    """A contiguous i8 packet of 24 bytes is read 8 bytes at a time (the guide's example: 3
+    reads), one of 64, 96 or 128 bytes 32 at a time; the Fetch's cycles are its packets
+    times the reads, and it verifies."""
+    r = _verify("fetch", f"{{A: 4, B: {packet_bytes}}}", "m![A, B]", "m![A]", "m![B]",
+                dtype="i8")
+    assert r.verified and r.breakdown["accesses_per_packet"] == reads
+    assert r.breakdown["access_bytes"] == packet_bytes // reads and r.cycles == 4 * reads
+
+
+def test_a_commit_packet_stays_one_write():
+    """A Commit keeps the seed's packet sizes (1 to 32 bytes): a 64-byte packet is refused by
+    packet-bytes, named for the Commit only."""
+    r = _verify("commit", "{A: 4, B: 64}", "m![A, B]", "m![A]", "m![B]", dtype="i8")
+    assert r.verified is False and r.error.code == "packet-bytes"
+
+
 def test_sub_context_reads_8_bytes():
     """The sub context reads 8 bytes at a time: a 32-byte packet takes 4 accesses."""
     main = _verify("fetch", "{A: 64, B: 16}", "m![A, B]", "m![A]", "m![B]")
