@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from tcplan.model.tiers import VALUE_TIERS
+
 from .memory import Memories
 from .run import as_dtype, extents, place, tensor_bits, verify
 
@@ -32,7 +34,7 @@ def run_graph(g, gp, kinds: dict, seed: int = 0,
     for k, (n, t) in enumerate(tensors.items()):
         if g.tensors[n].given:
             values[n] = _given(g, gp, kinds, n, t, inputs.get(n), seed + k)
-            if t.tier != "stream":  # a given stream comes from the Tensor Unit's compute
+            if t.tier not in VALUE_TIERS:  # (a given stream: the Tensor Unit computed it)
                 place(mem, t, g.axes_of([n]), values[n])
     for step, i in enumerate(g.order, 1):
         op, row = g.ops[i], gp.ops[i]
@@ -48,7 +50,7 @@ def run_graph(g, gp, kinds: dict, seed: int = 0,
             progress("ops", step, len(g.order), op.name)
     checked = 0
     for n, t in tensors.items():  # end to end: what every tensor holds now
-        if t.tier != "stream":  # (a stream is checked by the Fetch that delivers it)
+        if t.tier not in VALUE_TIERS:  # (a stream or register file: by the op making it)
             checked += verify(mem, t, g.axes_of([n]), values[n])["checked"]
     return values, {"verified": True, "checked": checked,
                     "method": "ran every op in topological order on one set of simulated "

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Callable, Iterator
 
 import numpy as np
@@ -20,35 +19,13 @@ from tcplan.model import limits
 from tcplan.model.hardware import DTYPE_BYTES as DTYPE_WIDTH
 from tcplan.model.broadcast import broadcast_axes
 from tcplan.model.mapping import BOTTOM, LIVE, TOP, ZERO
+from tcplan.model.numeric import NP_DTYPES, _Dtypes
 from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import TIER_DIMS, Tensor, dm_address
 
 from . import strided
 from .memory import Memories
 
-class _Dtypes(Mapping):
-    """numpy's dtype of each tcplan dtype.  bf16 and the fp8s are ml_dtypes' types, imported
-    on first use: its import takes about half a second, and a move that is checked bit for
-    bit never needs it (:func:`tensor_bits` draws their bits as unsigned integers)."""
-
-    NATIVE = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "f32": np.float32,
-              "f16": np.float16}
-    ML = {"bf16": "bfloat16", "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2"}
-
-    def __getitem__(self, name: str) -> np.dtype:
-        if name in self.NATIVE:
-            return np.dtype(self.NATIVE[name])
-        import ml_dtypes
-        return np.dtype(getattr(ml_dtypes, self.ML[name]))
-
-    def __iter__(self):
-        return iter([*self.NATIVE, *self.ML])
-
-    def __len__(self) -> int:
-        return len(self.NATIVE) + len(self.ML)
-
-
-NP_DTYPES = _Dtypes()
 
 
 def bits_dtype(name: str) -> np.dtype:

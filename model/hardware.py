@@ -145,3 +145,22 @@ LANE_FOLD_PACKETS = (1, 2, 4, 8, 16, 32)
 LANE_FOLD_LANES = (1, 2, 4, 8)
 #: Width of the output bus in elements (one flit per cycle).
 LANE_FOLD_BUS = 8
+
+# --- The Tensor Unit's engines between Fetch and Commit (book: computing-tensors/; issue 29) ----
+#: Every engine after the Collect Engine consumes one 32-byte flit per cycle per slice (book:
+#: computing-tensors/index.md 'Tensor Unit', collect-engine.md).
+FLIT_BYTES = 32
+#: The Cast Engine's conversions, input type -> output types (book: cast-engine.md 'Supported
+#: Casts'; i4 is not a tcplan element type: docs/decisions.md item 96).
+CAST_ENGINE_CASTS = {"i32": ("i4", "i8", "i16"), "f32": ("f8e5m2", "f8e4m3", "bf16")}
+#: Active TRF lanes a store may fill (book: computing-tensors/register-files.md: 1, 2, 4 or 8
+#: of the 8 lanes).
+TRF_LANE_COUNTS = (1, 2, 4, 8)
+#: The Transpose Engine (book: computing-tensors/transpose-engine.md, 'Parameters' and
+#: 'Buffering Modes'): valid elements it reads from a flit a cycle (8-, 16- and 32-bit
+#: elements; 16 for 4-bit, not a tcplan type), the widths a row of packets may have, the
+#: most input rows by element bytes, and the columns one of its two buffers holds.
+TRANSPOSE_VALID_SIZE = 8
+TRANSPOSE_IN_COLS = (8, 16, 32)
+TRANSPOSE_MAX_IN_ROWS = {1: 8, 2: 4, 4: 2}
+TRANSPOSE_BUFFER_COLUMNS = 16

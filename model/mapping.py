@@ -954,6 +954,30 @@ def equivalent(a: Mapping, b: Mapping) -> bool:
 
 
 
+def held_indices(m: Mapping) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Every position's index (axis -> coordinate) and whether it holds one: live, and
+    every coordinate inside its axis (``m![B # 64 / 32, B # 64 % 32]`` reaches ``B = 56``
+    at position 56, past an axis of 56: that position holds nothing, as in ``B # 64``)."""
+    coords, status = m.evaluate()
+    held = status == LIVE
+    for a, c in coords.items():
+        held &= c < m.axes[a]
+    return coords, held
+
+
+def same_holding(a: Mapping, b: Mapping) -> bool:
+    """Do ``a`` and ``b`` hold the same index at every position, and nothing at the same
+    positions (whatever the kind of padding there)?  Coarser than :func:`equivalent`:
+    ``m![B # 64 / 32, B # 64 % 32]`` holds what ``m![B # 64]`` does."""
+    if a.size != b.size:
+        return False
+    (ca, ha), (cb, hb) = held_indices(a), held_indices(b)
+    if not np.array_equal(ha, hb):
+        return False
+    zero = np.zeros(a.size, np.int64)
+    return all(np.array_equal(np.where(ha, ca.get(k, zero), 0), np.where(hb, cb.get(k, zero), 0))
+               for k in set(ca) | set(cb))
+
 # ---------------------------------------------------------------------------------------
 # Construction: mappings built as values, never as text to parse (issue 28)
 # ---------------------------------------------------------------------------------------

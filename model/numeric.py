@@ -9,7 +9,8 @@ computed in float64 and rounded once to f32 (within the 2 ulp docs/hardware.md R
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterator
+from typing import Mapping as TMapping
 
 import numpy as np
 
@@ -26,6 +27,32 @@ def fits_32_bits(v: int) -> bool:
 def wrap_i32(v: int) -> int:
     """A Python integer reduced to i32 (two's complement)."""
     return (v - I32_MIN) % 2**32 + I32_MIN
+
+
+class _Dtypes(TMapping[str, np.dtype]):
+    """numpy's dtype of each tcplan dtype.  bf16 and the fp8s are ml_dtypes' types, imported
+    on first use: its import takes about half a second, and a move that is checked bit for
+    bit never needs it (executor.run.tensor_bits draws their bits as unsigned integers)."""
+
+    NATIVE = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "f32": np.float32,
+              "f16": np.float16}
+    ML = {"bf16": "bfloat16", "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2"}
+
+    def __getitem__(self, name: str) -> np.dtype:
+        if name in self.NATIVE:
+            return np.dtype(self.NATIVE[name])
+        import ml_dtypes
+        return np.dtype(getattr(ml_dtypes, self.ML[name]))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*self.NATIVE, *self.ML])
+
+    def __len__(self) -> int:
+        return len(self.NATIVE) + len(self.ML)
+
+
+NP_DTYPES = _Dtypes()
+
 NP = {"i32": np.int32, "f32": np.float32}
 
 

@@ -24,11 +24,14 @@ from . import hardware as hw
 
 #: Engine profiles a sequencer can be derived for (docs/hardware.md R1).
 PROFILES = ("pseudo", "fetch", "commit", "dma")
-ALL_PROFILES = frozenset(PROFILES)
+#: The Tensor Unit's engines between Fetch and Commit, each a profile of its own rules
+#: (model/engines/, one module each; issue 29).
+ENGINE_PROFILES = ("collect", "cast", "to_trf", "to_vrf", "transpose")
+ALL_PROFILES = frozenset(PROFILES)  # (a rule's default: the sequencer's profiles)
 MODES = ("read", "write")
 #: what a rule constrains (the module that checks it): see ARCHITECTURE.md
 SCOPES = ("input", "sequencer", "tier", "dma", "redistribute", "vector", "lane", "planner",
-          "limits")
+          "limits", "engine")
 ALL_MODES = frozenset(MODES)
 
 
@@ -695,7 +698,7 @@ RULES: dict[str, Rule] = _rules(
         scope="input",
     ),
     Rule(
-        "graph-dtype", "hardware", "a graph's chain op reads and writes tensors of its dtypes",
+        "graph-dtype", "hardware", "a graph's op reads and writes tensors of its dtypes",
         "{tensor} is {have}; op {op} {verb} {want}",
         "declare {tensor} with dtype: {want}, or convert in the chain",
         "seed 003 (a chain streams i32 or f32; its steps convert); docs/graphs.md",
@@ -727,7 +730,78 @@ RULES: dict[str, Rule] = _rules(
         "{why}", "declare OutTime {want_time} and OutPacket {want_packet}",
         "seed 004; docs/hardware.md section 8", scope="lane",
     ),
-
+    # --- the Tensor Unit's engines between Fetch and Commit (model/engines/, issue 29) ----
+    Rule(
+        "flit-packet", "hardware", "the engine's packet is one 32-byte flit",
+        "{engine}: the {side} packet {packet} is {elements} x {elem_bytes} B = {bytes} B, not "
+        f"one {hw.FLIT_BYTES}-byte flit",
+        "{fix}",
+        "book: computing-tensors/collect-engine.md, cast-engine.md ('Output = exactly one "
+        "flit'); docs/engines.md",
+        profiles=frozenset(ENGINE_PROFILES), scope="engine",
+    ),
+    Rule(
+        "engine-layout", "hardware", "the declared output stream is the one the engine makes",
+        "{engine}: the declared {dim} {got} is not the engine's output {want} ({why})",
+        "declare {dim} {want}",
+        "book: computing-tensors/collect-engine.md ('Pad', 'Split'), cast-engine.md "
+        "('repads'); docs/engines.md",
+        profiles=frozenset(ENGINE_PROFILES), scope="engine",
+    ),
+    Rule(
+        "flit-split", "hardware", "the packet's flits are digits of its mapping",
+        "Collect: the packet {packet}, cut into flits of {flit} elements, has no digits "
+        "that hold each flit (a flit ends inside a digit whose values do not split there)",
+        "pad the packet's inner axis so that every flit ends on a digit boundary (e.g. "
+        "Packet m![A, B # 16] for flits of 16 elements)",
+        "book: computing-tensors/collect-engine.md ('Split'); docs/engines.md",
+        profiles=frozenset({"collect"}), scope="engine",
+    ),
+    Rule(
+        "engine-spatial", "hardware", "the engine keeps the stream's Chip, Cluster and Slice",
+        "{engine}: the output's {dim} {got} is not the input's {want}: each slice runs its "
+        "own pipeline, and only the Switch Engine moves a stream between slices",
+        "declare the output's {dim} {want}",
+        "book: computing-tensors/index.md ('Most engines preserve the spatial dimensions'); "
+        "docs/engines.md",
+        profiles=frozenset(ENGINE_PROFILES), scope="engine",
+    ),
+    Rule(
+        "transpose-shape", "hardware", "the Transpose Engine's matrix fits its parameters",
+        "Transpose of Time {time}, Packet {packet} into Time {out_time}, Packet "
+        "{out_packet}: {why}",
+        "read at most 8 valid elements per flit (the packet's leading ones), at most 8, 4 or "
+        "2 rows (8-, 16-, 32-bit elements) that divide Time, a row of 1, 2 or 4 packets; "
+        "declare OutPacket as the rows padded to one flit (R # F)",
+        "book: computing-tensors/transpose-engine.md ('Parameters'); docs/engines.md",
+        profiles=frozenset({"transpose"}), scope="engine",
+    ),
+    Rule(
+        "trf-lanes", "hardware", "a TRF store fills 1, 2, 4 or 8 lanes, each a run of flits",
+        "to_trf: Lane {lanes} over the stream's Time {time}: {why}",
+        "store into 1, 2, 4 or 8 lanes whose count divides the stream's Time, its outer "
+        "factors (Lane = Time / FlitsPerLane)",
+        "book: computing-tensors/register-files.md ('From Collect Engine'); docs/engines.md",
+        profiles=frozenset({"to_trf"}), scope="engine",
+    ),
+    Rule(
+        "register-capacity", "hardware", "a register-file tensor fits its region",
+        "{tier} tensor {tensor} needs {bytes:,} B of {what}, which holds {capacity:,} B",
+        "store fewer elements per lane or slice (more lanes, more slices, or a smaller "
+        "tile), or the full region",
+        "book: computing-tensors/register-files.md ('Architecture', 'Double Buffering'); "
+        "docs/engines.md",
+        profiles=frozenset({"to_trf", "to_vrf"}), scope="engine",
+    ),
+    Rule(
+        "cast-types", "hardware", "the Cast Engine narrows i32 and f32 only",
+        "the Cast Engine converts {have} to {want}: it narrows i32 to "
+        + ", ".join(hw.CAST_ENGINE_CASTS["i32"]) + " and f32 to "
+        + ", ".join(hw.CAST_ENGINE_CASTS["f32"]),
+        "{fix}",
+        "book: computing-tensors/cast-engine.md ('Supported Casts'); docs/engines.md",
+        profiles=frozenset({"cast"}), scope="engine",
+    ),
 )
 
 

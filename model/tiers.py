@@ -35,6 +35,9 @@ TIER_DIMS: dict[str, tuple[str, ...]] = {
     "vrf": ("chip", "cluster", "slice", "element"),
     "stream": ("chip", "cluster", "slice", "time", "packet"),
 }
+#: tiers the simulator holds as the values an op leaves there (the Tensor Unit's stream and
+#: its register files), not in simulated memories: the op that makes one checks it
+VALUE_TIERS = ("stream", "trf", "vrf")
 #: dimensions a tensor must give; the others default (chip: m![1 # chips]; cluster: m![1 # 2]
 #: on SRAM tiers, docs/hardware.md R4; m![1] on streams)
 REQUIRED_DIMS: dict[str, tuple[str, ...]] = {

@@ -194,9 +194,6 @@ def _tensors(ctx: _Ctx, spec: Any) -> dict[str, GraphTensor]:
         if not isinstance(given, bool):
             raise doc.error(keys + ("given",), f"{given!r} is not true or false",
                             "given: true (the tensor holds data when the graph starts)")
-        if t.get("tier") in ("trf", "vrf"):  # (a chain's VRF operands are the op's own)
-            from .registry import refuse_unmodelled
-            refuse_unmodelled(doc, keys + ("tier",), t["tier"])
         base = {k: v for k, v in t.items() if k not in GRAPH_TENSOR_KEYS}
         if t.get("tier") == "stream" and t.get("time") == "free":
             raise doc.error(keys + ("time",), "a graph's stream is given: the computation "
@@ -387,7 +384,10 @@ def _op_problem(g: Graph, op: GraphOp, layout: dict[str, str]):
     roles = op_roles()[op.kind]
     data = {k: v for k, v in op.data.items() if k not in ("name", *roles)}
     axes = g.axes_of(op.roles.values())
-    data.update(name=op.name, axes=axes, dtype=data.get("dtype", g.base["dtype"]),
+    from .registry import kinds
+    role = kinds()[op.kind].dtype_role  # (an engine op: the dtype of the stream it reads)
+    typed = g.tensors[op.roles[role]].spec.get("dtype") if role in op.roles else None
+    data.update(name=op.name, axes=axes, dtype=data.get("dtype", typed or g.base["dtype"]),
                 chips=g.base["chips"])
     place = {}
     for role, t in op.roles.items():

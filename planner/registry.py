@@ -147,6 +147,9 @@ class Kind:
     #: move's broadcast, model/broadcast.py); the read ones still carry the same axes
     graph_broadcast = False
     engine_stream = False  # its stream's Chip, Cluster and Slice select engines (a DMA)
+    #: as a graph's op: the role whose tensor's dtype is the op problem's dtype (an engine
+    #: op reads a stream of its own type); None: the op's ``dtype:``, else the graph's
+    dtype_role: str | None = None
     pictures = False  # `--plot` / `--report` draw its plan (planner/plot.py: a DMA's breakdown)
 
     def load(self, ctx, data: dict, kind: str, tensors: dict) -> Any:
@@ -191,7 +194,7 @@ class Kind:
 
     def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
         raise fail("bad-request", detail=f"a {problem.kind} problem is not a graph op",
-                   fix="graph ops are dma, pcie, expression and vector (docs/graphs.md)")
+                   fix="graph ops are the kinds docs/graphs.md lists under ops")
 
     def check_tensors(self, problem, plan, tensors: dict) -> None:
         """Nothing to check beyond the op's own problem (its tensors are in it)."""
@@ -235,15 +238,8 @@ UNMODELLED: dict[str, str] = {
                    "a TRF operand); of it tcplan models only the Lane Folder (kind: lane_fold)",
     "switch": "the Switch Engine moves a stream between slices (broadcasts, inter-slice "
               "transposes); its topologies and their costs are not modelled",
-    "transpose": "the Transpose Engine reorders a stream between Time and Packet inside a "
-                 "slice; its buffer and the shapes it takes are not modelled",
-    "cast": "the Cast Engine converts a stream's dtype (f32 to bf16, padding the packet); "
-            "tcplan's moves keep one dtype end to end",
-    "collect": "the Collect Engine packs a fetched stream into 32-byte flits and writes TRF "
-               "and VRF tensors (to_trf, to_vrf); no op tcplan models reads or writes them",
 }
-for _alias, _to in (("contract", "contraction"), ("to_trf", "collect"), ("to_vrf", "collect"),
-                    ("trf", "collect"), ("vrf", "collect")):
+for _alias, _to in (("contract", "contraction"),):
     UNMODELLED[_alias] = UNMODELLED[_to]
 
 

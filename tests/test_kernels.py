@@ -11,7 +11,7 @@ from tcplan.model.rules import TcplanError
 from tcplan.planner.kinds import UNMODELLED
 
 
-@pytest.mark.parametrize("kind", ["contraction", "switch", "transpose", "cast", "collect"])
+@pytest.mark.parametrize("kind", ["contraction", "switch"])
 def test_an_unmodelled_engine_as_a_problem_is_refused_at_its_line(kind):
     with pytest.raises(TcplanError) as e:
         tcplan.loads(f"format: 1\nkind: {kind}\naxes: {{A: 4}}\n", "k.yaml")
@@ -39,14 +39,17 @@ def test_an_unmodelled_engine_as_a_graph_op_is_refused_at_its_line():
     assert "Switch Engine" in msg
 
 
-def test_a_trf_tensor_in_a_graph_is_refused_at_its_tier():
+def test_a_trf_tensor_is_filled_by_the_collect_engine_not_a_dma():
+    """TRF tensors are graph tensors (a to_trf op writes one: tests/test_engines.py); a DMA
+    into one is refused as an input mistake, naming the tiers."""
     text = GRAPH.replace("y: {tier: dm, slice: 'm![A]', element: 'm![B]', address: 64}",
                          "y: {tier: trf, slice: 'm![A]', lane: 'm![1]', element: 'm![B]'}")
+    text = text.replace("kind: switch, source: x, destination: y", "kind: dma, source: x, "
+                        "destination: y, stream: {cluster: free, slice: free, time: free, "
+                        "packet: free}")
     with pytest.raises(TcplanError) as e:
-        tcplan.loads(text, "g.yaml")
-    msg = e.value.to_json()["message"]
-    assert msg.startswith("g.yaml:6:") and "'trf' is not modelled" in msg
-    assert "Collect Engine" in msg
+        tcplan.solve(tcplan.loads(text, "g.yaml"))
+    assert e.value.kind == "input" and "trf" in e.value.to_json()["message"]
 
 
 SCATTER = """format: 1

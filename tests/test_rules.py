@@ -4,7 +4,7 @@ import pathlib
 import re
 
 from tcplan.model import hardware as hw
-from tcplan.model.rules import PROFILES, RULES, SCOPES, Violation, rules_for
+from tcplan.model.rules import ENGINE_PROFILES, PROFILES, RULES, SCOPES, Violation, rules_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -17,7 +17,9 @@ def test_every_rule_is_complete():
         assert (r.kind == "input") == (r.scope == "input")
         assert (r.kind == "limit") == (r.scope == "limits")
         assert r.message and r.fix and r.source
-        assert r.profiles and set(r.profiles) <= set(PROFILES)
+        assert r.profiles and set(r.profiles) <= set(PROFILES) | set(ENGINE_PROFILES)
+        # an engine's rule is no sequencer's, and the other way round
+        assert (r.scope == "engine") == bool(set(r.profiles) & set(ENGINE_PROFILES))
 
 
 def test_rules_per_profile():
@@ -37,7 +39,7 @@ def test_rules_per_profile():
 
 def test_rule_ids_used_in_code_are_registered():
     used = set()
-    for path in list((ROOT / "model").glob("*.py")) + list((ROOT / "executor").glob("*.py")):
+    for path in list((ROOT / "model").rglob("*.py")) + list((ROOT / "executor").glob("*.py")):
         text = path.read_text()
         used |= set(re.findall(r'fail\(\s*"([a-z-]+)"', text))
         used |= set(re.findall(r'Violation\(\s*"([a-z-]+)"', text))

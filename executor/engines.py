@@ -1,0 +1,132 @@
+"""The Tensor Unit's engines run on data (model/engines/; issue 29, item 4).
+
+A stream's values on its slices are an array ``(units, time, packet)``: the units (chip,
+cluster, slice) in order, each position holding the element of the mathematical tensor at
+the index its mappings give (the holding rule, docs/hardware.md section 1), zeros where it
+holds none.  :func:`lay_out` makes that array of a tensor, :func:`check_holds` checks one
+against a tensor, position by position and bit for bit.  :func:`run_engine` lays the input
+out by its mappings, runs the engine's own value semantics (which consult no mapping), and
+checks the result against the output mapping and the tensor the op must compute: the
+engine's two accounts of itself checked against each other.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from tcplan.model.engines import SPATIAL, EnginePlan
+from tcplan.model.mapping import LIVE
+from tcplan.model.rules import TcplanError, Violation
+from tcplan.model.tiers import TIER_DIMS, Tensor
+
+from .run import axis_strides, value_text
+
+def stream_index(t: Tensor, axes: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per position ``(units, *inner)`` of a stream (``time, packet``) or a register file's
+    tensor (``lane, element`` or ``element``): the linear index into the tensor over
+    ``axes`` (C order) and whether the position holds an element (live in every dimension,
+    every coordinate inside its axis)."""
+    dims = TIER_DIMS[t.tier]
+    sizes = [t.dims[d].size for d in dims]
+    strides = axis_strides(axes)
+    lin = np.zeros(sizes, np.int64)
+    held = np.ones(sizes, bool)
+    total = {a: np.zeros(sizes, np.int64) for a in axes}
+    for k, d in enumerate(dims):
+        coords, status = t.dims[d].evaluate()
+        shape = [1] * len(dims)
+        shape[k] = sizes[k]
+        held &= (status == LIVE).reshape(shape)
+        for a, c in coords.items():
+            total[a] += c.reshape(shape)
+    for a, c in total.items():
+        held &= c < axes[a]
+        lin += c * strides[a]
+    flat = (sizes[0] * sizes[1] * sizes[2], *sizes[3:])  # (chip, cluster and slice: units)
+    return lin.reshape(flat), held.reshape(flat)
+
+
+def lay_out(stream: Tensor, T: np.ndarray, axes: dict[str, int]) -> np.ndarray:
+    """The stream's values holding ``T`` (over ``axes``): zeros where it holds nothing."""
+    lin, held = stream_index(stream, axes)
+    out = np.zeros(lin.shape, T.dtype)
+    out[held] = T.reshape(-1)[lin[held]]
+    return out
+
+
+def check_holds(stream: Tensor, values: np.ndarray, T: np.ndarray, axes: dict[str, int],
+                what: str) -> int:
+    """Does every position of ``values`` that ``stream`` (or a register file's tensor) says
+    holds an element hold ``T``'s, bit for bit?  Returns the positions checked; raises
+    ``verify-mismatch`` at the first that does not (its unit and position, the value found
+    and the one due)."""
+    lin, held = stream_index(stream, axes)
+    if values.shape != lin.shape:
+        raise TcplanError(Violation("verify-mismatch", (), {"detail": (
+            f"{what}: the engine made values of shape {values.shape} (units first), the "
+            f"output's mappings have {lin.shape}")}))
+    got, due = values[held], T.reshape(-1)[lin[held]]
+    bits = np.dtype(f"u{T.dtype.itemsize}")
+    bad = np.flatnonzero(got.view(bits) != due.view(bits))
+    if bad.size:
+        where = np.argwhere(held)[bad[0]]
+        at = ", ".join(f"{d} {int(i)}" for d, i in zip(("unit", *TIER_DIMS[stream.tier][3:]),
+                                                       where))
+        raise TcplanError(Violation("verify-mismatch", (), {"detail": (
+            f"{what}: {at} holds "
+            f"{value_text(got[bad[0]:bad[0] + 1], stream.dtype)}, not "
+            f"{value_text(due[bad[0]:bad[0] + 1], stream.dtype)} "
+            f"({bad.size:,} of {got.size:,} positions differ)")}))
+    return int(held.sum())
+
+
+def run_engine(plan: EnginePlan, T: np.ndarray, axes: dict[str, int],
+               reference: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, int]:
+    """Run the op on ``T``: (the tensor its output holds, ``reference(T)``; the positions
+    checked).  ``reference`` is what the op computes over whole tensors (the identity for a
+    move such as Collect, the conversion for a Cast), written apart from the engine."""
+    values = plan.engine.run(lay_out(plan.inp, T, axes), plan.inp, plan.out)
+    due = reference(T)
+    # (the engine keeps the units: the output's Chip, Cluster and Slice place what the
+    # input's do, engine-spatial says, so its values are laid over the input's units)
+    out = plan.out.with_dims(**{d: plan.inp.dims[d] for d in SPATIAL})
+    checked = check_holds(out, values, due, axes, f"the {plan.engine.name} op's output")
+    return due, checked
+
+
+# ---- what each op computes, over whole tensors, apart from the engines' own code ---------
+def bf16_by_bits(x: np.ndarray) -> np.ndarray:
+    """``f32`` to ``bf16`` in integer arithmetic: round the high half to nearest even
+    (``(u + 0x7fff + lsb) >> 16``), a subnormal to a zero of its sign, a NaN to ``0x7fc0``
+    (furiosa-opt-std float/bf16.rs)."""
+    from tcplan.model.numeric import NP_DTYPES
+    u = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    sign = u & 0x80000000
+    exp, man = u & 0x7F800000, u & 0x007FFFFF
+    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    out = np.where((exp == 0) & (man != 0), sign >> 16, rounded)
+    out = np.where((exp == 0x7F800000) & (man != 0), 0x7FC0, out)
+    return out.astype(np.uint16).view(NP_DTYPES["bf16"])
+
+
+def narrowed(T: np.ndarray, to: str) -> np.ndarray:
+    """A Cast's result: ``bf16`` by :func:`bf16_by_bits`; an integer type by its low
+    bits, masked and sign-extended here (not numpy's cast)."""
+    if to == "bf16":
+        return bf16_by_bits(T)
+    from tcplan.model.numeric import NP_DTYPES
+    dt = NP_DTYPES[to]
+    bits = 8 * dt.itemsize
+    low = T.astype(np.int64) & ((1 << bits) - 1)
+    return np.where(low >= 1 << (bits - 1), low - (1 << bits), low).astype(dt)
+
+
+def reference(plan: EnginePlan) -> Callable[[np.ndarray], np.ndarray]:
+    """What the op computes over whole tensors: a move holds its input (Collect), a Cast
+    narrows each element to its output type."""
+    to = plan.out.dtype
+    if to == plan.inp.dtype:
+        return lambda T: T
+    return lambda T: narrowed(T, to)

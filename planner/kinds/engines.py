@@ -1,0 +1,211 @@
+"""The Tensor Unit's engines as problems and graph ops (model/engines/; issue 29, items 2-4):
+``kind: collect``, ``cast``, ``to_trf`` and ``to_vrf``, one stream in (``source``) and one
+stream or register-file tensor out (``destination``), the engine's options beside them (a
+Cast's ``to``, a TRF store's ``region``).
+
+One kind serves every engine of model/engines/ through its registry (``ENGINES``): the
+loader makes the engine from the op's options, ``lower`` checks the op by the engine's
+rules, ``verify`` and ``execute`` run it on data (executor/engines.py) and check the output
+against what the op computes.  A stream's dtype is the problem's (``dtype``); a Cast's
+output is ``to``.  In a graph the op's problem takes the dtype of the stream it reads
+(``Kind.dtype_role``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time as _time
+from dataclasses import dataclass
+from typing import Any
+
+from tcplan.model import engines as eng
+from tcplan.model import hardware as hw
+from tcplan.model.engines.register_files import TRF_REGIONS
+from tcplan.model.rules import TcplanError, fail
+
+from ..problem import Problem
+from ..registry import Kind, Options, Solved, key_sets, register
+from ..render import EXIT_OK, EXIT_RULE
+
+ROLES = {"source": (True, True), "destination": (False, True)}
+#: each engine's options: key -> (allowed values, required)
+OPTIONS: dict[str, dict[str, tuple[tuple[str, ...], bool]]] = {
+    "collect": {},
+    "cast": {"to": (tuple(hw.DTYPE_BYTES), True)},
+    "to_trf": {"region": (tuple(TRF_REGIONS), False)},
+    "to_vrf": {},
+    "transpose": {},
+}
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """An engine op's one choice: the engine, configured by its options."""
+
+    engine: eng.Engine
+
+
+@dataclass(frozen=True)
+class EngineSolved:
+    """An engine op's solve: its plan (nothing is free: ``given``), its cycles, the check."""
+
+    problem: str
+    plan: eng.EnginePlan
+    verified: bool | None
+    checked: int
+    times: dict[str, float]
+    error: TcplanError | None = None
+    status: str = "given"
+
+    @property
+    def cycles(self) -> int:
+        return self.plan.cycles
+
+    @property
+    def lower_bound(self) -> int:
+        return self.plan.cycles  # (one flit per cycle: its flits are the bound)
+
+    @property
+    def breakdown(self) -> dict[str, Any]:
+        return self.plan.breakdown()
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"problem": self.problem, "status": self.status, "cycles": self.cycles,
+               "lower_bound": self.lower_bound, "plan": self.plan.to_json(),
+               "breakdown": self.breakdown, "verified": self.verified,
+               "checked": self.checked}
+        if self.error is not None:
+            out["error"] = self.error.to_json()
+        out["times"] = self.times
+        return out
+
+
+class TensorUnitEngine(Kind):
+    names = tuple(eng.ENGINES)
+    keys = {n: key_sets({"source", "destination", *OPTIONS[n]},
+                        {"source", "destination", *(k for k, (_, req) in OPTIONS[n].items()
+                                                     if req)})
+            for n in eng.ENGINES}
+    solvable = True
+    graph_roles = {n: ROLES for n in eng.ENGINES}
+    dtype_role = "source"
+    output_word = "computed"
+
+    def load(self, ctx, data: dict, kind: str, tensors: dict) -> EngineSpec:
+        options = {k: v for k, (allowed, _) in OPTIONS[kind].items()
+                   if (v := ctx.choice(data, k, allowed, None)) is not None}
+        engine = eng.ENGINES[kind](**options)
+        tensors["source"] = ctx.tensor(("source",), data["source"], "source", tier="stream")
+        out = ctx.tensor(("destination",), data["destination"], "destination",
+                         tier=engine.out_tier)
+        if out.tier != engine.out_tier:
+            raise ctx.doc.error(("destination", "tier"), f"{kind} makes a "
+                                f"{engine.out_tier.upper()} tensor, not a {out.tier.upper()} "
+                                "one", f"tier: {engine.out_tier}")
+        tensors["destination"] = dataclasses.replace(out, dtype=options.get("to") or
+                                                     out.dtype)
+        return EngineSpec(engine)
+
+    def lower(self, problem: Problem[EngineSpec]) -> eng.EnginePlan:
+        return eng.lower(problem.spec.engine, problem.tensors["source"],
+                         problem.tensors["destination"])
+
+    def verify(self, problem, plan: eng.EnginePlan, seed: int, progress=None
+               ) -> dict[str, Any]:
+        from tcplan.executor.engines import reference, run_engine
+        from tcplan.executor.run import tensor_bits
+        T = tensor_bits(problem.axes, plan.inp.dtype, seed)
+        _, checked = run_engine(plan, T, problem.axes, reference(plan))
+        return {"verified": True, "cycles": plan.cycles, "checked": checked,
+                "method": f"laid the input out by its mappings, ran the {plan.engine.name} "
+                          "engine on every slice's flits, checked every held output "
+                          "position against the op's reference, bit for bit",
+                "breakdown": plan.breakdown()}
+
+    def verify_lines(self, report: dict[str, Any]) -> list[str]:
+        b = report["breakdown"]
+        return [f"  {b['packets_in']:,} packet(s) in, {b['packets_out']:,} out per slice: "
+                f"{b['bottleneck']}"]
+
+    def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
+        plan = self.lower(problem)
+        return plan, plan.cycles, True
+
+    def lower_bound(self, problem, plan) -> int | None:
+        return plan.cycles
+
+    def graph_summary(self, plan) -> dict[str, Any]:
+        return {plan.out.tier: {d: m.text() for d, m in plan.out.dims.items()
+                                if d not in eng.SPATIAL}, "dtype": plan.out.dtype}
+
+    def solve(self, problem: Problem[EngineSpec], opts: Options) -> Solved:
+        t0 = _time.perf_counter()
+        try:
+            plan = self.lower(problem)
+        except TcplanError as err:
+            if err.kind == "input":
+                raise
+            return Solved.no_plan(problem.name, err)
+        t1 = _time.perf_counter()
+        verified: bool | None = None
+        checked, error = 0, None
+        if opts.verify != "none":
+            try:
+                verified, checked = True, self.verify(problem, plan, opts.seed)["checked"]
+            except TcplanError as err:
+                verified, error = False, err
+        record = EngineSolved(problem.name, plan, verified, checked,
+                              {"plan": round(t1 - t0, 3),
+                               "verify": round(_time.perf_counter() - t1, 3)}, error)
+        return Solved(record, plan, exit=EXIT_RULE if verified is False else EXIT_OK)
+
+    def solve_text(self, problem, solved: Solved) -> str:
+        out = solved.record
+        if solved.error is not None or not isinstance(out, EngineSolved):
+            return super().solve_text(problem, solved)
+        check = ("not verified (--verify none)" if out.verified is None else
+                 f"verified: {out.checked:,} positions" if out.verified else
+                 f"NOT verified: {out.error.message if out.error else ''}")
+        return "\n".join([f"{problem.name}: {problem.kind} (nothing to choose)",
+                          out.plan.text(), check])
+
+    def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
+        from ..explain import _item
+        try:
+            plan = self.lower(problem)
+        except TcplanError as err:
+            if err.kind == "input":
+                raise
+            return 1, {"problem": problem.name, "feasible": False,
+                       "conflict": [_item(v.rule, v.to_json()) for v in err.violations]}
+        return 0, {"problem": problem.name, "feasible": True, "cycles": plan.cycles,
+                   "lower_bound": plan.cycles,
+                   "bottleneck": plan.breakdown()["bottleneck"], "binding": []}
+
+    def inputs(self, problem) -> tuple[str, ...]:
+        return ("source",)
+
+    def run(self, problem, plan: eng.EnginePlan, inputs: dict, seed: int) -> dict:
+        from tcplan.executor.engines import reference, run_engine
+        from tcplan.executor.run import embed
+        T = embed(inputs.get("source"), plan.inp, problem.axes, "source", seed)
+        out, _ = run_engine(plan, T, problem.axes, reference(plan))
+        return {"source": T, "destination": out}
+
+    def check_tensors(self, problem, plan: eng.EnginePlan, tensors: dict) -> None:
+        """In a graph, the streams carry the dtypes the op reads and makes."""
+        for role, t in (("source", plan.inp), ("destination", plan.out)):
+            if tensors[role].dtype != t.dtype:
+                raise fail("graph-dtype", (tensors[role].name,), tensor=tensors[role].name,
+                           have=tensors[role].dtype, op=problem.name,
+                           verb="reads it" if role == "source" else "makes it",
+                           want=t.dtype)
+
+    def execute(self, problem, plan: eng.EnginePlan, mem, tensors: dict, values: dict,
+                seed: int) -> dict:
+        from tcplan.executor.engines import reference, run_engine
+        out, _ = run_engine(plan, values["source"], problem.axes, reference(plan))
+        return {"destination": out}
+
+
+register(TensorUnitEngine())

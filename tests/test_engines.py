@@ -1,0 +1,428 @@
+"""The Tensor Unit's engines (issue 29; model/engines/, executor/engines.py,
+planner/kinds/engines.py): the guide's worked examples of the Collect and Cast Engines with
+the mappings and cycles they state, each engine's two accounts of itself (the output mapping
+it derives and the values it moves) checked against each other on random streams, the Cast's
+conversions against a second implementation and hand-worked bits, the rules by name, and a
+Tensor Unit path in a graph run end to end."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tcplan
+from tcplan.executor.engines import (bf16_by_bits, check_holds, lay_out, narrowed, reference,
+                                     run_engine)
+from tcplan.model.engines import ENGINES, lower
+from tcplan.model.engines.cast import convert
+from tcplan.model.engines.collect import split_flits
+from tcplan.model.mapping import held_indices, join, parse, same_holding
+from tcplan.model.rules import TcplanError
+from tcplan.model.tiers import Tensor
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+GUIDE = ROOT / "problems" / "guide"
+
+
+def _stream(axes: dict[str, int], time: str, packet: str, dtype: str = "i8",
+            slice_: str = "m![1 # 256]") -> Tensor:
+    m = {"chip": "m![1]", "cluster": "m![1 # 2]", "slice": slice_, "time": time,
+         "packet": packet}
+    return Tensor("s", "stream", dtype, {d: parse(t, axes) for d, t in m.items()})
+
+
+# ---- the guide's examples (book: computing-tensors/collect-engine.md, cast-engine.md) ----
+@pytest.mark.parametrize("axes, dtype, packet, time2, packet2", [
+    ({"A": 8, "B": 32}, "i8", "m![B]", "m![A]", "m![B # 32]"),        # Single-Flit Packet
+    ({"A": 8, "B": 16}, "i8", "m![B]", "m![A]", "m![B # 32]"),        # Sub-Flit Packet
+    ({"A": 8, "B": 32}, "bf16", "m![B]", "m![A, B / 16]", "m![B % 16]"),  # Multi-Flit
+    ({"A": 8, "B": 56}, "i8", "m![B]", "m![A, B # 64 / 32]", "m![B # 64 % 32]"),  # padded
+])
+def test_the_guides_collect_examples(axes, dtype, packet, time2, packet2):
+    """Collect's output is the guide's Time2 and Packet2 (the same index at every
+    position), and the op verifies: one flit per cycle, as many cycles as flits."""
+    inp = _stream(axes, "m![A]", packet, dtype)
+    out = ENGINES["collect"]().output(inp)
+    assert same_holding(out.dims["time"], parse(time2, axes))
+    assert same_holding(out.dims["packet"], parse(packet2, axes))
+    plan = lower(ENGINES["collect"](), inp, _stream(axes, time2, packet2, dtype))
+    assert plan.cycles == parse(time2, axes).size
+
+
+def test_the_guides_multi_flit_outputs_print_as_the_guide_writes_them():
+    c = ENGINES["collect"]()
+    out = c.output(_stream({"A": 8, "B": 32}, "m![A]", "m![B]", "bf16"))
+    assert (out.dims["time"].text(), out.dims["packet"].text()) == ("m![A, B / 16]",
+                                                                     "m![B % 16]")
+    out = c.output(_stream({"A": 8, "B": 56}, "m![A]", "m![B]", "i8"))
+    assert (out.dims["time"].text(), out.dims["packet"].text()) == ("m![A, B # 64 / 32]",
+                                                                     "m![B # 64 % 32]")
+
+
+@pytest.mark.parametrize("name, cycles", [
+    ("collect_identity", 8), ("collect_padding", 8), ("collect_multi_flit", 16),
+    ("collect_multi_flit_padded", 16), ("cast_i32_to_i8", 4), ("cast_padded", 1)])
+def test_the_guide_problems_verify(name, cycles):
+    r = tcplan.solve(GUIDE / f"{name}.yaml")
+    assert r.status == "given" and r.verified is True and r.cycles == cycles
+
+
+def test_the_guides_cast_packets():
+    """An 8-element i32 flit cast to i8 is Packet m![A # 32]; 4 elements padded to 8
+    (m![A # 8]) become m![A # 32] as well."""
+    cast = ENGINES["cast"](to="i8")
+    out = cast.output(_stream({"B": 4, "A": 8}, "m![B]", "m![A]", "i32"))
+    assert out.dtype == "i8" and out.dims["packet"].text() == "m![A # 32]"
+    out = cast.output(_stream({"A": 4}, "m![1]", "m![A # 8]", "i32"))
+    assert same_holding(out.dims["packet"], parse("m![A # 32]", {"A": 4}))
+
+
+# ---- the flit split's post-condition ---------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 70), st.sampled_from([1, 2, 4]))
+def test_split_flits_holds_the_padded_packet(a, b, eb):
+    """``join(outer, inner)`` holds what the padded packet holds, the inner part is one
+    flit, for packets of two axes, any sizes."""
+    axes = {"A": a, "B": b}
+    flit = 32 // eb
+    p = parse("m![A, B]", axes)
+    whole = -(-p.size // flit) * flit
+    padded = p if whole == p.size else p.pad(whole)
+    try:
+        outer, inner = split_flits(padded, flit)
+    except TcplanError as e:  # (a flit ending inside B, whose values do not split there)
+        assert e.code == "flit-split" and a > 1 and b % flit and flit % b
+        return
+    assert inner.size == flit and same_holding(join([outer, inner]), padded)
+
+
+# ---- each engine's run against its output mapping ---------------------------------------
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 40), st.sampled_from(["i8", "bf16", "f32"]),
+       st.booleans())
+def test_collect_runs_what_its_mapping_says(t, b, dtype, inner_time):
+    """Laid out by the input mapping, moved by the engine's run (which reads no mapping),
+    the flits hold the tensor where the derived output mapping says."""
+    axes = {"T": t, "B": b, "S": 4}
+    time = "m![T]" if inner_time else "m![1]"
+    packet = "m![B]" if inner_time else "m![T, B]"
+    inp = _stream(axes, time, packet, dtype, slice_="m![S # 64]")
+    c = ENGINES["collect"]()
+    try:
+        plan = lower(c, inp, c.output(inp))
+    except TcplanError as e:  # (a packet m![T, B] whose flits end inside B)
+        assert e.code == "flit-split" and not inner_time
+        return
+    T = np.random.default_rng(t * 100 + b).integers(0, 2**31, (t, b, 4)).astype(np.int32)
+    T = T.view(np.uint8).reshape(-1)[: t * b * 4 * plan.inp.elem_bytes].view(
+        {"i8": np.int8, "bf16": np.uint16, "f32": np.uint32}[dtype]).reshape(t, b, 4)
+    out, checked = run_engine(plan, T, axes, reference(plan))
+    assert checked == t * b * 4 and out is T
+
+
+def test_a_wrong_output_mapping_fails_the_check():
+    """The check can fail: the flits of a two-flit packet read back through the input's
+    Packet (not split) do not hold the tensor."""
+    axes = {"A": 4, "B": 32}
+    inp = _stream(axes, "m![A]", "m![B]", "bf16")
+    values = ENGINES["collect"]().run(lay_out(inp, np.arange(128, dtype=np.uint16)
+                                              .reshape(4, 32), axes))
+    wrong = _stream(axes, "m![B / 16, A]", "m![B % 16]", "bf16")  # (the flits' order swapped)
+    with pytest.raises(TcplanError) as e:
+        check_holds(wrong, values, np.arange(128, dtype=np.uint16).reshape(4, 32), axes, "x")
+    assert e.value.code == "verify-mismatch"
+
+
+def test_lay_out_puts_each_element_where_its_mapping_says():
+    """Position (unit, time, packet) of Slice m![S], Time m![A], Packet m![B] holds T[A, B, S]
+    at unit S (brute force over every position)."""
+    axes = {"A": 3, "B": 4, "S": 64}
+    s = _stream(axes, "m![A]", "m![B]", slice_="m![S]")
+    T = np.arange(3 * 4 * 64, dtype=np.int32).reshape(3, 4, 64).astype(np.int8)
+    v = lay_out(s, T, axes)
+    for u in range(2 * 64):  # (cluster m![1 # 2]: the second cluster holds nothing)
+        for a in range(3):
+            for b in range(4):
+                want = T[a, b, u] if u < 64 else 0
+                assert v[u, a, b] == want
+
+
+# ---- the Cast's conversions ---------------------------------------------------------------
+BF16_CASES = [  # f32 bits -> bf16 bits, worked by hand
+    (0x3F800000, 0x3F80),  # 1.0
+    (0x3F808000, 0x3F80),  # a tie, kept even
+    (0x3F818000, 0x3F82),  # a tie, rounded up to even
+    (0x3F808001, 0x3F81),  # above the tie
+    (0x00000001, 0x0000),  # a subnormal: +0
+    (0x80000001, 0x8000),  # a negative subnormal: -0
+    (0x7F800000, 0x7F80),  # +inf
+    (0xFF800000, 0xFF80),  # -inf
+    (0x7F800001, 0x7FC0),  # a signalling NaN: the one quiet word
+    (0xFFC00001, 0x7FC0),  # a negative NaN: the same word
+    (0x7F7FFFFF, 0x7F80),  # f32 max rounds to inf
+]
+
+
+@pytest.mark.parametrize("f32, bf16", BF16_CASES)
+def test_f32_to_bf16_bits(f32, bf16):
+    x = np.array([f32], np.uint32).view(np.float32)
+    assert int(convert(x, "bf16").view(np.uint16)[0]) == bf16
+    assert int(bf16_by_bits(x).view(np.uint16)[0]) == bf16
+
+
+def test_the_two_bf16_conversions_agree_on_random_bits():
+    bits = np.random.default_rng(0).integers(0, 2**32, 200_000, dtype=np.uint64)
+    x = bits.astype(np.uint32).view(np.float32)
+    assert np.array_equal(convert(x, "bf16").view(np.uint16), bf16_by_bits(x).view(np.uint16))
+
+
+@pytest.mark.parametrize("to, cases", [
+    ("i8", [(300, 44), (-129, 127), (127, 127), (-128, -128), (2**31 - 1, -1)]),
+    ("i16", [(40_000, -25_536), (-32_769, 32_767), (65_536, 0)]),
+])
+def test_integer_casts_keep_the_low_bits(to, cases):
+    x = np.array([c for c, _ in cases], np.int32)
+    want = [w for _, w in cases]
+    assert convert(x, to).tolist() == want and narrowed(x, to).tolist() == want
+
+
+# ---- the rules, by name ---------------------------------------------------------------------
+def _codes(engine, inp, out) -> set[str]:
+    with pytest.raises(TcplanError) as e:
+        lower(engine, inp, out)
+    return {v.rule for v in e.value.violations}
+
+
+def test_the_rules_by_name():
+    axes = {"A": 8, "B": 32}
+    c, inp = ENGINES["collect"](), _stream(axes, "m![A]", "m![B]", "bf16")
+    assert _codes(c, inp, _stream(axes, "m![A]", "m![B]", "bf16")) == {"flit-packet",
+                                                                      "engine-layout"}
+    assert _codes(c, inp, _stream(axes, "m![B / 16, A]", "m![B % 16]", "bf16")) == {
+        "engine-layout"}
+    sl = {"A": 8, "B": 32, "S": 4}
+    spread = _stream(sl, "m![A]", "m![B]", "bf16", slice_="m![S # 256]")
+    moved = _stream(sl, "m![A, B / 16]", "m![B % 16]", "bf16", slice_="m![S % 2, S / 2 # 128]")
+    assert _codes(c, spread, moved) == {"engine-spatial"}
+    fewer = _stream(sl, "m![A, B / 16]", "m![B % 16]", "bf16", slice_="m![S # 128]")
+    assert lower(c, spread, fewer).cycles == 16  # (the same slices hold the same rows)
+    assert _codes(c, inp, _stream(axes, "m![A, B / 16]", "m![B % 16]", "f32")) == {
+        "engine-layout", "flit-packet"}  # (Collect keeps the type: 16 f32 are two flits)
+    cast = ENGINES["cast"](to="bf16")
+    f32 = _stream({"A": 8, "B": 16}, "m![A]", "m![B]", "f32")  # 64 bytes: two flits
+    assert _codes(cast, f32, _stream({"A": 8, "B": 16}, "m![A]", "m![B]", "bf16")) == {
+        "flit-packet"}
+    i32 = _stream({"A": 8}, "m![1]", "m![A]", "i32")
+    assert _codes(ENGINES["cast"](to="bf16"), i32, i32) == {"cast-types"}
+    assert _codes(ENGINES["cast"](to="f8e4m3"), _stream({"A": 8}, "m![1]", "m![A]", "f32"),
+                  i32) == {"cast-types"}  # (the guide's, not converted by tcplan yet)
+
+
+def test_a_bad_op_exits_1_with_the_rule_and_a_bad_option_exits_2(tmp_path, capsys):
+    from tcplan.planner.cli import main
+    text = (GUIDE / "collect_multi_flit.yaml").read_text().replace(
+        "packet: 'm![B % 16]'", "packet: 'm![B]'")
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    assert main(["solve", str(p)]) == 1
+    assert "[engine-layout]" in capsys.readouterr().out
+    p.write_text((GUIDE / "cast_padded.yaml").read_text().replace("to: i8", "to: i9"))
+    assert main(["solve", str(p)]) == 2
+    assert "to: 'i9'" in capsys.readouterr().err
+
+
+# ---- a Tensor Unit path in a graph ----------------------------------------------------------
+PATH = """format: 1
+name: path
+kind: graph
+dtype: bf16
+axes: {R: 64, C: 32}
+tensors:
+  x: {tier: dm, slice: 'm![R]', element: 'm![C]', dtype: f32, given: true}
+  xs: {tier: stream, slice: 'm![R]', time: 'm![1]', packet: 'm![C]', dtype: f32}
+  xc: {tier: stream, slice: 'm![R]', time: 'm![C / 8]', packet: 'm![C % 8]', dtype: f32}
+  xb: {tier: stream, slice: 'm![R]', time: 'm![C / 8]', packet: 'm![C % 8 # 16]'XB}
+  y: {tier: dm, slice: 'm![R]', element: 'm![C / 8, C % 8 # 16]', address: 4096}
+ops:
+  - {name: fetch_x, kind: fetch, source: x, stream: xs}
+  - {name: collect_x, kind: collect, source: xs, destination: xc}
+  - {name: cast_x, kind: cast, source: xc, destination: xb, to: bf16}
+  - {name: commit_y, kind: commit, stream: xb, destination: y}
+"""
+
+
+def test_a_fetch_collect_cast_commit_path_runs_end_to_end(tmp_path):
+    """The f32 rows fetched (a 128-byte packet: 4 reads), collected into 4 flits, cast to
+    bf16 and committed: every op at one flit (or read) a cycle, and y holds x in bf16, as
+    ml_dtypes rounds it (no NaN or subnormal among normal draws)."""
+    r = tcplan.solve(tcplan.loads(PATH.replace("XB", ""), "p.yaml"))
+    assert r.status == "optimal" and r.verified is True
+    ops = {o["op"]: o["cycles"] for o in r.to_json()["plan"]["ops"]}
+    assert ops == {"fetch_x": 4, "collect_x": 4, "cast_x": 4, "commit_y": 4}
+    import ml_dtypes
+    from tcplan.planner.cli import main
+    p = tmp_path / "p.yaml"
+    p.write_text(PATH.replace("XB", ""))
+    xs = np.random.default_rng(1).standard_normal((64, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", xs)
+    assert main(["run", str(p), "--input", f"x={tmp_path / 'x.npy'}",
+                 "--out", str(tmp_path / "out")]) == 0
+    y = np.load(tmp_path / "out" / "y.npy")
+    assert np.array_equal(y.view(np.uint16), xs.astype(ml_dtypes.bfloat16).view(np.uint16))
+
+
+def test_a_cast_into_a_stream_of_another_type_is_refused():
+    """The cast makes bf16; a graph that declares its output f32 has no plan, by name."""
+    r = tcplan.solve(tcplan.loads(PATH.replace("XB", ", dtype: f32"), "p.yaml"))
+    assert r.status == "infeasible" and "[graph-dtype]" in r.text()
+
+
+def test_held_indices_marks_a_coordinate_past_its_axis():
+    m = parse("m![B # 64 / 32, B # 64 % 32]", {"B": 56})
+    coords, held = held_indices(m)
+    assert held[:56].all() and not held[56:].any() and coords["B"][55] == 55
+
+
+# ---- the register files (book: computing-tensors/register-files.md) -------------------------
+def _trf(axes, lane: str, element: str, dtype: str = "bf16", slice_: str = "m![1 # 256]",
+         cluster: str = "m![1 # 2]") -> Tensor:
+    m = {"chip": "m![1]", "cluster": cluster, "slice": slice_, "lane": lane,
+         "element": element}
+    return Tensor("w", "trf", dtype, {d: parse(t, axes) for d, t in m.items()})
+
+
+@pytest.mark.parametrize("name, cycles", [("to_trf_bmatmul", 16), ("to_trf_full", 1),
+                                          ("to_vrf_store", 8)])
+def test_the_guides_register_file_stores_verify(name, cycles):
+    r = tcplan.solve(GUIDE / f"{name}.yaml")
+    assert r.status == "given" and r.verified is True and r.cycles == cycles
+
+
+def test_the_bmatmul_store_derives_two_flits_per_lane():
+    """Time m![N, K / 16] into 8 lanes: Lane = Time / 2 (m![N]), Element = [Time % 2,
+    Packet] (m![K]); FlitsPerLane 2, as the guide derives it."""
+    axes = {"V": 32, "N": 8, "K": 32}
+    inp = _stream(axes, "m![N, K / 16]", "m![K % 16]", "bf16", slice_="m![V % 16 # 256]")
+    inp = inp.with_dims(cluster=parse("m![V / 16]", axes))
+    out = _trf(axes, "m![N]", "m![K]", slice_="m![V % 16 # 256]", cluster="m![V / 16]")
+    to_trf = ENGINES["to_trf"]()
+    plan = lower(to_trf, inp, out)
+    assert to_trf.derived(inp, out) == {"FlitsPerLane": 2}
+    made = to_trf.output(inp, out)
+    assert same_holding(made.dims["lane"], parse("m![N]", axes))
+    assert same_holding(made.dims["element"], parse("m![K]", axes))
+    T = np.random.default_rng(3).integers(0, 2**16, (32, 8, 32)).astype(np.uint16)
+    assert run_engine(plan, T, axes, reference(plan))[1] == 32 * 8 * 32
+
+
+def test_register_file_rules_by_name():
+    axes = {"N": 8, "K": 32}
+    inp = _stream(axes, "m![N, K / 16]", "m![K % 16]", "bf16")
+    t = ENGINES["to_trf"]()
+    assert lower(t, inp, _trf(axes, "m![N / 2]", "m![N % 2, K]")).cycles == 16  # 4 lanes
+    assert _codes(t, inp, _trf(axes, "m![N]", "m![K % 16, K / 16]")) == {"engine-layout"}
+    assert _codes(t, inp, _trf(axes, "m![N = 3]", "m![K]")) == {"trf-lanes"}
+    big = {"N": 8, "K": 8192}  # 8 lanes x 8,192 bf16 = 16 KiB per lane: over 8 KiB
+    wide = _stream(big, "m![N, K / 16]", "m![K % 16]", "bf16")
+    assert _codes(t, wide, _trf(big, "m![N]", "m![K]")) == {"register-capacity"}
+    half = {"N": 8, "K": 4096}  # 8 KiB a lane: the full region holds it, a half does not
+    wide = _stream(half, "m![N, K / 16]", "m![K % 16]", "bf16")
+    assert lower(t, wide, _trf(half, "m![N]", "m![K]")).cycles == 8 * 256
+    assert _codes(ENGINES["to_trf"](region="first_half"), wide,
+                  _trf(half, "m![N]", "m![K]")) == {"register-capacity"}
+    two_flits = _stream(axes, "m![N]", "m![K]", "bf16")
+    assert _codes(t, two_flits, _trf(axes, "m![N]", "m![K]")) == {"flit-packet"}
+    v = ENGINES["to_vrf"]()
+    vrf = Tensor("v", "vrf", "bf16", {**{d: inp.dims[d] for d in ("chip", "cluster", "slice")},
+                                      "element": parse("m![K, N]", axes)})
+    assert _codes(v, inp, vrf) == {"engine-layout"}
+
+
+TRF_PATH = """format: 1
+name: weights_to_trf
+kind: graph
+dtype: bf16
+axes: {S: 64, N: 8, K: 32}
+tensors:
+  w: {tier: dm, slice: 'm![S]', element: 'm![N, K]', given: true}
+  ws: {tier: stream, slice: 'm![S]', time: 'm![N]', packet: 'm![K]'}
+  wc: {tier: stream, slice: 'm![S]', time: 'm![N, K / 16]', packet: 'm![K % 16]'}
+  wt: {tier: trf, slice: 'm![S]', lane: 'm![N]', element: 'm![K]'}
+ops:
+  - {name: fetch_w, kind: fetch, source: w, stream: ws, context: sub}
+  - {name: collect_w, kind: collect, source: ws, destination: wc}
+  - {name: store_w, kind: to_trf, source: wc, destination: wt}
+"""
+
+
+def test_a_weight_fetched_collected_and_stored_into_the_trf():
+    """A graph's TRF tensor: the weight rows (64 bytes of bf16) fetched in the sub context
+    (8 reads of 8 bytes each), collected into two flits, stored one lane per row."""
+    r = tcplan.solve(tcplan.loads(TRF_PATH, "g.yaml"))
+    assert r.status == "optimal" and r.verified is True
+    ops = {o["op"]: o["cycles"] for o in r.to_json()["plan"]["ops"]}
+    assert ops == {"fetch_w": 8 * 8, "collect_w": 16, "store_w": 16}
+
+
+# ---- the Transpose Engine (book: computing-tensors/transpose-engine.md) ----------------------
+@pytest.mark.parametrize("name, cycles, in_rows, in_cols, out_rows, double", [
+    ("transpose_basic", 48, 8, 16, 16, 1),
+    ("transpose_small", 6, 4, 8, 2, 1),
+    ("transpose_large_column", 128, 8, 32, 32, 0),
+    ("transpose_bf16", 68, 4, 8, 8, 1),
+    ("transpose_f32", 34, 2, 8, 8, 1),
+])
+def test_the_guides_transposes(name, cycles, in_rows, in_cols, out_rows, double):
+    """Each example's parameters (the guide's tables), its buffering and its latency, and
+    the op verifies."""
+    r = tcplan.solve(GUIDE / f"{name}.yaml")
+    assert r.status == "given" and r.verified is True and r.cycles == cycles
+    d = r.to_json()["plan"]["derived"]
+    assert (d["in_rows"], d["in_cols"], d["out_rows"], d["double_buffered"]) == (
+        in_rows, in_cols, out_rows, double)
+
+
+def test_the_guides_i4_transpose_latency():
+    """The i4 example (not a tcplan type): in_flits 16, out_rows 16, n = 4, double
+    buffered: 16 + 3 x max(16, 16) + 16 = 80."""
+    from tcplan.model.engines.transpose import burst_cycles
+    assert burst_cycles(16, 16, 4, True) == 80 and burst_cycles(32, 32, 2, False) == 128
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 3), st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4]),
+       st.integers(1, 8), st.sampled_from(["i8", "bf16", "f32"]))
+def test_a_transpose_runs_what_its_mapping_says(n, r, ppc, v, dtype):
+    """Any matrix the engine takes (n iterations of r rows of ppc packets of v valid
+    elements): the output it derives holds what its run moves."""
+    most = {"i8": 8, "bf16": 4, "f32": 2}[dtype]
+    f = {"i8": 32, "bf16": 16, "f32": 8}[dtype]
+    if r > most:
+        return
+    axes = {"N": n, "R": r, "Q": ppc, "V": v}
+    inp = _stream(axes, "m![N, R, Q]", f"m![V # {f}]", dtype)
+    out = _stream(axes, "m![N, Q, V]", f"m![R # {f}]", dtype)
+    t = ENGINES["transpose"]()
+    plan = lower(t, inp, out)
+    T = np.random.default_rng(n * r * ppc * v).integers(0, 100, (n, r, ppc, v)).astype(
+        {"i8": np.int8, "bf16": np.uint16, "f32": np.uint32}[dtype])
+    assert run_engine(plan, T, axes, reference(plan))[1] == n * r * ppc * v
+
+
+def test_transpose_rules_by_name():
+    axes = {"C": 8, "D": 8, "E": 8}
+    t = ENGINES["transpose"]()
+    inp = _stream(axes, "m![C, D]", "m![E # 16]", "bf16")
+    rows8 = _stream(axes, "m![C, E]", "m![D # 16]", "bf16")  # 8 rows of bf16: at most 4
+    assert _codes(t, inp, rows8) == {"transpose-shape"}
+    wide = _stream({"E": 16}, "m![1]", "m![E]", "bf16")  # 16 valid elements: at most 8
+    assert _codes(t, wide, _stream({"E": 16}, "m![E]", "m![1 # 16]", "bf16")) == {
+        "transpose-shape"}
+    axes = {"C": 8, "D": 4, "E": 8}
+    inp = _stream(axes, "m![C, D]", "m![E # 16]", "bf16")
+    swapped = _stream(axes, "m![E, C]", "m![D # 16]", "bf16")
+    assert _codes(t, inp, swapped) == {"engine-layout"}
