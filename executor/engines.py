@@ -16,12 +16,12 @@ from typing import Callable
 
 import numpy as np
 
-from tcplan.model.engines import SPATIAL, EnginePlan
+from tcplan.model.engines import SPATIAL, EnginePlan, same_units
 from tcplan.model.mapping import LIVE
 from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import TIER_DIMS, Tensor
 
-from .run import axis_strides, value_text
+from .run import axis_strides, carried_axes, constant_along, over_axes, value_text
 
 def stream_index(t: Tensor, axes: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
     """Per position ``(units, *inner)`` of a stream (``time, packet``) or a register file's
@@ -82,17 +82,25 @@ def check_holds(stream: Tensor, values: np.ndarray, T: np.ndarray, axes: dict[st
     return int(held.sum())
 
 
-def run_engine(plan: EnginePlan, T: np.ndarray, axes: dict[str, int],
+def run_engine(plan: EnginePlan, values: np.ndarray, axes: dict[str, int],
                reference: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, int]:
-    """Run the op on ``T``: (the tensor its output holds, ``reference(T)``; the positions
-    checked).  ``reference`` is what the op computes over whole tensors (the identity for a
-    move such as Collect, the conversion for a Cast), written apart from the engine."""
-    values = plan.engine.run(lay_out(plan.inp, T, axes), plan.inp, plan.out)
+    """Run the op on its input's ``values`` (over the axes the input carries): (the tensor
+    its output holds, over every axis of the op, ``reference`` of the input's copies; the
+    positions checked).  ``reference`` is what the op computes over whole tensors (the
+    identity for a move such as Collect, the conversion for a Cast), written apart from the
+    engine; a switch's broadcast copies each hold the input (constant along the axes the
+    output carries and the input does not)."""
+    have = carried_axes(plan.inp, axes)
+    copies = [a for a in carried_axes(plan.out, axes) if a not in have]  # (a broadcast's)
+    T = constant_along(over_axes(values, have, axes), axes, copies)
+    flits = plan.engine.run(lay_out(plan.inp, T, axes), plan.inp, plan.out)
     due = reference(T)
-    # (the engine keeps the units: the output's Chip, Cluster and Slice place what the
-    # input's do, engine-spatial says, so its values are laid over the input's units)
-    out = plan.out.with_dims(**{d: plan.inp.dims[d] for d in SPATIAL})
-    checked = check_holds(out, values, due, axes, f"the {plan.engine.name} op's output")
+    # (where the engine keeps the units, the output's Chip, Cluster or Slice places what the
+    # input's does, engine-spatial says: its values are laid over the input's units; a
+    # switch's Slice is its own, of the input's size)
+    out = plan.out.with_dims(**{d: plan.inp.dims[d] for d in SPATIAL
+                                if same_units(plan.inp.dims[d], plan.out.dims[d])})
+    checked = check_holds(out, flits, due, axes, f"the {plan.engine.name} op's output")
     return due, checked
 
 

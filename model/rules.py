@@ -26,7 +26,7 @@ from . import hardware as hw
 PROFILES = ("pseudo", "fetch", "commit", "dma")
 #: The Tensor Unit's engines between Fetch and Commit, each a profile of its own rules
 #: (model/engines/, one module each; issue 29).
-ENGINE_PROFILES = ("collect", "cast", "to_trf", "to_vrf", "transpose")
+ENGINE_PROFILES = ("collect", "cast", "to_trf", "to_vrf", "transpose", "switch")
 ALL_PROFILES = frozenset(PROFILES)  # (a rule's default: the sequencer's profiles)
 MODES = ("read", "write")
 #: what a rule constrains (the module that checks it): see ARCHITECTURE.md
@@ -775,6 +775,15 @@ RULES: dict[str, Rule] = _rules(
         "declare OutPacket as the rows padded to one flit (R # F)",
         "book: computing-tensors/transpose-engine.md ('Parameters'); docs/engines.md",
         profiles=frozenset({"transpose"}), scope="engine",
+    ),
+    Rule(
+        "switch-shape", "hardware", "a switch's configuration cuts its input",
+        "{config} of Slice {slice}, Time {time}: {why}",
+        "choose slice1 and slice0 whose product divides the Slice, time0 dividing the Time, "
+        "an output Slice of the input's size, and new axes for the broadcast copies",
+        "book: computing-tensors/switch-engine.md ('Regular Configurations'); "
+        "docs/engines.md",
+        profiles=frozenset({"switch"}), scope="engine",
     ),
     Rule(
         "trf-lanes", "hardware", "a TRF store fills 1, 2, 4 or 8 lanes, each a run of flits",

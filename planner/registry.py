@@ -236,8 +236,6 @@ UNMODELLED: dict[str, str] = {
     "contraction": "the Contraction Engine computes rather than moves (contract_outer, "
                    "contract_packet, contract_time: the outer product and its reducers over "
                    "a TRF operand); of it tcplan models only the Lane Folder (kind: lane_fold)",
-    "switch": "the Switch Engine moves a stream between slices (broadcasts, inter-slice "
-              "transposes); its topologies and their costs are not modelled",
 }
 for _alias, _to in (("contract", "contraction"),):
     UNMODELLED[_alias] = UNMODELLED[_to]

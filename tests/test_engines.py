@@ -426,3 +426,99 @@ def test_transpose_rules_by_name():
     inp = _stream(axes, "m![C, D]", "m![E # 16]", "bf16")
     swapped = _stream(axes, "m![E, C]", "m![D # 16]", "bf16")
     assert _codes(t, inp, swapped) == {"engine-layout"}
+
+
+# ---- the Switch Engine (book: computing-tensors/switch-engine.md) ---------------------------
+@pytest.mark.parametrize("name, cycles, derived", [
+    ("switch_broadcast01", 2048, {"slice2": 64, "ring_size": 4, "time1": 16}),
+    ("switch_broadcast1", 4096, {"slice2": 8, "ring_size": 32}),
+    ("switch_transpose", 8192, {"slice2": 4, "ring_size": 64}),
+    ("switch_inter_transpose", 256, {"slice2": 8, "ring_size": 32, "time1": 2, "time2": 2}),
+    ("switch_transposed_broadcast1", 1024, {"slice2": 4, "ring_size": 64}),
+])
+def test_the_guides_switch_configurations(name, cycles, derived):
+    """Each regular configuration's example: the sub-dimensions the guide derives, its cycle
+    estimate (ring_size x Time x flits per packet), and the op verifies (every broadcast
+    copy holding the input)."""
+    r = tcplan.solve(GUIDE / f"{name}.yaml")
+    assert r.status == "given" and r.verified is True and r.cycles == cycles
+    assert r.to_json()["plan"]["derived"] == derived
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["broadcast01", "broadcast1", "transpose", "inter_transpose",
+                        "transposed_broadcast1"]),
+       st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]),
+       st.sampled_from([2, 4]))
+def test_a_switch_runs_what_its_mapping_says(config, s1, s0, t0, t):
+    """Every regular configuration on Slice m![S] (256) and Time m![T1, T0]: its derived
+    output holds what its run moves (the broadcast copies constant along X and Y)."""
+    axes = {"S": 256, "T": t * t0 * (s1 if config == "inter_transpose" else 1), "E": 8,
+            "X": s1, "Y": s0}
+    sw = ENGINES["switch"](config=config, slice1=s1, slice0=s0, time0=t0)
+    inp = _stream(axes, "m![T]", "m![E]", "i32", slice_="m![S]")
+    new = {"broadcast01": "X, Y", "broadcast1": "X", "transposed_broadcast1": "Y"}
+    declared = _stream(axes, "m![T]", "m![E]", "i32", slice_="m![S]")
+    if config in new:  # (the output's Slice names the new axes: take the derived one)
+        from tcplan.model.engines.switch import _joined
+        p = sw.parts(inp)
+        parts = [parse(f"m![{a}]", axes) for a in new[config].split(", ")]
+        declared = declared.with_dims(slice=_joined([p.s2, *parts]))
+    out = sw.output(inp, declared)
+    plan = lower(sw, inp, out)
+    T = np.random.default_rng(s1 * 10 + s0).integers(0, 2**31, (256, axes["T"], 8)).astype(
+        np.int32)
+    due, checked = run_engine(plan, T, axes, reference(plan))
+    copies = axes["X"] if config in ("broadcast01", "broadcast1") else 1
+    copies *= axes["Y"] if config in ("broadcast01", "transposed_broadcast1") else 1
+    assert checked == 256 * axes["T"] * 8 * copies
+
+
+def test_switch_rules_by_name():
+    axes = {"A": 256, "B": 64, "C": 32, "X": 4}
+    inp = _stream(axes, "m![B]", "m![C]", slice_="m![A]")
+    good = _stream(axes, "m![B, A / 8 % 4]", "m![C]", slice_="m![A / 32, X, A % 8]")
+    assert lower(ENGINES["switch"](config="broadcast1", slice1=4, slice0=8), inp,
+                 good).cycles == 32 * 64 * 1
+    assert _codes(ENGINES["switch"](config="broadcast1", slice1=3, slice0=8), inp, good) == {
+        "switch-shape"}  # (a ring of 24 slices does not divide 256)
+    assert _codes(ENGINES["switch"](config="broadcast1", slice1=2, slice0=8), inp, good) == {
+        "switch-shape"}  # (X has 4 copies, the configuration moves 2)
+    padded = _stream(axes, "m![B, A / 8 % 4]", "m![C]", slice_="m![A / 32, X, A % 8 # 8]")
+    assert lower(ENGINES["switch"](config="broadcast1", slice1=4, slice0=8), inp,
+                 padded).cycles == 2048  # (A % 8 # 8 holds what A % 8 does)
+    swapped = _stream(axes, "m![A / 8 % 4, B]", "m![C]", slice_="m![A / 32, X, A % 8]")
+    assert _codes(ENGINES["switch"](config="broadcast1", slice1=4, slice0=8), inp,
+                  swapped) == {"engine-layout"}
+    small = _stream({"A": 128, "B": 8, "C": 32}, "m![B]", "m![C]", slice_="m![A]")
+    assert _codes(ENGINES["switch"](config="inter_transpose", slice1=2, slice0=16, time0=2),
+                  small, small) == {"switch-shape"}  # (InterTranspose spans 256 slices)
+
+
+SWITCH_PATH = """format: 1
+name: broadcast_rows
+kind: graph
+dtype: i8
+axes: {A: 256, B: 64, C: 32, X: 4}
+tensors:
+  x: {tier: dm, slice: 'm![A]', element: 'm![B, C]', given: true}
+  xs: {tier: stream, slice: 'm![A]', time: 'm![B]', packet: 'm![C]'}
+  xb: {tier: stream, slice: 'm![A / 32, X, A % 8]', time: 'm![B, A / 8 % 4]', packet: 'm![C]'}
+  xc: {tier: stream, slice: 'm![A / 32, X, A % 8]', time: 'm![B, A / 8 % 4]', packet: 'm![C # 32]'}
+  y: {tier: dm, slice: 'm![A / 32, X, A % 8]', element: 'm![B, A / 8 % 4, C]', address: 4096}
+ops:
+  - {name: fetch_x, kind: fetch, source: x, stream: xs}
+  - {name: share, kind: switch, source: xs, destination: xb, config: {broadcast1: {slice1: 4, slice0: 8}}}
+  - {name: collect_x, kind: collect, source: xb, destination: xc}
+  - {name: commit_y, kind: commit, stream: xc, destination: y}
+"""
+
+
+def test_a_broadcast_through_the_switch_runs_end_to_end():
+    """Each slice's rows fetched, shared with the 4 slices of its group (Broadcast1), and
+    committed: every slice of a group of 32 holds the group's 4 x 64 rows, verified
+    end to end (y holds x, constant along X)."""
+    r = tcplan.solve(tcplan.loads(SWITCH_PATH, "g.yaml"))
+    assert r.status == "optimal" and r.verified is True, r.text()
+    ops = {o["op"]: o["cycles"] for o in r.to_json()["plan"]["ops"]}
+    assert ops["share"] == 32 * 64 * 1 and ops["collect_x"] == 256

@@ -34,9 +34,12 @@ def fuzz_settings(n: int):
                     database=None, suppress_health_check=list(HealthCheck))
 
 
-#: every problem of the library, the broken files included
+#: every problem of the library, the broken files included, but the whole Qwen3 kernels: a
+#: kernel's graph plans dozens of ops (2 to 12 s unmutated, past the per-case time bound by
+#: design); tests/test_kernels.py runs each of them whole
 CORPUS = sorted(str(p) for p in list((ROOT / "problems").rglob("*.yaml"))
-                + list((ROOT / "tests/broken").glob("*.yaml")))
+                + list((ROOT / "tests/broken").glob("*.yaml"))
+                if "kernels" not in p.relative_to(ROOT).parts)
 TEXTS = {p: pathlib.Path(p).read_text(errors="replace") for p in CORPUS}
 
 HUGE_INTS = [0, -1, 1, 3, 7, 255, 65_537, 2 ** 31, 2 ** 32 + 1, 2 ** 40, 2 ** 50, 2 ** 61 - 1,

@@ -11,7 +11,7 @@ from tcplan.model.rules import TcplanError
 from tcplan.planner.kinds import UNMODELLED
 
 
-@pytest.mark.parametrize("kind", ["contraction", "switch"])
+@pytest.mark.parametrize("kind", ["contraction", "contract"])
 def test_an_unmodelled_engine_as_a_problem_is_refused_at_its_line(kind):
     with pytest.raises(TcplanError) as e:
         tcplan.loads(f"format: 1\nkind: {kind}\naxes: {{A: 4}}\n", "k.yaml")
@@ -27,7 +27,7 @@ tensors:
   x: {tier: dm, slice: 'm![A]', element: 'm![B]', given: true}
   y: {tier: dm, slice: 'm![A]', element: 'm![B]', address: 64}
 ops:
-  - {name: s, kind: switch, source: x, destination: y}
+  - {name: s, kind: contraction, source: x, destination: y}
 """
 
 
@@ -35,8 +35,8 @@ def test_an_unmodelled_engine_as_a_graph_op_is_refused_at_its_line():
     with pytest.raises(TcplanError) as e:
         tcplan.loads(GRAPH, "g.yaml")
     msg = e.value.to_json()["message"]
-    assert msg.startswith("g.yaml:8:") and "'switch' is not modelled" in msg
-    assert "Switch Engine" in msg
+    assert msg.startswith("g.yaml:8:") and "'contraction' is not modelled" in msg
+    assert "Contraction Engine" in msg
 
 
 def test_a_trf_tensor_is_filled_by_the_collect_engine_not_a_dma():
@@ -44,7 +44,7 @@ def test_a_trf_tensor_is_filled_by_the_collect_engine_not_a_dma():
     into one is refused as an input mistake, naming the tiers."""
     text = GRAPH.replace("y: {tier: dm, slice: 'm![A]', element: 'm![B]', address: 64}",
                          "y: {tier: trf, slice: 'm![A]', lane: 'm![1]', element: 'm![B]'}")
-    text = text.replace("kind: switch, source: x, destination: y", "kind: dma, source: x, "
+    text = text.replace("kind: contraction, source: x, destination: y", "kind: dma, source: x, "
                         "destination: y, stream: {cluster: free, slice: free, time: free, "
                         "packet: free}")
     with pytest.raises(TcplanError) as e:

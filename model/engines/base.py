@@ -1,7 +1,6 @@
 """The engines' protocol and what they share (model/engines/__init__.py says what each member
 is): the registry, the flit and layout checks, and a checked op (:class:`EnginePlan`)."""
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -76,13 +75,14 @@ def flit_violation(engine: str, side: str, stream: Tensor, fix: str) -> list[Vio
 
 
 def layout_violations(engine: str, want: Tensor, got: Tensor, why: dict[str, str],
-                      dims: tuple[str, ...] = ("time", "packet")) -> list[Violation]:
+                      dims: tuple[str, ...] = ("time", "packet"),
+                      spatial: tuple[str, ...] = SPATIAL) -> list[Violation]:
     """``engine-spatial`` and ``engine-layout``: each of ``got``'s mappings holds what
     ``want``'s does (:func:`~model.mapping.same_holding`: the same index at every position,
     ``m![A / 2, A % 2]`` is ``m![A]``), its
     dtype ``want``'s; ``why`` says, per dimension, how the engine makes it."""
     out: list[Violation] = []
-    for d in SPATIAL:
+    for d in spatial:
         if not same_units(want.dims[d], got.dims[d]):
             out.append(Violation("engine-spatial", (got.dims[d].text(),), {
                 "engine": engine, "dim": d.title(), "got": got.dims[d].text(),

@@ -46,6 +46,8 @@ def split_flits(packet: Mapping, flit: int) -> tuple[Mapping, Mapping]:
     ``packet % flit`` where those two hold what the packet holds (one padded axis cut
     part-way through its live values, the guide's ``B # 64``); else ``flit-split``.
     Post-condition (tested): ``join(outer, inner)`` holds what ``packet`` holds."""
+    if packet.size == flit:  # (one flit: nothing to split)
+        return join([]), packet
     try:
         return split_inner(packet, flit)
     except TcplanError:

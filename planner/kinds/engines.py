@@ -21,6 +21,7 @@ from typing import Any
 from tcplan.model import engines as eng
 from tcplan.model import hardware as hw
 from tcplan.model.engines.register_files import TRF_REGIONS
+from tcplan.model.engines.switch import CONFIGS
 from tcplan.model.rules import TcplanError, fail
 
 from ..problem import Problem
@@ -28,14 +29,36 @@ from ..registry import Kind, Options, Solved, key_sets, register
 from ..render import EXIT_OK, EXIT_RULE
 
 ROLES = {"source": (True, True), "destination": (False, True)}
-#: each engine's options: key -> (allowed values, required)
-OPTIONS: dict[str, dict[str, tuple[tuple[str, ...], bool]]] = {
+#: each engine's options: key -> (allowed words, required); ``None``: a switch's
+#: configuration, ``{name: {parameter: size}}`` (:func:`_switch_config`)
+OPTIONS: dict[str, dict[str, tuple[tuple[str, ...] | None, bool]]] = {
     "collect": {},
     "cast": {"to": (tuple(hw.DTYPE_BYTES), True)},
     "to_trf": {"region": (tuple(TRF_REGIONS), False)},
     "to_vrf": {},
     "transpose": {},
+    "switch": {"config": (None, True)},
 }
+
+
+def _switch_config(ctx, value: Any) -> dict[str, Any]:
+    """A switch's ``config: {broadcast1: {slice1: 4, slice0: 8}}`` as its options."""
+    keys = ("config",)
+    if not isinstance(value, dict) or len(value) != 1:
+        raise ctx.doc.error(keys, "expected one configuration and its parameters",
+                            "config: {broadcast1: {slice1: 4, slice0: 8}}")
+    (name, params), = value.items()
+    if name not in CONFIGS:
+        raise ctx.doc.error(keys + (name,), f"{name!r} is not a regular configuration",
+                            "use one of " + ", ".join(CONFIGS), at_key=True)
+    want = CONFIGS[name][0]
+    if not isinstance(params, dict) or set(params) != set(want) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 1
+            for v in params.values()):
+        raise ctx.doc.error(keys + (name,), f"{name} takes {', '.join(want)}, each a "
+                            "positive whole number", f"{name}: {{"
+                            + ", ".join(f"{k}: 2" for k in want) + "}")
+    return {"config": name, **params}
 
 
 @dataclass(frozen=True)
@@ -88,12 +111,17 @@ class TensorUnitEngine(Kind):
             for n in eng.ENGINES}
     solvable = True
     graph_roles = {n: ROLES for n in eng.ENGINES}
+    graph_broadcast = True  # (a switch's output carries its broadcast axes)
     dtype_role = "source"
     output_word = "computed"
 
     def load(self, ctx, data: dict, kind: str, tensors: dict) -> EngineSpec:
-        options = {k: v for k, (allowed, _) in OPTIONS[kind].items()
-                   if (v := ctx.choice(data, k, allowed, None)) is not None}
+        options: dict[str, Any] = {}
+        for k, (allowed, _) in OPTIONS[kind].items():
+            if allowed is None:
+                options.update(_switch_config(ctx, data[k]))
+            elif (v := ctx.choice(data, k, allowed, None)) is not None:
+                options[k] = v
         engine = eng.ENGINES[kind](**options)
         tensors["source"] = ctx.tensor(("source",), data["source"], "source", tier="stream")
         out = ctx.tensor(("destination",), data["destination"], "destination",
@@ -113,9 +141,11 @@ class TensorUnitEngine(Kind):
     def verify(self, problem, plan: eng.EnginePlan, seed: int, progress=None
                ) -> dict[str, Any]:
         from tcplan.executor.engines import reference, run_engine
-        from tcplan.executor.run import tensor_bits
-        T = tensor_bits(problem.axes, plan.inp.dtype, seed)
-        _, checked = run_engine(plan, T, problem.axes, reference(plan))
+        from tcplan.executor.run import carried_axes, tensor_bits
+        axes = problem.axes
+        T = tensor_bits({a: axes[a] for a in carried_axes(plan.inp, axes)}, plan.inp.dtype,
+                        seed)
+        _, checked = run_engine(plan, T, axes, reference(plan))
         return {"verified": True, "cycles": plan.cycles, "checked": checked,
                 "method": f"laid the input out by its mappings, ran the {plan.engine.name} "
                           "engine on every slice's flits, checked every held output "
@@ -187,10 +217,12 @@ class TensorUnitEngine(Kind):
 
     def run(self, problem, plan: eng.EnginePlan, inputs: dict, seed: int) -> dict:
         from tcplan.executor.engines import reference, run_engine
-        from tcplan.executor.run import embed
-        T = embed(inputs.get("source"), plan.inp, problem.axes, "source", seed)
-        out, _ = run_engine(plan, T, problem.axes, reference(plan))
-        return {"source": T, "destination": out}
+        from tcplan.executor.run import embed, read_tensor_from
+        axes = problem.axes
+        T = read_tensor_from(embed(inputs.get("source"), plan.inp, axes, "source", seed),
+                             plan.inp, axes)
+        out, _ = run_engine(plan, T, axes, reference(plan))
+        return {"source": T, "destination": read_tensor_from(out, plan.out, axes)}
 
     def check_tensors(self, problem, plan: eng.EnginePlan, tensors: dict) -> None:
         """In a graph, the streams carry the dtypes the op reads and makes."""

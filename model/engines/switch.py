@@ -1,0 +1,211 @@
+"""The Switch Engine: a stream moved between the slices of a chip over a ring (book:
+computing-tensors/switch-engine.md).
+
+Its regular configurations cut the stream's Slice into ``[slice2, slice1, slice0]`` (the
+innermost ``slice1 x slice0`` slices one sub-ring, ``ring_size`` of them) and, where they
+need it, its Time into ``[time1, time0]`` (``[time2, time1, time0]`` for InterTranspose),
+and move the parts (``X``, ``Y``: new axes, the copies of a broadcast):
+
+=====================  ========================  ===================================
+configuration          output Slice              output Time
+=====================  ========================  ===================================
+Broadcast01            ``[slice2, X, Y]``        ``[time1, slice1, time0, slice0]``
+Broadcast1             ``[slice2, X, slice0]``   ``[Time, slice1]``
+Transpose              ``[slice2, slice0, slice1]``  ``Time``
+InterTranspose         ``[slice2, time1, slice0]``   ``[time2, time0, slice1]``
+TransposedBroadcast1   ``[slice2, Y, slice1]``   ``[Time, slice0]``
+=====================  ========================  ===================================
+
+Chip, Cluster, Packet and the type are the input's; Forwarding (no exchange) is no switch
+at all.  A switch takes ``ring_size x Time x flits_per_packet`` cycles (the guide's
+Performance), every sub-ring in parallel.  ``run`` moves the values by the same table on
+arrays: the slices' axis cut into its three parts, the parts transposed and broadcast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from tcplan.model import hardware as hw
+from tcplan.model.mapping import Mapping, join, split_inner
+from tcplan.model.rules import TcplanError, Violation
+from tcplan.model.tiers import Tensor
+
+from .base import layout_violations, register
+
+#: each configuration: its parameters, and how many new broadcast axes its Slice takes
+CONFIGS: dict[str, tuple[tuple[str, ...], int]] = {
+    "broadcast01": (("slice1", "slice0", "time0"), 2),
+    "broadcast1": (("slice1", "slice0"), 1),
+    "transpose": (("slice1", "slice0"), 0),
+    "inter_transpose": (("slice1", "slice0", "time0"), 0),
+    "transposed_broadcast1": (("slice1", "slice0"), 1),
+}
+WHY = {"time": "the configuration's Time (docs/engines.md)", "packet": "a switch keeps "
+       "the Packet", "dtype": "a switch keeps the type"}
+WHY_SLICE = "the configuration's Slice, its broadcast axes the new ones of the output"
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The input's Slice and Time cut as the configuration reads them."""
+
+    s2: Mapping
+    s1: Mapping
+    s0: Mapping
+    t2: Mapping  # (InterTranspose: Time above time1; else m![1])
+    t1: Mapping
+    t0: Mapping
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A regular configuration of the Switch Engine with its parameters."""
+
+    config: str
+    slice1: int
+    slice0: int
+    time0: int = 1
+    name: ClassVar[str] = "switch"
+    out_tier: ClassVar[str] = "stream"
+    rules: ClassVar[tuple[str, ...]] = ("switch-shape", "engine-spatial", "engine-layout")
+
+    @property
+    def ring_size(self) -> int:
+        return self.slice1 * self.slice0
+
+    def parts(self, inp: Tensor) -> Parts:
+        """The cut, or ``TcplanError`` where a size does not divide or a digit does not
+        split (the violations :meth:`shape_violations` names)."""
+        rest, s0 = split_inner(inp.dims["slice"], self.slice0)
+        s2, s1 = split_inner(rest, self.slice1)
+        time = inp.dims["time"]
+        if self.config == "inter_transpose":
+            up, t0 = split_inner(time, self.time0)
+            t2, t1 = split_inner(up, self.slice1)
+            return Parts(s2, s1, s0, t2, t1, t0)
+        t1, t0 = split_inner(time, self.time0)
+        return Parts(s2, s1, s0, _ONE, t1, t0)
+
+    def made(self, inp: Tensor, p: Parts, new: list[Mapping]) -> Tensor:
+        """The output of the cut ``p``, ``new`` its broadcast axes (outermost first)."""
+        time = inp.dims["time"]
+        slice_, out_time = {
+            "broadcast01": lambda: ([p.s2, *new], [p.t1, p.s1, p.t0, p.s0]),
+            "broadcast1": lambda: ([p.s2, *new, p.s0], [time, p.s1]),
+            "transpose": lambda: ([p.s2, p.s0, p.s1], [time]),
+            "inter_transpose": lambda: ([p.s2, p.t1, p.s0], [p.t2, p.t0, p.s1]),
+            "transposed_broadcast1": lambda: ([p.s2, *new, p.s1], [time, p.s0]),
+        }[self.config]()
+        return inp.with_dims(slice=_joined(slice_), time=_joined(out_time))
+
+    def shape_violations(self, inp: Tensor, out: Tensor) -> list[Violation]:
+        """``switch-shape``: the parameters cut the input; the Slice keeps its size; the
+        broadcast axes are new and of the sizes the configuration moves."""
+        why = self._why(inp, out)
+        if not why:
+            return []
+        return [Violation("switch-shape", (self.config,), {
+            "config": self.config, "slice": inp.dims["slice"].text(),
+            "time": inp.dims["time"].text(), "why": why})]
+
+    def _why(self, inp: Tensor, out: Tensor) -> str:
+        s, t = inp.dims["slice"], inp.dims["time"]
+        if s.size % self.ring_size:
+            return f"the ring of slice1 x slice0 = {self.ring_size} slices does not divide " \
+                   f"the Slice's {s.size}"
+        if self.config == "inter_transpose" and s.size != hw.SLICES_PER_CLUSTER:
+            return f"InterTranspose spans all {hw.SLICES_PER_CLUSTER} slices, not {s.size}"
+        need = self.time0 * (self.slice1 if self.config == "inter_transpose" else 1)
+        if t.size % need:
+            return f"{need} (time0" + (" x slice1" if need != self.time0 else "") + \
+                   f") does not divide the Time's {t.size}"
+        if out.dims["slice"].size != s.size:
+            return f"the output's Slice has {out.dims['slice'].size} slices, the input's " \
+                   f"{s.size}: a switch keeps the slice count"
+        try:
+            self.parts(inp)
+        except TcplanError as err:
+            return f"the cut does not fall on digits: {err.violations[0].message}"
+        sizes = [self.slice1, self.slice0][:CONFIGS[self.config][1]]
+        if self.config == "transposed_broadcast1":
+            sizes = [self.slice0]
+        sizes = [n for n in sizes if n > 1]  # (a broadcast of one copy is none)
+        got = [m.size for m in self.new_axes(inp, out)]
+        if got != sizes:
+            return f"the output's Slice takes new broadcast axes of sizes {sizes} (axes the " \
+                   f"input does not carry), not {got or 'none'}"
+        return ""
+
+    def new_axes(self, inp: Tensor, out: Tensor) -> list[Mapping]:
+        """The output Slice's terms over axes the input does not carry (the broadcast
+        copies), outermost first."""
+        have = {a for m in inp.dims.values() for a in m.used_axes}
+        return [t for t in out.dims["slice"].terms
+                if t.used_axes and not set(t.used_axes) & have and t.size > 1]
+
+    def output(self, inp: Tensor, declared: Tensor) -> Tensor:
+        return self.made(inp, self.parts(inp), self.new_axes(inp, declared))
+
+    def check(self, inp: Tensor, out: Tensor) -> list[Violation]:
+        bad = self.shape_violations(inp, out)
+        if bad:
+            return bad
+        return layout_violations("Switch", self.output(inp, out), out,
+                                 {**WHY, "slice": WHY_SLICE}, ("slice", "time", "packet"),
+                                 spatial=("chip", "cluster"))
+
+    def derived(self, inp: Tensor, out: Tensor) -> dict[str, int]:
+        p = self.parts(inp)
+        d = {"slice2": p.s2.size, "ring_size": self.ring_size}
+        if self.config in ("broadcast01", "inter_transpose"):
+            d["time1"] = p.t1.size
+        if self.config == "inter_transpose":
+            d["time2"] = p.t2.size
+        return d
+
+    def run(self, values: np.ndarray, inp: Tensor, out: Tensor) -> np.ndarray:
+        units, time, packet = values.shape
+        s = inp.dims["slice"].size
+        s1, s0, t0 = self.slice1, self.slice0, self.time0
+        s2 = s // (s1 * s0)
+        v = values.reshape(units // s, s2, s1, s0, time, packet)
+        if self.config == "broadcast01":
+            t1 = time // t0
+            v = v.reshape(units // s, s2, s1, s0, t1, t0, packet)
+            w = v.transpose(0, 1, 4, 2, 5, 3, 6)[:, :, None, None]  # c s2 X Y t1 s1 t0 s0
+            w = np.broadcast_to(w, (units // s, s2, s1, s0, t1, s1, t0, s0, packet))
+        elif self.config == "broadcast1":
+            w = v.transpose(0, 1, 3, 4, 2, 5)[:, :, None]  # c s2 X s0 t s1
+            w = np.broadcast_to(w, (units // s, s2, s1, s0, time, s1, packet))
+        elif self.config == "transpose":
+            w = v.transpose(0, 1, 3, 2, 4, 5)  # c s2 s0 s1 t
+        elif self.config == "inter_transpose":
+            t2 = time // (s1 * t0)
+            v = v.reshape(units // s, s2, s1, s0, t2, s1, t0, packet)
+            w = v.transpose(0, 1, 5, 3, 4, 6, 2, 7)  # c s2 t1 s0 t2 t0 s1
+        else:  # transposed_broadcast1
+            w = v.transpose(0, 1, 2, 4, 3, 5)[:, :, None]  # c s2 Y s1 t s0
+            w = np.broadcast_to(w, (units // s, s2, s0, s1, time, s0, packet))
+        return np.ascontiguousarray(w).reshape(units, -1, packet)
+
+    def cycles(self, inp: Tensor, out: Tensor) -> int:
+        flits = -(-inp.dims["packet"].size * inp.elem_bytes // hw.FLIT_BYTES)
+        return self.ring_size * inp.dims["time"].size * flits
+
+
+_ONE = join([])
+
+
+def _joined(parts: list[Mapping]) -> Mapping:
+    return join([m for m in parts if m.size > 1])
+
+
+def make(config: str, slice1: int, slice0: int, time0: int = 1) -> Switch:
+    return Switch(config, slice1, slice0, time0)
+
+
+register(Switch.name, make)
