@@ -164,3 +164,14 @@ TRANSPOSE_VALID_SIZE = 8
 TRANSPOSE_IN_COLS = (8, 16, 32)
 TRANSPOSE_MAX_IN_ROWS = {1: 8, 2: 4, 4: 2}
 TRANSPOSE_BUFFER_COLUMNS = 16
+#: The Contraction Engine (book: computing-tensors/contraction-engine/): the lanes its Outer
+#: stage broadcasts over (outer.md 'Constraints': Lane::SIZE in 1, 2, 4, 8), the bytes of its
+#: packet (32 or 64: PackSize 1 or 2 flits), the Multiplier's widening per operand type
+#: (outer.md 'Operand types'; i4 / i5 / i9 are not tcplan element types, and a float pair
+#: matches exactly), and the Time Reducer's accumulator: 32 columns, 1,024 cells
+#: (time-reducer.md 'Constraints'; furiosa-opt-lower TEMPORAL_ACCUMULATOR_COLS).
+CONTRACT_LANES = (1, 2, 4, 8)
+CONTRACT_PACKET_BYTES = (32, 64)
+CONTRACT_ACCUMULATOR = {"i8": "i32", "bf16": "f32", "f8e4m3": "f32", "f8e5m2": "f32"}
+CONTRACT_ACCUMULATOR_COLS = 32
+CONTRACT_ACCUMULATOR_CELLS = 1024

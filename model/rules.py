@@ -26,7 +26,7 @@ from . import hardware as hw
 PROFILES = ("pseudo", "fetch", "commit", "dma")
 #: The Tensor Unit's engines between Fetch and Commit, each a profile of its own rules
 #: (model/engines/, one module each; issue 29).
-ENGINE_PROFILES = ("collect", "cast", "to_trf", "to_vrf", "transpose", "switch")
+ENGINE_PROFILES = ("collect", "cast", "to_trf", "to_vrf", "transpose", "switch", "contract")
 ALL_PROFILES = frozenset(PROFILES)  # (a rule's default: the sequencer's profiles)
 MODES = ("read", "write")
 #: what a rule constrains (the module that checks it): see ARCHITECTURE.md
@@ -784,6 +784,91 @@ RULES: dict[str, Rule] = _rules(
         "book: computing-tensors/switch-engine.md ('Regular Configurations'); "
         "docs/engines.md",
         profiles=frozenset({"switch"}), scope="engine",
+    ),
+    Rule(
+        "contract-lanes", "hardware", "a contraction broadcasts over 1, 2, 4 or 8 lanes",
+        "contract: the TRF operand's Lane has {lanes} lanes",
+        "store the TRF operand in 1, 2, 4 or 8 lanes",
+        "book: contraction-engine/outer.md ('Constraints'); docs/engines.md",
+        profiles=frozenset({"contract"}), scope="engine",
+    ),
+    Rule(
+        "contract-outer-packet", "hardware", "the Outer stage's packet is 32 or 64 bytes",
+        "contract: OutPacket {packet} is {elements} elements, {bytes} B",
+        "declare an OutPacket of one flit (PackSize 1) or two (PackSize 2: the innermost "
+        "Time digit of size 2 packed in)",
+        "book: contraction-engine/outer.md ('Packing', 'Constraints'); docs/engines.md",
+        profiles=frozenset({"contract"}), scope="engine",
+    ),
+    Rule(
+        "contract-pack", "hardware", "the Outer stage's packet packs the stream's flits",
+        "contract: OutPacket {packet} is not {pack} flit(s) of the stream, {want}",
+        "declare OutPacket [Time % PackSize, Packet]: the stream's packet innermost, the "
+        "innermost Time digit outside it when PackSize is 2",
+        "book: contraction-engine/outer.md ('Packing'); furiosa-opt config_stream_adapter; "
+        "docs/engines.md",
+        profiles=frozenset({"contract"}), scope="engine",
+    ),
+    Rule(
+        "contract-broadcast", "hardware", "the Outer stage's time is the stream's, broadcast "
+        "innermost",
+        "contract: OutTime {out_time} does not start with the stream's packed Time "
+        "{outer} (TimeBroadcast digits come innermost)",
+        "declare OutTime [Time / PackSize, the broadcast digits]",
+        "book: contraction-engine/outer.md ('Broadcast'); furiosa-opt config_stream_adapter; "
+        "docs/engines.md",
+        profiles=frozenset({"contract"}), scope="engine",
+    ),
+    Rule(
+        "contract-trf", "hardware", "the TRF holds what each lane multiplies",
+        "contract: at lane {lane}, OutTime position {time}, OutPacket position {packet} "
+        "the product needs an element the TRF's lane does not hold (Element {element})",
+        "store the TRF operand so that each lane holds the elements its products read "
+        "(Lane the output digits of the weight, Element the contracted ones)",
+        "book: contraction-engine/outer.md ('TRF Sequencer'); docs/engines.md",
+        profiles=frozenset({"contract"}), scope="engine",
+    ),
+    Rule(
+        "contract-dtypes", "hardware", "the Multiplier takes the operand pairs it widens",
+        "contract: a {stream} stream against a {weight} TRF operand{detail}",
+        "use i8 x i8 (to i32), or a matching float pair: bf16, f8e4m3 or f8e5m2 (to f32); "
+        "the result is the pair's accumulator type",
+        "book: contraction-engine/outer.md ('Operand types'); docs/engines.md",
+        profiles=frozenset({"contract"}), scope="engine",
+    ),
+    Rule(
+        "contract-packet-reduce", "hardware", "the Packet Reducer keeps Packet / 2^d",
+        "contract: the Packet Reducer's OutPacket {out} of Packet {packet}: {why}",
+        "declare OutPacket as Packet without its innermost 2^d elements (m![1] sums the "
+        "whole packet), at most 32 elements",
+        "book: contraction-engine/packet-reducer.md ('Architecture'); docs/engines.md",
+        profiles=frozenset({"contract"}), scope="engine",
+    ),
+    Rule(
+        "contract-time-reduce", "hardware", "the Time Reducer keeps Time's terms in order",
+        "contract: the Time Reducer's OutTime {out} is not a subsequence of the terms of "
+        "Time {time}",
+        "declare OutTime as the terms of Time that survive, in their order (the rest are "
+        "summed away); write Time so that each survives or goes whole",
+        "book: contraction-engine/time-reducer.md ('Architecture'); docs/engines.md",
+        profiles=frozenset({"contract"}), scope="engine",
+    ),
+    Rule(
+        "contract-slots", "hardware", "the Time Reducer's slots fit its accumulator",
+        "contract: InnerTime {inner} slots, the accumulator holds {slots} in {mode} "
+        "mode ({lanes} lane(s), {packet}-element packets)",
+        "sum the Time digits that vary fastest first (put the summed digit innermost), "
+        "split the kept inner ones, or switch the lane mode",
+        "book: contraction-engine/time-reducer.md ('Constraints'); docs/engines.md",
+        profiles=frozenset({"contract"}), scope="engine",
+    ),
+    Rule(
+        "contract-reduce-axes", "hardware", "the reducers sum only contracted axes",
+        "contract: the reducers sum digits of {axes}, which the result carries",
+        "keep the result's axes out of the summed digits (in the kept Time terms, the "
+        "surviving Packet or the Lane), or drop them from the result",
+        "book: contraction-engine/index.md (Broadcast, Multiply, Reduce); docs/engines.md",
+        profiles=frozenset({"contract"}), scope="engine",
     ),
     Rule(
         "trf-lanes", "hardware", "a TRF store fills 1, 2, 4 or 8 lanes, each a run of flits",

@@ -233,12 +233,10 @@ def key_sets(extra: set[str], required: set[str]) -> tuple[frozenset[str], froze
 #: what real kernels do that tcplan does not express yet, with the reason (docs/kernels.md):
 #: a problem or a graph op of one of these kinds is refused at its line, saying so
 UNMODELLED: dict[str, str] = {
-    "contraction": "the Contraction Engine computes rather than moves (contract_outer, "
-                   "contract_packet, contract_time: the outer product and its reducers over "
-                   "a TRF operand); of it tcplan models only the Lane Folder (kind: lane_fold)",
+    "contraction": "a contraction planned whole from its einsum (its mappings free) is the "
+                   "next issue's; the Contraction Engine op with its stages given is "
+                   "kind: contract (docs/engines.md)",
 }
-for _alias, _to in (("contract", "contraction"),):
-    UNMODELLED[_alias] = UNMODELLED[_to]
 
 
 def refuse_unmodelled(doc, keys: tuple, kind: str) -> None:

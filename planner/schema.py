@@ -22,7 +22,7 @@ SCHEMA_ID = "https://tcplan.invalid/problem.schema.json"
 
 _JSON_TYPES = {int: "integer", bool: "boolean", str: "string", list: "array"}
 #: the keys of each kind that hold one tensor
-_TENSOR_KEYS = {"source", "destination", "table", "index", "buffer"}
+_TENSOR_KEYS = {"source", "destination", "table", "index", "buffer", "trf"}
 _WHOLE = {"type": "integer", "minimum": 0}
 _POSITIVE = {"type": "integer", "minimum": 1}
 _MAPPING = {"type": "string", "description": "a mapping expression, e.g. 'm![A / 4, B]'"}
@@ -106,6 +106,14 @@ def _value(key: str) -> dict[str, Any]:
         "steps": {"type": "array", "items": {"type": "object", "properties": {
             "op": {"enum": list(STEP_OPS)}}}},
         "tensors": {"type": "object", "description": "named tensors (per kind below)"},
+        "stages": {"type": "object", "description": "a contraction's stages (docs/engines.md)",
+                   "required": ["outer", "packet", "time", "lane"],
+                   "additionalProperties": False, "properties": {
+                       "outer": {"type": "object", "required": ["time", "packet"],
+                                 "additionalProperties": False,
+                                 "properties": {"time": _MAPPING, "packet": _MAPPING}},
+                       "packet": _MAPPING, "time": _MAPPING,
+                       "lane": {"enum": ["interleaved", "sequential"]}}},
     }
     return simple.get(key, {"description": "checked by the loader (planner/spec.py)"})
 

@@ -1,0 +1,207 @@
+"""The Contraction Engine run on data (model/engines/contraction.py; issue 29, item 4).
+
+:func:`run_stages` runs the four stages on every slice at once, as array operations over
+the derived configuration: the Stream Adapter packs and broadcasts the stream's flits, the
+TRF Sequencer reads each lane's elements by its index table, the Multiplier widens and
+multiplies, the Packet Reducer sums adjacent pairs ``depth`` times, the Time Reducer adds
+the summed ``Time`` terms flit after flit into its slots, the Lane Folder reorders
+(model/lane.py).  :func:`reference` is what the op computes, written apart: ``numpy.einsum``
+of the two operands over the axes they carry, in ``int64`` (wrapped to ``i32``) or
+``float64``.  :func:`check` holds the two against each other: integers bit for bit; a float
+within the summation bound ``gamma(n) * sum |a * b|`` (``gamma(n) = n u / (1 - n u)``, ``u
+= 2^-24``; docs/engines.md): every product of two ``bf16`` or ``f8`` values is exact in
+``f32``, so only the ``n - 1`` additions round, in whatever order the hardware adds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tcplan.model.engines import SPATIAL
+from tcplan.model.engines.contraction import ContractionPlan
+from tcplan.model.rules import TcplanError, Violation
+from tcplan.model.tiers import TIER_DIMS, Tensor
+
+from .engines import check_holds, lay_out, stream_index
+from .run import over_axes, value_text
+
+U32 = 2.0 ** -24  # the unit roundoff of f32
+
+
+def _widen(x: np.ndarray, acc: str) -> np.ndarray:
+    return x.astype(np.int64) if acc == "i32" else x.astype(np.float32)
+
+
+def stream_adapter(plan: ContractionPlan, flits: np.ndarray) -> np.ndarray:
+    """``(units, Time, Packet)`` flits to ``(units, Lane, OutTime, OutPacket)``: PackSize
+    flits side by side, each packet on every lane and repeated TimeBroadcast times."""
+    p = plan.packing
+    u, t, n = flits.shape
+    packed = flits.reshape(u, t // p.pack, 1, p.pack * n)
+    tiled = np.broadcast_to(packed, (u, t // p.pack, p.tiling, p.pack * n))
+    out = tiled.reshape(u, 1, (t // p.pack) * p.tiling, p.pack * n)
+    return np.broadcast_to(out, (u, p.lanes, *out.shape[2:]))
+
+
+def trf_sequencer(plan: ContractionPlan, trf: np.ndarray) -> np.ndarray:
+    """``(units, Lane, Element)`` to ``(units, Lane, OutTime, OutPacket)``: each lane's
+    element at its index table's position, zero where the product holds nothing."""
+    pos, _ = plan.trf_positions()
+    e = plan.engine
+    L = plan.trf.dims["lane"].size
+    shape = (L, e.outer_time.size, e.outer_packet.size)
+    pos = pos.reshape(shape)
+    lanes = np.arange(L)[:, None, None]
+    got = trf[:, lanes, np.maximum(pos, 0)]
+    return np.where(pos >= 0, got, np.zeros((), trf.dtype))
+
+
+def packet_reducer(plan: ContractionPlan, x: np.ndarray) -> np.ndarray:
+    """Sum adjacent pairs ``depth`` times within each packet; keep OutPacket's elements
+    (the outermost padding trimmed, or zeros past a narrower ReducePacket)."""
+    for _ in range(plan.depth):
+        x = x[..., 0::2] + x[..., 1::2]
+    n = plan.engine.packet.size
+    if x.shape[-1] >= n:
+        return x[..., :n]
+    pad = np.zeros((*x.shape[:-1], n - x.shape[-1]), x.dtype)
+    return np.concatenate([x, pad], axis=-1)
+
+
+def time_reducer(plan: ContractionPlan, x: np.ndarray) -> np.ndarray:
+    """``(units, Lane, OutTime, P)``: the summed Time terms added flit after flit (in the
+    order they arrive) into the slot of the kept ones."""
+    terms = plan.engine.outer_time.terms
+    u, L, _, P = x.shape
+    x = x.reshape(u, L, *(t.size for t in terms), P)
+    kept = list(plan.kept)
+    gone = [k for k in range(len(terms)) if k not in kept]
+    order = [0, 1, *(2 + k for k in kept), *(2 + k for k in gone), 2 + len(terms)]
+    x = x.transpose(order)
+    K = int(np.prod([terms[k].size for k in kept], dtype=np.int64))
+    R = int(np.prod([terms[k].size for k in gone], dtype=np.int64))
+    x = x.reshape(u, L, K, R, P)
+    acc = x[:, :, :, 0].copy()
+    for r in range(1, R):
+        acc += x[:, :, :, r]
+    return acc
+
+
+def lane_folder(plan: ContractionPlan, x: np.ndarray) -> np.ndarray:
+    """``(units, Lane, Time, Packet)`` to ``(units, OutTime, OutPacket)`` by the fold's
+    index map (zeros where it places nothing)."""
+    src = plan.folded.src
+    flat = x.reshape(x.shape[0], -1)
+    got = flat[:, np.maximum(src, 0)]
+    return np.where(src >= 0, got, np.zeros((), x.dtype))
+
+
+def run_stages(plan: ContractionPlan, flits: np.ndarray, trf: np.ndarray) -> np.ndarray:
+    """The result stream's values ``(units, Time, Packet)`` of the operands' values."""
+    acc = plan.out.dtype
+    a = _widen(stream_adapter(plan, flits), acc)
+    b = _widen(trf_sequencer(plan, trf), acc)
+    x = time_reducer(plan, packet_reducer(plan, a * b))
+    out = lane_folder(plan, x)
+    return out.astype(np.int32) if acc == "i32" else out
+
+
+def reference(plan: ContractionPlan, S: np.ndarray, W: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray | None]:
+    """``einsum`` of the stream's tensor ``S`` and the TRF's ``W`` (each over the axes it
+    carries, in the problem's order) into the result's axes: the exact value (``i32``
+    wrapped, or ``float64``) and, for floats, the summation bound per element."""
+    axes = plan.axes
+    names = {a: chr(ord("a") + i) for i, a in enumerate(axes)}
+    s_ax = _carried(plan.src, axes)
+    w_ax = _carried(plan.trf, axes)
+    o_ax = _carried(plan.out, axes)
+    spec = (f"{''.join(names[a] for a in s_ax)},{''.join(names[a] for a in w_ax)}->"
+            f"{''.join(names[a] for a in o_ax)}")
+    if plan.out.dtype == "i32":
+        exact = np.einsum(spec, S.astype(np.int64), W.astype(np.int64))
+        return ((exact + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32), None
+    s64, w64 = S.astype(np.float64), W.astype(np.float64)
+    n = max(1, int(np.prod([axes[a] for a in set(s_ax) | set(w_ax) if a not in o_ax],
+                           dtype=np.int64)))
+    gamma = n * U32 / (1 - n * U32)
+    return np.einsum(spec, s64, w64), gamma * np.einsum(spec, np.abs(s64), np.abs(w64))
+
+
+def _carried(t, axes: dict[str, int]) -> list[str]:
+    used = {a for d in TIER_DIMS[t.tier] for a in t.dims[d].used_axes}
+    return [a for a in axes if a in used]
+
+
+def check(plan: ContractionPlan, out: Tensor, values: np.ndarray, exact: np.ndarray,
+          bound: np.ndarray | None) -> int:
+    """Every position the result holds against the reference: bit for bit (integers), or
+    within ``bound`` (floats; a non-finite reference is matched by class)."""
+    axes = plan.axes
+    o_ax = _carried(plan.out, axes)
+    full = over_axes(exact, o_ax, axes)
+    if bound is None:
+        return check_holds(out, values, full, axes, "the contraction's result")
+    lin, held = stream_index(out, axes)
+    got = values[held].astype(np.float64)
+    due = full.reshape(-1)[lin[held]]
+    tol = over_axes(bound, o_ax, axes).reshape(-1)[lin[held]]
+    finite = np.isfinite(due)
+    ok = np.where(finite, np.abs(got - due) <= tol,
+                  (np.isnan(got) & np.isnan(due)) | (got == due))
+    bad = np.flatnonzero(~ok)
+    if bad.size:
+        where = np.argwhere(held)[bad[0]]
+        at = ", ".join(f"{d} {int(i)}" for d, i in zip(("unit", "time", "packet"), where))
+        raise TcplanError(Violation("verify-mismatch", (), {"detail": (
+            f"the contraction's result: {at} holds "
+            f"{value_text(values[held][bad[0]:bad[0] + 1], plan.out.dtype)}, not "
+            f"{due[bad[0]]!r} within {tol[bad[0]]:.3g} ({bad.size:,} of {got.size:,} "
+            "positions off)")}))
+    return int(held.sum())
+
+
+def run_contraction(plan: ContractionPlan, S: np.ndarray, W: np.ndarray
+                    ) -> tuple[np.ndarray, int]:
+    """Run the op on ``S`` (the stream's tensor over every axis of the op) and ``W`` (the
+    TRF's), checked: (the result the engine made, over every axis of the op; the positions
+    checked)."""
+    axes = plan.axes
+    # (the TRF and the result sit on the stream's units, engine-spatial says: laid over them)
+    units = {d: plan.src.dims[d] for d in SPATIAL}
+    flits = lay_out(plan.src, S, axes)
+    trf = lay_out(plan.trf.with_dims(**units), W, axes)
+    values = run_stages(plan, flits, trf)
+    exact, bound = reference(plan, _restrict(S, plan.src, axes), _restrict(W, plan.trf, axes))
+    checked = check(plan, plan.out.with_dims(**units), values, exact, bound)
+    # (the result is what the engine made, read back from the positions holding it: for
+    # floats, the hardware's sums, not the float64 reference)
+    lin, held = stream_index(plan.out.with_dims(**units), axes)
+    full = np.zeros(tuple(axes.values()), values.dtype)
+    full.reshape(-1)[lin[held]] = values[held]
+    o_ax = _carried(plan.out, axes)
+    return over_axes(_restrict(full, plan.out, axes), o_ax, axes), checked
+
+
+def _restrict(T: np.ndarray, t: Tensor, axes: dict[str, int]) -> np.ndarray:
+    """``T`` (over every axis of the op) as the tensor ``t`` holds, over the axes it
+    carries: along an axis of which ``t`` holds only some digits (a TRF whose Slice holds
+    ``A / 8`` and no ``A % 8``), the value at the digits it holds, the others 0 (the one
+    operand serves every value of the digits it lacks: a broadcast)."""
+    kept = _carried(t, axes)
+    digits: dict[str, list[tuple[int, int]]] = {a: [] for a in kept}
+    for m in t.dims.values():
+        for f in m.factors:
+            if f.axis in digits:
+                digits[f.axis].append((f.lo, f.radix))
+    index = []
+    for a in axes:
+        if a not in kept:
+            index.append(np.zeros(1, np.int64))
+            continue
+        x = np.arange(axes[a])
+        held = np.zeros(axes[a], np.int64)
+        for lo, radix in set(digits[a]):
+            held += (x // lo) % radix * lo
+        index.append(held)
+    return T[np.ix_(*index)].reshape([axes[a] for a in kept])

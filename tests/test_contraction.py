@@ -1,0 +1,232 @@
+"""The Contraction Engine (model/engines/contraction.py, executor/contraction.py; issue 29):
+the guide's worked examples with the figures they state (book: computing-tensors/
+contraction-engine/), each rule refusing what it names, and every run checked against
+numpy.einsum (integers bit for bit, floats within the stated summation bound)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+import tcplan
+from tcplan.model.rules import TcplanError
+from tcplan.planner.kinds import kind_of
+from tcplan.planner.spec import load_problem
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+GUIDE = ROOT / "problems/guide"
+
+
+def plan_of(name: str):
+    p = load_problem(str(GUIDE / f"{name}.yaml"))
+    return p, kind_of(p).lower(p)
+
+
+# ---- the guide's figures ------------------------------------------------------------------
+@pytest.mark.parametrize("name, util", [
+    ("contract_bmatmul_k_in_time", 1 / 32),  # 'only 1 of 32 multipliers does useful work'
+    ("contract_bmatmul_m_in_time", 1.0),  # 'It maximizes MAC utilization across lanes'
+    ("contract_bmatmul_v_in_time", 1.0),
+    ("contract_matmul_packet", 1.0),  # 'uses all 8 lanes in parallel: tree depth 5'
+])
+def test_batched_matmul_mac_utilization(name, util):
+    _, plan = plan_of(name)
+    assert plan.mac_utilization == pytest.approx(util)
+
+
+def test_stream_adapter_example_derives_pack_lane_and_time_broadcast():
+    # outer.md stream_adapter_example: PackSize = 2, LaneBroadcast N = 8, TimeBroadcast B = 5
+    _, plan = plan_of("contract_stream_adapter")
+    assert (plan.packing.pack, plan.packing.lanes, plan.packing.tiling) == (2, 8, 5)
+
+
+@pytest.mark.parametrize("name, read, bcast", [
+    ("contract_bmatmul_m_in_time", 32, 1),  # trf_sequencer_full_read: ReadSize 32, 1
+    ("contract_trf_partial_read", 16, 2),  # trf_sequencer_partial_read: ReadSize 16, L
+])
+def test_trf_sequencer_read_size_and_packet_broadcast(name, read, bcast):
+    _, plan = plan_of(name)
+    assert (plan.reads.read_size, plan.reads.packet_broadcast) == (read, bcast)
+    assert plan.reads.banks == (2 if read * 2 > 32 else 1)  # bf16: 64 B spans both banks
+
+
+def test_packet_reducer_depth_and_latency():
+    # packet-reducer.md: 'tree depth 5 sums over the 32 bf16 elements of B'; latency 5 (bf16)
+    _, plan = plan_of("contract_matmul_packet")
+    assert plan.depth == 5 and plan.tree_latency == 5
+    _, partial = plan_of("contract_trf_partial_read")  # [L, K] to [L]: the innermost 16
+    assert partial.depth == 4
+
+
+def test_time_reducer_slots_of_reduce_b():
+    # time-reducer.md reduce_b: InnerTime::SIZE = 8; Sequential, Lane 1: slot capacity 32
+    from tcplan.model.engines.contraction import slot_capacity
+    _, plan = plan_of("contract_reduce_b")
+    assert plan.inner_time == 8
+    assert slot_capacity("sequential", 1, 1) == 32
+    # the table: Interleaved 128 / Packet::SIZE, Sequential 32 / Lane::SIZE
+    assert [slot_capacity("interleaved", 8, p) for p in (1, 4, 32)] == [128, 32, 4]
+    assert [slot_capacity("sequential", n, 8) for n in (1, 2, 8)] == [32, 16, 4]
+
+
+@pytest.mark.parametrize("mode, time, packet", [
+    ("interleaved", "m![M, P]", "m![N]"),  # lane-folder.md lane_interleaved
+    ("sequential", "m![M, N, P / 8]", "m![P % 8]"),  # lane_sequential
+])
+def test_lane_folder_examples(mode, time, packet):
+    _, plan = plan_of(f"contract_lane_{mode}")
+    assert (plan.folded.out_time.text(), plan.folded.out_packet.text()) == (time, packet)
+
+
+def test_multiplier_widening_and_tree_latency_by_type():
+    from tcplan.model.engines.contraction import accumulator
+    assert [accumulator(t, t) for t in ("i8", "bf16", "f8e4m3", "f8e5m2")] == \
+        ["i32", "f32", "f32", "f32"]
+    for bad in (("i8", "bf16"), ("f8e4m3", "f8e5m2"), ("f32", "f32"), ("i16", "i16")):
+        with pytest.raises(TcplanError) as e:
+            accumulator(*bad)
+        assert e.value.code == "contract-dtypes"
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in GUIDE.glob("contract_*.yaml")))
+def test_guide_contractions_verify_with_their_cycles(name):
+    p = load_problem(str(GUIDE / f"{name}.yaml"))
+    r = tcplan.verify(p)
+    assert r.verified and r.cycles == p.expect["cycles"]
+
+
+# ---- built problems: each rule, each dtype ------------------------------------------------
+SPATIAL = "cluster: 'm![1 # 2]', slice: 'm![S # 256]'"
+
+
+def contract(dtype="bf16", time="m![A, K / 16]", packet="m![K % 16]", lane="m![N]",
+             element="m![K]", outer=("m![A]", "m![K]"), rpacket="m![1]", rtime="m![A]",
+             mode="interleaved", out=("m![A]", "m![N]"), axes="{S: 2, A: 8, K: 32, N: 8}",
+             trf_dtype=None) -> str:
+    td = f", dtype: {trf_dtype}" if trf_dtype else ""
+    return f"""format: 1
+name: c
+kind: contract
+dtype: {dtype}
+axes: {axes}
+source: {{{SPATIAL}, time: '{time}', packet: '{packet}'}}
+trf: {{tier: trf, {SPATIAL}, lane: '{lane}', element: '{element}'{td}}}
+stages: {{outer: {{time: '{outer[0]}', packet: '{outer[1]}'}}, packet: '{rpacket}',
+          time: '{rtime}', lane: {mode}}}
+destination: {{{SPATIAL}, time: '{out[0]}', packet: '{out[1]}'}}
+"""
+
+
+def lowered(text: str):
+    p = tcplan.loads(text, "c.yaml")
+    return p, kind_of(p).lower(p)
+
+
+def test_i8_runs_bit_for_bit_against_einsum():
+    # i8: a flit of 32, a packet of 64 (PackSize 2 packs K / 32); the tree sums all 64
+    p, plan = lowered(contract("i8", time="m![A, K / 32]", packet="m![K % 32]",
+                               axes="{S: 2, A: 8, K: 64, N: 8}"))
+    assert plan.out.dtype == "i32" and plan.tree_latency == 6
+    rng = np.random.default_rng(3)
+    S = rng.integers(-128, 128, size=(2, 8, 64), dtype=np.int8)
+    W = rng.integers(-128, 128, size=(2, 64, 8), dtype=np.int8)
+    out = tcplan.run(p, {"source": S, "trf": W})
+    want = np.einsum("sak,skn->san", S.astype(np.int64), W.astype(np.int64))
+    assert np.array_equal(out.arrays["destination"], want.astype(np.int32))
+
+
+def test_f8_verifies():
+    p, plan = lowered(contract("f8e4m3", time="m![A, K / 32]", packet="m![K % 32]",
+                               axes="{S: 2, A: 8, K: 64, N: 8}"))
+    assert plan.out.dtype == "f32" and tcplan.verify(p).verified
+
+
+@pytest.mark.parametrize("kw, rule", [
+    ({"lane": "m![N]", "axes": "{S: 2, A: 8, K: 32, N: 3}", "out": ("m![A]", "m![N # 8]")},
+     "contract-lanes"),
+    ({"outer": ("m![A]", "m![K # 48]")}, "contract-outer-packet"),
+    ({"time": "m![K / 16, A]", "outer": ("m![A]", "m![K]")}, "contract-pack"),
+    ({"outer": ("m![A / 2, K / 16]", "m![K % 16]"), "time": "m![A, K / 16]"},
+     "contract-broadcast"),
+    ({"element": "m![K % 16]"}, "contract-trf"),
+    ({"trf_dtype": "i8"}, "contract-dtypes"),
+    ({"rpacket": "m![K % 2]"}, "contract-packet-reduce"),
+    ({"time": "m![K / 16, A]", "packet": "m![K % 16]", "outer": ("m![K / 16, A]",
+                                                                   "m![K % 16]"),
+      "rtime": "m![A, K / 16]"}, "contract-time-reduce"),
+    ({"time": "m![K / 16, A]", "outer": ("m![K / 16, A]", "m![K % 16]"), "mode":
+      "sequential", "out": ("m![A, N]", "m![1 # 8]")}, "contract-slots"),
+    ({"rpacket": "m![K / 16]", "out": ("m![A, K / 16]", "m![N]")}, "contract-reduce-axes"),
+])
+def test_each_rule_refuses_by_name(kw, rule):
+    with pytest.raises(TcplanError) as e:
+        lowered(contract(**kw))
+    assert rule in {v.rule for v in e.value.violations}, e.value
+
+
+def test_a_refused_op_is_explained_by_its_rule_with_exit_1():
+    p = tcplan.loads(contract(trf_dtype="i8"), "c.yaml")
+    code, report = kind_of(p).explain(p)
+    assert code == 1 and report["conflict"][0]["rule"] == "contract-dtypes"
+
+
+def test_explain_names_idle_multipliers():
+    p = load_problem(str(GUIDE / "contract_bmatmul_k_in_time.yaml"))
+    code, report = kind_of(p).explain(p)
+    assert code == 0 and report["mac_utilization"] == pytest.approx(1 / 32)
+    assert report["binding"][0]["title"] == "MAC utilization 0.0312"
+
+
+# ---- the check can fail, and its float bound is the right one -----------------------------
+def test_a_wrong_result_is_caught():
+    from tcplan.executor import contraction as C
+    from tcplan.executor.engines import lay_out
+    p, plan = lowered(contract("i8", time="m![A, K / 32]", packet="m![K % 32]",
+                               axes="{S: 2, A: 8, K: 64, N: 8}"))
+    rng = np.random.default_rng(0)
+    S = rng.integers(-9, 9, size=(2, 8, 64)).astype(np.int8)
+    W = rng.integers(-9, 9, size=(2, 64, 8)).astype(np.int8)
+    exact, bound = C.reference(plan, S, W)
+    values = C.run_stages(plan, lay_out(plan.src, _full(S, p.axes, "SAK"), p.axes),
+                          lay_out(plan.trf, _full(W, p.axes, "SKN"), p.axes))
+    assert C.check(plan, plan.out, values, exact, bound) == 2 * 8 * 8
+    values[0, 3, 2] += 1
+    with pytest.raises(TcplanError) as e:
+        C.check(plan, plan.out, values, exact, bound)
+    assert e.value.code == "verify-mismatch" and "unit 0, time 3, packet 2" in str(e.value)
+
+
+def _full(T: np.ndarray, axes: dict, have: str) -> np.ndarray:
+    """T over the axes ``have`` (letters of the axes' names, in order) as one over all."""
+    shape = [axes[a] if a in have else 1 for a in axes]
+    return np.ascontiguousarray(np.broadcast_to(T.reshape(shape), tuple(axes.values())))
+
+
+def test_float_bound_holds_and_is_needed():
+    """The f32 result of an ill-conditioned sum differs from the float64 value (so an exact
+    comparison would refuse a correct run) by no more than gamma(n) * sum |a b|."""
+    p, plan = lowered(contract())
+    rng = np.random.default_rng(7)
+    big = (rng.standard_normal((2, 8, 32)) * 2.0 ** rng.integers(-8, 9, (2, 8, 32)))
+    S = big.astype(np.float32).astype(tcplan_bf16())  # (scales 2^-8 to 2^8: cancellation)
+    W = rng.standard_normal((2, 32, 8)).astype(np.float32).astype(tcplan_bf16())
+    out = tcplan.run(p, {"source": S, "trf": W})  # raises verify-mismatch past the bound
+    exact = np.einsum("sak,skn->san", S.astype(np.float64), W.astype(np.float64))
+    bound = 32 * 2.0 ** -24 / (1 - 32 * 2.0 ** -24) * np.einsum(
+        "sak,skn->san", np.abs(S.astype(np.float64)), np.abs(W.astype(np.float64)))
+    got = out.arrays["destination"]
+    assert (np.abs(got - exact) <= bound).all()
+    # f32 adds round: the result is not the float64 value rounded (bit equality would fail)
+    assert (got != exact.astype(np.float32)).any()
+
+
+def tcplan_bf16():
+    from tcplan.model.numeric import NP_DTYPES
+    return NP_DTYPES["bf16"]
+
+
+def test_the_graph_path_computes_a_matmul():
+    r = tcplan.solve(load_problem(str(ROOT / "problems/graphs/tu_path_matmul.yaml")))
+    assert r.verified and r.status == "optimal"
