@@ -33,14 +33,14 @@ def _widen(x: np.ndarray, acc: str) -> np.ndarray:
 
 
 def stream_adapter(plan: ContractionPlan, flits: np.ndarray) -> np.ndarray:
-    """``(units, Time, Packet)`` flits to ``(units, Lane, OutTime, OutPacket)``: PackSize
-    flits side by side, each packet on every lane and repeated TimeBroadcast times."""
+    """``(units, Time, Packet)`` flits to ``(units, 1, OutTime, OutPacket)``: PackSize flits
+    side by side, each packet repeated TimeBroadcast times (a view where it can be; the
+    lane broadcast is the multiplication's, against the TRF's lanes)."""
     p = plan.packing
     u, t, n = flits.shape
     packed = flits.reshape(u, t // p.pack, 1, p.pack * n)
     tiled = np.broadcast_to(packed, (u, t // p.pack, p.tiling, p.pack * n))
-    out = tiled.reshape(u, 1, (t // p.pack) * p.tiling, p.pack * n)
-    return np.broadcast_to(out, (u, p.lanes, *out.shape[2:]))
+    return tiled.reshape(u, 1, (t // p.pack) * p.tiling, p.pack * n)
 
 
 def trf_sequencer(plan: ContractionPlan, trf: np.ndarray) -> np.ndarray:
@@ -49,11 +49,10 @@ def trf_sequencer(plan: ContractionPlan, trf: np.ndarray) -> np.ndarray:
     pos, _ = plan.trf_positions()
     e = plan.engine
     L = plan.trf.dims["lane"].size
-    shape = (L, e.outer_time.size, e.outer_packet.size)
-    pos = pos.reshape(shape)
-    lanes = np.arange(L)[:, None, None]
-    got = trf[:, lanes, np.maximum(pos, 0)]
-    return np.where(pos >= 0, got, np.zeros((), trf.dtype))
+    pos = pos.reshape(L, e.outer_time.size, e.outer_packet.size)
+    padded = np.concatenate([trf, np.zeros((*trf.shape[:2], 1), trf.dtype)], axis=2)
+    # (position -1, nothing held, reads the zero appended after each lane's elements)
+    return padded[:, np.arange(L)[:, None, None], np.where(pos >= 0, pos, trf.shape[2])]
 
 
 def packet_reducer(plan: ContractionPlan, x: np.ndarray) -> np.ndarray:
@@ -99,8 +98,8 @@ def lane_folder(plan: ContractionPlan, x: np.ndarray) -> np.ndarray:
 def run_stages(plan: ContractionPlan, flits: np.ndarray, trf: np.ndarray) -> np.ndarray:
     """The result stream's values ``(units, Time, Packet)`` of the operands' values."""
     acc = plan.out.dtype
-    a = _widen(stream_adapter(plan, flits), acc)
-    b = _widen(trf_sequencer(plan, trf), acc)
+    a = stream_adapter(plan, _widen(flits, acc))
+    b = trf_sequencer(plan, _widen(trf, acc))
     x = time_reducer(plan, packet_reducer(plan, a * b))
     out = lane_folder(plan, x)
     return out.astype(np.int32) if acc == "i32" else out
@@ -134,15 +133,18 @@ def _carried(t, axes: dict[str, int]) -> list[str]:
 
 
 def check(plan: ContractionPlan, out: Tensor, values: np.ndarray, exact: np.ndarray,
-          bound: np.ndarray | None) -> int:
+          bound: np.ndarray | None, index: tuple[np.ndarray, np.ndarray] | None = None
+          ) -> int:
     """Every position the result holds against the reference: bit for bit (integers), or
-    within ``bound`` (floats; a non-finite reference is matched by class)."""
+    within ``bound`` (floats; a non-finite reference is matched by class); ``index``: the
+    result's :func:`stream_index`, where the caller has it."""
     axes = plan.axes
     o_ax = _carried(plan.out, axes)
     full = over_axes(exact, o_ax, axes)
+    index = index if index is not None else stream_index(out, axes)
     if bound is None:
-        return check_holds(out, values, full, axes, "the contraction's result")
-    lin, held = stream_index(out, axes)
+        return check_holds(out, values, full, axes, "the contraction's result", index)
+    lin, held = index
     got = values[held].astype(np.float64)
     due = full.reshape(-1)[lin[held]]
     tol = over_axes(bound, o_ax, axes).reshape(-1)[lin[held]]
@@ -169,14 +171,21 @@ def run_contraction(plan: ContractionPlan, S: np.ndarray, W: np.ndarray
     axes = plan.axes
     # (the TRF and the result sit on the stream's units, engine-spatial says: laid over them)
     units = {d: plan.src.dims[d] for d in SPATIAL}
-    flits = lay_out(plan.src, S, axes)
+    src_index = stream_index(plan.src, axes)
+    out_t = plan.out.with_dims(**units)
+    out_index = stream_index(out_t, axes)
+    flits = lay_out(plan.src, S, axes, src_index)
     trf = lay_out(plan.trf.with_dims(**units), W, axes)
-    values = run_stages(plan, flits, trf)
+    # (the units the stream holds nothing on compute nothing: run on the others only)
+    live = src_index[1].reshape(flits.shape[0], -1).any(axis=1)
+    ran = run_stages(plan, flits[live], trf[live])
+    values = np.zeros((flits.shape[0], *ran.shape[1:]), ran.dtype)
+    values[live] = ran
     exact, bound = reference(plan, _restrict(S, plan.src, axes), _restrict(W, plan.trf, axes))
-    checked = check(plan, plan.out.with_dims(**units), values, exact, bound)
+    checked = check(plan, out_t, values, exact, bound, out_index)
     # (the result is what the engine made, read back from the positions holding it: for
     # floats, the hardware's sums, not the float64 reference)
-    lin, held = stream_index(plan.out.with_dims(**units), axes)
+    lin, held = out_index
     full = np.zeros(tuple(axes.values()), values.dtype)
     full.reshape(-1)[lin[held]] = values[held]
     o_ax = _carried(plan.out, axes)
@@ -204,4 +213,6 @@ def _restrict(T: np.ndarray, t: Tensor, axes: dict[str, int]) -> np.ndarray:
         for lo, radix in set(digits[a]):
             held += (x // lo) % radix * lo
         index.append(held)
+    if all(i.size == 1 or np.array_equal(i, np.arange(i.size)) for i in index):
+        return T[tuple(slice(None) if a in kept else 0 for a in axes)]  # (a view)
     return T[np.ix_(*index)].reshape([axes[a] for a in kept])

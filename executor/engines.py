@@ -27,42 +27,51 @@ def stream_index(t: Tensor, axes: dict[str, int]) -> tuple[np.ndarray, np.ndarra
     """Per position ``(units, *inner)`` of a stream (``time, packet``) or a register file's
     tensor (``lane, element`` or ``element``): the linear index into the tensor over
     ``axes`` (C order) and whether the position holds an element (live in every dimension,
-    every coordinate inside its axis)."""
+    every coordinate inside its axis).  The index is linear in the coordinates, so it is
+    summed dimension by dimension, broadcast, the small dimensions first; an axis's
+    coordinate is summed over dimensions only where it spans several."""
     dims = TIER_DIMS[t.tier]
     sizes = [t.dims[d].size for d in dims]
     strides = axis_strides(axes)
-    lin = np.zeros(sizes, np.int64)
-    held = np.ones(sizes, bool)
-    total = {a: np.zeros(sizes, np.int64) for a in axes}
+    lin = np.zeros([1] * len(dims), np.int64)
+    held = np.ones([1] * len(dims), bool)
+    parts: dict[str, list[np.ndarray]] = {}
     for k, d in enumerate(dims):
         coords, status = t.dims[d].evaluate()
         shape = [1] * len(dims)
         shape[k] = sizes[k]
-        held &= (status == LIVE).reshape(shape)
+        own = np.zeros(sizes[k], np.int64)
         for a, c in coords.items():
-            total[a] += c.reshape(shape)
-    for a, c in total.items():
-        held &= c < axes[a]
-        lin += c * strides[a]
+            own += c * strides[a]
+            parts.setdefault(a, []).append(c.reshape(shape))
+        lin = lin + own.reshape(shape)
+        held = held & (status == LIVE).reshape(shape)
+    for a, cs in parts.items():
+        total = cs[0] if len(cs) == 1 else sum(cs[1:], cs[0])
+        held = held & (total < axes[a])
+    lin, held = np.broadcast_arrays(lin, held)
     flat = (sizes[0] * sizes[1] * sizes[2], *sizes[3:])  # (chip, cluster and slice: units)
     return lin.reshape(flat), held.reshape(flat)
 
 
-def lay_out(stream: Tensor, T: np.ndarray, axes: dict[str, int]) -> np.ndarray:
-    """The stream's values holding ``T`` (over ``axes``): zeros where it holds nothing."""
-    lin, held = stream_index(stream, axes)
+def lay_out(stream: Tensor, T: np.ndarray, axes: dict[str, int],
+            index: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """The stream's values holding ``T`` (over ``axes``): zeros where it holds nothing
+    (``index``: the stream's :func:`stream_index`, where the caller has it)."""
+    lin, held = index if index is not None else stream_index(stream, axes)
     out = np.zeros(lin.shape, T.dtype)
     out[held] = T.reshape(-1)[lin[held]]
     return out
 
 
 def check_holds(stream: Tensor, values: np.ndarray, T: np.ndarray, axes: dict[str, int],
-                what: str) -> int:
+                what: str, index: tuple[np.ndarray, np.ndarray] | None = None) -> int:
     """Does every position of ``values`` that ``stream`` (or a register file's tensor) says
     holds an element hold ``T``'s, bit for bit?  Returns the positions checked; raises
     ``verify-mismatch`` at the first that does not (its unit and position, the value found
-    and the one due)."""
-    lin, held = stream_index(stream, axes)
+    and the one due; ``index``: the stream's :func:`stream_index`, where the caller has
+    it)."""
+    lin, held = index if index is not None else stream_index(stream, axes)
     if values.shape != lin.shape:
         raise TcplanError(Violation("verify-mismatch", (), {"detail": (
             f"{what}: the engine made values of shape {values.shape} (units first), the "

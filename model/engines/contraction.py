@@ -24,6 +24,7 @@ cycles per stage and its MAC utilization; executor/contraction.py runs it on dat
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -274,7 +275,12 @@ class ContractionPlan:
 
     def trf_positions(self) -> tuple[np.ndarray, np.ndarray]:
         """Per position of :attr:`joint` where it holds an index: the TRF element the lane
-        reads there (-1 where the product holds nothing), and whether the TRF holds it."""
+        reads there (-1 where the product holds nothing), and whether the TRF holds it
+        (the TRF Sequencer's reads, derived once per plan)."""
+        return self._trf_reads
+
+    @cached_property
+    def _trf_reads(self) -> tuple[np.ndarray, np.ndarray]:
         axes = self.axes
         taxes = [a for a in axes if a in set(self.trf.dims["lane"].used_axes)
                  | set(self.trf.dims["element"].used_axes)]

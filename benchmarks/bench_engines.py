@@ -1,0 +1,123 @@
+"""Benchmark: the Tensor Unit's engines run on data, against numpy doing the same computation.
+
+    python benchmarks/bench_engines.py [--repeat N]
+
+For contractions of the Qwen3-0.6B decode shapes (the q projection as a GEMV, hidden 1,024
+to 2,048 outputs over 256 slices x 8 lanes; the same as a GEMM of 32 tokens; the q-k
+scores of 16 heads against 128 cached keys) and the guide's batched matmul, each on every
+slice of both clusters: the seconds of tcplan's stage-by-stage run (executor/contraction.py
+``run_stages``: pack, broadcast, the TRF reads, multiply, the two reducers, the fold), of
+the whole checked run (the stages, the numpy.einsum reference and the check), and of
+``numpy.einsum`` of the same operands in the same run, with the ratios (the issue's target:
+the checked run within 100x of numpy).  The best of ``--repeat`` runs (default 3).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+import tcplan
+from tcplan.executor.contraction import run_contraction, run_stages
+from tcplan.executor.engines import lay_out, stream_index
+from tcplan.executor.run import carried_axes, over_axes, tensor_values
+from tcplan.model.engines import SPATIAL
+from tcplan.planner.kinds import kind_of
+
+H = "cluster: 'm![1 # 2]'"
+CASES = {
+    # proj_q decode: x (K = 1,024) against W (N = 2,048 x K); N over 256 slices x 8 lanes
+    "gemv proj_q (K 1024 -> N 2048)": f"""
+kind: contract
+dtype: bf16
+axes: {{N: 2048, K: 1024}}
+source: {{{H}, slice: 'm![N / 8]', time: 'm![K / 16]', packet: 'm![K % 16]'}}
+trf: {{tier: trf, {H}, slice: 'm![N / 8]', lane: 'm![N % 8]', element: 'm![K]'}}
+stages: {{outer: {{time: 'm![K / 32]', packet: 'm![K % 32]'}}, packet: 'm![1]',
+          time: 'm![1]', lane: interleaved}}
+destination: {{{H}, slice: 'm![N / 8]', time: 'm![1]', packet: 'm![N % 8]'}}
+""",
+    # the same as a GEMM of M = 32 tokens (M in Time: every multiplier busy)
+    "gemm proj_q (M 32, K 256 -> N 2048)": f"""
+kind: contract
+dtype: bf16
+axes: {{N: 2048, M: 32, K: 256}}
+source: {{{H}, slice: 'm![N / 8]', time: 'm![M, K / 16]', packet: 'm![K % 16]'}}
+trf: {{tier: trf, {H}, slice: 'm![N / 8]', lane: 'm![N % 8]', element: 'm![K]'}}
+stages: {{outer: {{time: 'm![M, K / 32]', packet: 'm![K % 32]'}}, packet: 'm![1]',
+          time: 'm![M]', lane: interleaved}}
+destination: {{{H}, slice: 'm![N / 8]', time: 'm![M]', packet: 'm![N % 8]'}}
+""",
+    # qk scores: 16 heads x 128 cached keys, head dim 128; keys over slices and lanes
+    "qk scores (H 16, T 128, D 128)": """
+kind: contract
+dtype: bf16
+axes: {H: 16, T: 128, D: 128}
+source: {cluster: 'm![H / 8]', slice: 'm![H % 8, T / 8 # 32]', time: 'm![D / 16]',
+          packet: 'm![D % 16]'}
+trf: {tier: trf, cluster: 'm![H / 8]', slice: 'm![H % 8, T / 8 # 32]', lane: 'm![T % 8]',
+       element: 'm![D]'}
+stages: {outer: {time: 'm![D / 32]', packet: 'm![D % 32]'}, packet: 'm![1]',
+          time: 'm![1]', lane: interleaved}
+destination: {cluster: 'm![H / 8]', slice: 'm![H % 8, T / 8 # 32]', time: 'm![1]',
+               packet: 'm![T % 8]'}
+""",
+}
+
+
+def _guide() -> str:
+    from pathlib import Path
+    return (Path(__file__).resolve().parents[1]
+            / "problems/guide/contract_bmatmul_m_in_time.yaml").read_text()
+
+
+def _best(f, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def bench(name: str, text: str, repeat: int) -> None:
+    p = tcplan.loads(text, name)
+    plan = kind_of(p).lower(p)
+    axes = p.axes
+    S = tensor_values({a: axes[a] for a in carried_axes(plan.src, axes)}, "bf16", 0)
+    W = tensor_values({a: axes[a] for a in carried_axes(plan.trf, axes)}, "bf16", 1)
+    Sf = over_axes(S, carried_axes(plan.src, axes), axes)
+    Wf = over_axes(W, carried_axes(plan.trf, axes), axes)
+    units = {d: plan.src.dims[d] for d in SPATIAL}
+    flits = lay_out(plan.src, Sf, axes)
+    trf = lay_out(plan.trf.with_dims(**units), Wf, axes)
+    live = stream_index(plan.src, axes)[1].reshape(flits.shape[0], -1).any(axis=1)
+    flits, trf = flits[live], trf[live]  # (as the executor runs: the units holding data)
+    names = {a: chr(ord("a") + i) for i, a in enumerate(axes)}
+    o_ax = carried_axes(plan.out, axes)
+    spec = (f"{''.join(names[a] for a in carried_axes(plan.src, axes))},"
+            f"{''.join(names[a] for a in carried_axes(plan.trf, axes))}->"
+            f"{''.join(names[a] for a in o_ax)}")
+    s32, w32 = S.astype(np.float32), W.astype(np.float32)
+    t_np = _best(lambda: np.einsum(spec, s32, w32), repeat)
+    t_stages = _best(lambda: run_stages(plan, flits, trf), repeat)
+    t_run = _best(lambda: run_contraction(plan, Sf, Wf), repeat)
+    print(f"{name:<38} {plan.cycles:>8,} {plan.mac_utilization:>6.3f} {t_np * 1e3:>9.2f} "
+          f"{t_stages * 1e3:>10.2f} {t_stages / t_np:>7.1f}x {t_run * 1e3:>10.2f} "
+          f"{t_run / t_np:>7.1f}x", flush=True)
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    repeat = int(args[args.index("--repeat") + 1]) if "--repeat" in args else 3
+    print(f"{'contraction':<38} {'cycles':>8} {'MACs':>6} {'numpy ms':>9} "
+          f"{'stages ms':>10} {'ratio':>8} {'checked ms':>10} {'ratio':>8}")
+    for name, text in {**CASES, "guide bmatmul, M in Time": _guide()}.items():
+        bench(name, "format: 1\nname: bench\n" + text if "format:" not in text else text,
+              repeat)
+
+
+if __name__ == "__main__":
+    main()
