@@ -170,6 +170,9 @@ TRANSPOSE_BUFFER_COLUMNS = 16
 #: (outer.md 'Operand types'; i4 / i5 / i9 are not tcplan element types, and a float pair
 #: matches exactly), and the Time Reducer's accumulator: 32 columns, 1,024 cells
 #: (time-reducer.md 'Constraints'; furiosa-opt-lower TEMPORAL_ACCUMULATOR_COLS).
+#: The Commit Adapter's trim keeps 8, 16, 24 or 32 bytes of each flit (book:
+#: computing-tensors/commit-adapter.md 'Trimming': D[valid_size] in bytes; 32: no trim).
+COMMIT_TRIM_BYTES = (8, 16, 24, 32)
 CONTRACT_LANES = (1, 2, 4, 8)
 CONTRACT_PACKET_BYTES = (32, 64)
 CONTRACT_ACCUMULATOR = {"i8": "i32", "bf16": "f32", "f8e4m3": "f32", "f8e5m2": "f32"}

@@ -26,7 +26,8 @@ from . import hardware as hw
 PROFILES = ("pseudo", "fetch", "commit", "dma")
 #: The Tensor Unit's engines between Fetch and Commit, each a profile of its own rules
 #: (model/engines/, one module each; issue 29).
-ENGINE_PROFILES = ("collect", "cast", "to_trf", "to_vrf", "transpose", "switch", "contract")
+ENGINE_PROFILES = ("collect", "cast", "to_trf", "to_vrf", "transpose", "switch", "contract",
+                   "commit_trim")
 ALL_PROFILES = frozenset(PROFILES)  # (a rule's default: the sequencer's profiles)
 MODES = ("read", "write")
 #: what a rule constrains (the module that checks it): see ARCHITECTURE.md
@@ -784,6 +785,15 @@ RULES: dict[str, Rule] = _rules(
         "book: computing-tensors/switch-engine.md ('Regular Configurations'); "
         "docs/engines.md",
         profiles=frozenset({"switch"}), scope="engine",
+    ),
+    Rule(
+        "commit-trim", "hardware", "a trim keeps the leading 8, 16, 24 or 32 bytes",
+        "commit_trim: Packet {out} ({bytes} B) is not the leading 8, 16, 24 or 32 bytes of "
+        "the flit {packet}",
+        "declare the trimmed packet as the flit's leading elements (m![W # 32] to m![W]; "
+        "m![N] to m![N = 8])",
+        "book: computing-tensors/commit-adapter.md ('Trimming'); docs/engines.md",
+        profiles=frozenset({"commit_trim"}), scope="engine",
     ),
     Rule(
         "contract-lanes", "hardware", "a contraction broadcasts over 1, 2, 4 or 8 lanes",

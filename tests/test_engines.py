@@ -522,3 +522,46 @@ def test_a_broadcast_through_the_switch_runs_end_to_end():
     assert r.status == "optimal" and r.verified is True, r.text()
     ops = {o["op"]: o["cycles"] for o in r.to_json()["plan"]["ops"]}
     assert ops["share"] == 32 * 64 * 1 and ops["collect_x"] == 256
+
+
+# ---- the Commit Adapter's trim (book: computing-tensors/commit-adapter.md) ----------------
+@pytest.mark.parametrize("name, valid", [("commit_trim_i8_padding", 8),
+                                         ("commit_trim_f32_non_padding", 4),
+                                         ("commit_trim_bf16_with_transpose", 8)])
+def test_the_guides_trims(name, valid):
+    p = tcplan.load(GUIDE / f"{name}.yaml")
+    r = tcplan.verify(p)
+    assert r.verified and r.cycles == 8
+    plan = lower(ENGINES["commit_trim"](), p.tensors["source"], p.tensors["destination"])
+    assert plan.engine.derived(plan.inp, plan.out) == {"valid_size": valid}
+
+
+def test_trim_rules_by_name():
+    trim = ENGINES["commit_trim"]()
+    ax = {"M": 4, "W": 32}
+    inp = _stream(ax, "m![M]", "m![W]")
+    # 12 bytes is no trim the adapter makes (8, 16, 24 or 32)
+    assert _codes(trim, inp, _stream(ax, "m![M]", "m![W = 12]")) == {"commit-trim"}
+    # a packet that is not the flit's leading elements
+    assert _codes(trim, inp, _stream(ax, "m![M]", "m![W / 4]")) == {"commit-trim"}
+    # a trim of what is not one flit
+    wide = _stream({"M": 4, "W": 64}, "m![M]", "m![W]")
+    assert "flit-packet" in _codes(trim, wide, _stream({"M": 4, "W": 64}, "m![M]",
+                                                       "m![W = 32]"))
+    # the 24-byte trim of a 32-byte flit is one
+    assert lower(trim, inp, _stream(ax, "m![M]", "m![W = 24]")).cycles == 4
+
+
+def test_a_broadcast1_whose_copies_are_padding_gathers():
+    """proj_q's switch: Broadcast1 {slice1: 8, slice0: 4} of Slice m![Q / 32, 1 # 4] into
+    m![Q / 256, 1 # 32], Time m![Q / 32 % 8]: the output declares the copies past the first
+    as padding (a gather); the broadcast term is then 1 # 8, and the run checks the first
+    copy of every slice group."""
+    ax = {"Q": 2048}
+    inp = _stream(ax, "m![1]", "m![Q % 32]", "bf16", "m![Q / 32, 1 # 4]")
+    out = _stream(ax, "m![Q / 32 % 8]", "m![Q % 32]", "bf16", "m![Q / 256, 1 # 32]")
+    sw = ENGINES["switch"](config="broadcast1", slice1=8, slice0=4)
+    plan = lower(sw, inp, out)
+    assert plan.cycles == 32 * 1 * 2
+    wrong = _stream(ax, "m![Q / 32 % 8]", "m![Q % 32]", "bf16", "m![1 # 32, Q / 256]")
+    assert _codes(sw, inp, wrong) == {"engine-layout"}

@@ -4,6 +4,7 @@ with a located error that says so (planner/kinds UNMODELLED; docs/kernels.md).""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import tcplan
@@ -126,11 +127,51 @@ def test_each_kernel_function_as_typed(path):
 
 def test_proj_q_fetches_its_result_in_two_reads():
     """proj_q's fetch::<m![1], m![Q % 32]>() of bf16: one 64-byte packet per slice, read 32
-    bytes at a time: 2 cycles; the graph's other ops cost 12,876 as before."""
+    bytes at a time: 2 cycles; its other moves cost 12,876 as before its compute was typed."""
     r = tcplan.solve(KERNELS / "projection_proj_q.yaml", verify="none").to_json()
     ops = {o["op"]: o for o in r["plan"]["ops"]}
     assert ops["fetch_result"]["cycles"] == 2
-    assert sum(o["cycles"] for o in ops.values()) == 12_876 + 2
+    moves = ("load_weight", "fetch_weight", "fetch_input", "commit_result", "fetch_result",
+             "commit_gathered")
+    assert sum(ops[m]["cycles"] for m in moves) == 12_876 + 2
+
+
+def test_proj_q_compute_costs_by_hand():
+    """Each compute op of proj_q at the figure the guide's rates give: a flit a cycle per
+    slice (collect 32 x 64 = 2,048 weight flits, 64 input flits; to_trf 2,048); the
+    contraction 64 flits in, 32 x 4 = 128 packets out (H / 32 by the Q % 4 broadcast) + the
+    5-cycle tree = 133 at MAC utilization 1; cast 4 flits; commit_trim 8 and 16 flits; the
+    switch a ring of 32 x 1 x 2 flits = 64."""
+    r = tcplan.solve(KERNELS / "projection_proj_q.yaml", verify="none").to_json()
+    ops = {o["op"]: o for o in r["plan"]["ops"]}
+    want = {"collect_weight": 2048, "store_weight": 2048, "collect_input": 64,
+            "contract": 133, "cast": 4, "trim_result": 8, "gather": 64,
+            "collect_gathered": 16, "trim_gathered": 16}
+    assert {k: ops[k]["cycles"] for k in want} == want
+    assert ops["contract"]["mac_utilization"] == 1.0
+
+
+@pytest.mark.parametrize("name, rows", [("projection_proj_q", 2048),
+                                         ("projection_proj_p", 1024)])
+def test_the_projections_compute_x_times_w(name, rows):
+    """The user's x and W through the whole kernel (proj_q: the query projection; proj_p:
+    the K / V one): the gathered result is bf16(x @ W^T), against numpy in float64 (within
+    one bf16 rounding and the f32 summation bound, docs/engines.md)."""
+    from tcplan.model.numeric import NP_DTYPES
+    bf16 = NP_DTYPES["bf16"]
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(1024).astype(np.float32).astype(bf16)
+    w = rng.standard_normal((rows, 1024)).astype(np.float32).astype(bf16)
+    out = tcplan.run(KERNELS / f"{name}.yaml",
+                     {"input": np.broadcast_to(x, (rows, 1024)), "weight": w})
+    g = out.arrays["gathered"]  # (over the graph's axes: constant along H)
+    assert g.shape == (rows, 1024) and (g == g[:, :1]).all()
+    got = g[:, 0].astype(np.float64)
+    exact = w.astype(np.float64) @ x.astype(np.float64)
+    n = 1024 * 2.0 ** -24
+    bound = n / (1 - n) * (np.abs(w.astype(np.float64)) @ np.abs(x.astype(np.float64)))
+    assert (np.abs(got - exact) <= 2.0 ** -8 * np.abs(exact) + bound * (1 + 2.0 ** -8)).all()
+    assert not np.array_equal(got, np.zeros_like(got))
 
 
 def test_the_query_broadcast_in_qk_scaled():

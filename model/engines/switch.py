@@ -30,7 +30,7 @@ from typing import ClassVar
 import numpy as np
 
 from tcplan.model import hardware as hw
-from tcplan.model.mapping import Mapping, join, split_inner
+from tcplan.model.mapping import Mapping, join, number, split_inner
 from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import Tensor
 
@@ -130,15 +130,25 @@ class Switch:
             self.parts(inp)
         except TcplanError as err:
             return f"the cut does not fall on digits: {err.violations[0].message}"
-        sizes = [self.slice1, self.slice0][:CONFIGS[self.config][1]]
-        if self.config == "transposed_broadcast1":
-            sizes = [self.slice0]
-        sizes = [n for n in sizes if n > 1]  # (a broadcast of one copy is none)
+        sizes = self.copy_sizes()
         got = [m.size for m in self.new_axes(inp, out)]
-        if got != sizes:
+        if got and got != sizes:
             return f"the output's Slice takes new broadcast axes of sizes {sizes} (axes the " \
                    f"input does not carry), not {got or 'none'}"
         return ""
+
+    def copy_sizes(self) -> list[int]:
+        """The sizes of the broadcast's copies (a broadcast of one copy is none)."""
+        sizes = [self.slice1, self.slice0][:CONFIGS[self.config][1]]
+        if self.config == "transposed_broadcast1":
+            sizes = [self.slice0]
+        return [n for n in sizes if n > 1]
+
+    def copies(self, inp: Tensor, out: Tensor) -> list[Mapping]:
+        """The output Slice's broadcast terms: its new axes, or, where it declares none,
+        padding (``1 # n``: the copies past the first hold nothing the op keeps, as a
+        kernel using Broadcast1 to gather declares them, Slice ``m![Q / 256, 1 # 32]``)."""
+        return self.new_axes(inp, out) or [number(1).pad(n) for n in self.copy_sizes()]
 
     def new_axes(self, inp: Tensor, out: Tensor) -> list[Mapping]:
         """The output Slice's terms over axes the input does not carry (the broadcast
@@ -148,7 +158,7 @@ class Switch:
                 if t.used_axes and not set(t.used_axes) & have and t.size > 1]
 
     def output(self, inp: Tensor, declared: Tensor) -> Tensor:
-        return self.made(inp, self.parts(inp), self.new_axes(inp, declared))
+        return self.made(inp, self.parts(inp), self.copies(inp, declared))
 
     def check(self, inp: Tensor, out: Tensor) -> list[Violation]:
         bad = self.shape_violations(inp, out)

@@ -38,6 +38,7 @@ OPTIONS: dict[str, dict[str, tuple[tuple[str, ...] | None, bool]]] = {
     "to_vrf": {},
     "transpose": {},
     "switch": {"config": (None, True)},
+    "commit_trim": {},
 }
 
 
