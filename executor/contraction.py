@@ -166,8 +166,8 @@ def check(plan: ContractionPlan, out: Tensor, values: np.ndarray, exact: np.ndar
 def run_contraction(plan: ContractionPlan, S: np.ndarray, W: np.ndarray
                     ) -> tuple[np.ndarray, int]:
     """Run the op on ``S`` (the stream's tensor over every axis of the op) and ``W`` (the
-    TRF's), checked: (the result the engine made, over every axis of the op; the positions
-    checked)."""
+    TRF's), checked: (the result the engine made, over the axes the result carries, in the
+    op's order; the positions checked)."""
     axes = plan.axes
     # (the TRF and the result sit on the stream's units, engine-spatial says: laid over them)
     units = {d: plan.src.dims[d] for d in SPATIAL}
@@ -188,8 +188,7 @@ def run_contraction(plan: ContractionPlan, S: np.ndarray, W: np.ndarray
     lin, held = out_index
     full = np.zeros(tuple(axes.values()), values.dtype)
     full.reshape(-1)[lin[held]] = values[held]
-    o_ax = _carried(plan.out, axes)
-    return over_axes(_restrict(full, plan.out, axes), o_ax, axes), checked
+    return _restrict(full, plan.out, axes), checked
 
 
 def _restrict(T: np.ndarray, t: Tensor, axes: dict[str, int]) -> np.ndarray:

@@ -45,7 +45,13 @@ def run_graph(g, gp, kinds: dict, seed: int = 0,
                                         {r: tensors[n] for r, n in op.roles.items()},
                                         reads, seed)
         for role, v in out.items():
-            values[op.roles[role]] = np.ascontiguousarray(v)
+            name = op.roles[role]
+            want = tuple(g.axes_of([name]).values())
+            if np.shape(v) != want:  # (every tensor's values are over the axes it carries)
+                from tcplan.model.rules import fail
+                raise fail("verify-mismatch", detail=f"op {op.name} made {name} over a "
+                           f"shape {np.shape(v)}, not its axes' {want}")
+            values[name] = np.ascontiguousarray(v)
         if progress is not None:
             progress("ops", step, len(g.order), op.name)
     checked = 0

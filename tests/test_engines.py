@@ -334,6 +334,12 @@ def test_register_file_rules_by_name():
     assert lower(t, wide, _trf(half, "m![N]", "m![K]")).cycles == 8 * 256
     assert _codes(ENGINES["to_trf"](region="first_half"), wide,
                   _trf(half, "m![N]", "m![K]")) == {"register-capacity"}
+    # fewer active lanes see more rows each (register-files.md: 4 active, 256 rows a bank):
+    # 4 lanes of 16 KiB fit, 8 lanes of 16 KiB (above) do not, 4 of 32 KiB do not
+    four = _stream(half, "m![N / 2, N % 2, K / 16]", "m![K % 16]", "bf16")
+    assert lower(t, four, _trf(half, "m![N / 2]", "m![N % 2, K]")).cycles == 8 * 256
+    four = _stream(big, "m![N / 2, N % 2, K / 16]", "m![K % 16]", "bf16")
+    assert _codes(t, four, _trf(big, "m![N / 2]", "m![N % 2, K]")) == {"register-capacity"}
     two_flits = _stream(axes, "m![N]", "m![K]", "bf16")
     assert _codes(t, two_flits, _trf(axes, "m![N]", "m![K]")) == {"flit-packet"}
     v = ENGINES["to_vrf"]()

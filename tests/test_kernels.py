@@ -164,11 +164,33 @@ def test_the_projections_compute_x_times_w(name, rows):
     w = rng.standard_normal((rows, 1024)).astype(np.float32).astype(bf16)
     out = tcplan.run(KERNELS / f"{name}.yaml",
                      {"input": np.broadcast_to(x, (rows, 1024)), "weight": w})
-    g = out.arrays["gathered"]  # (over the graph's axes: constant along H)
-    assert g.shape == (rows, 1024) and (g == g[:, :1]).all()
-    got = g[:, 0].astype(np.float64)
+    g = out.arrays["gathered"]  # (over the axes it carries: the rows)
+    assert g.shape == (rows,)
+    _close_to_matvec(g, w, x)
+
+
+def test_proj_o_computes_attn_times_wo_on_every_slice_group():
+    """proj_o: the output projection of the attention (Q = 2,048) by Wo (H = 1,024 x Q),
+    its 1,024 outputs copied to all 64 slice groups (the Broadcast1 to SliceP4): each copy
+    is attn @ Wo^T, against numpy (the graph's axes are Q, H, Dummy64: the weight argument
+    HBM m![H, Q] is given over (Q, H), its transpose)."""
+    from tcplan.model.numeric import NP_DTYPES
+    bf16 = NP_DTYPES["bf16"]
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal(2048).astype(np.float32).astype(bf16)
+    w = rng.standard_normal((1024, 2048)).astype(np.float32).astype(bf16)
+    out = tcplan.run(KERNELS / "projection_proj_o.yaml",
+                     {"input": np.broadcast_to(a[:, None], (2048, 1024)), "weight": w.T})
+    o = out.arrays["out"]
+    assert o.shape == (1024, 64) and (o == o[:, :1]).all()
+    _close_to_matvec(o[:, 0], w, a)
+
+
+def _close_to_matvec(g: np.ndarray, w: np.ndarray, x: np.ndarray) -> None:
+    """``g`` is bf16(w @ x): within one bf16 rounding and the f32 summation bound."""
+    got = g.astype(np.float64)
     exact = w.astype(np.float64) @ x.astype(np.float64)
-    n = 1024 * 2.0 ** -24
+    n = x.size * 2.0 ** -24
     bound = n / (1 - n) * (np.abs(w.astype(np.float64)) @ np.abs(x.astype(np.float64)))
     assert (np.abs(got - exact) <= 2.0 ** -8 * np.abs(exact) + bound * (1 + 2.0 ** -8)).all()
     assert not np.array_equal(got, np.zeros_like(got))

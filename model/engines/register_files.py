@@ -75,8 +75,13 @@ class ToTrf:
             return [Violation("trf-lanes", err.violations[0].terms, {
                 "lanes": out.dims["lane"].size, "time": inp.dims["time"].text(),
                 "why": "the outer factors of Time do not split there"})]
-        return capacity_violations(out, hw.TRF_BYTES_PER_LANE // TRF_REGIONS[self.region],
-                                   f"a lane's {self.region} region") + \
+        # (fewer active lanes see more rows each: 4 active lanes, twice a lane's 8 KiB;
+        # book: computing-tensors/register-files.md 'Architecture')
+        active = out.dims["lane"].size
+        per_lane = hw.TRF_BYTES_PER_LANE * hw.MAX_LANES // active
+        return capacity_violations(out, per_lane // TRF_REGIONS[self.region],
+                                   f"a lane's {self.region} region with {active} active "
+                                   "lane(s)") + \
             layout_violations("to_trf", want, out, WHY_TRF, ("lane", "element"))
 
     def lane_violations(self, inp: Tensor, out: Tensor) -> list[Violation]:

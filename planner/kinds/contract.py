@@ -232,7 +232,7 @@ class Contract(Kind):
         W = read_tensor_from(embed(inputs.get("trf"), plan.trf, axes, "trf", seed + 1),
                              plan.trf, axes)
         out, _ = self._run(problem, plan, S, W)
-        return {"source": S, "trf": W, "destination": read_tensor_from(out, plan.out, axes)}
+        return {"source": S, "trf": W, "destination": out}
 
     def check_tensors(self, problem, plan: ContractionPlan, tensors: dict) -> None:
         """In a graph, the tensors carry the dtypes the op reads and makes."""
@@ -245,6 +245,8 @@ class Contract(Kind):
 
     def execute(self, problem, plan: ContractionPlan, mem, tensors: dict, values: dict,
                 seed: int) -> dict:
+        """The result over the axes its tensor carries (the operands' contracted axes
+        summed away), as the graph holds every tensor."""
         out, _ = self._run(problem, plan, values["source"], values["trf"])
         return {"destination": out}
 
