@@ -23,7 +23,7 @@ from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import TIER_DIMS, Tensor
 
 from .engines import check_holds, lay_out, stream_index
-from .run import over_axes, value_text
+from .run import value_text
 
 U32 = 2.0 ** -24  # the unit roundoff of f32
 
@@ -108,23 +108,66 @@ def run_stages(plan: ContractionPlan, flits: np.ndarray, trf: np.ndarray) -> np.
 def reference(plan: ContractionPlan, S: np.ndarray, W: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray | None]:
     """``einsum`` of the stream's tensor ``S`` and the TRF's ``W`` (each over the axes it
-    carries, in the problem's order) into the result's axes: the exact value (``i32``
-    wrapped, or ``float64``) and, for floats, the summation bound per element."""
+    carries, in the op's order) into the result's axes: the exact value (``i32`` wrapped,
+    or ``float64``) and, for floats, the summation bound per element.  Each operand is
+    read as it holds (:func:`operand`), and only at the values of each axis some tensor of
+    the op holds (:func:`held_values`): the result is zero elsewhere."""
     axes = plan.axes
     names = {a: chr(ord("a") + i) for i, a in enumerate(axes)}
-    s_ax = _carried(plan.src, axes)
-    w_ax = _carried(plan.trf, axes)
-    o_ax = _carried(plan.out, axes)
+    s_ax, w_ax, o_ax = (_carried(t, axes) for t in (plan.src, plan.trf, plan.out))
+    values = {a: held_values((plan.src, plan.trf, plan.out), a, axes[a])
+              for a in set(s_ax) | set(w_ax) | set(o_ax)}
+    s, w = operand(S, plan.src, axes, values), operand(W, plan.trf, axes, values)
     spec = (f"{''.join(names[a] for a in s_ax)},{''.join(names[a] for a in w_ax)}->"
             f"{''.join(names[a] for a in o_ax)}")
+    grid = np.ix_(*(values[a] for a in o_ax))
+    exact = np.zeros([axes[a] for a in o_ax], np.float64 if plan.out.dtype != "i32"
+                     else np.int64)
     if plan.out.dtype == "i32":
-        exact = np.einsum(spec, S.astype(np.int64), W.astype(np.int64))
+        exact[grid] = np.einsum(spec, s.astype(np.int64), w.astype(np.int64))
         return ((exact + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32), None
-    s64, w64 = S.astype(np.float64), W.astype(np.float64)
+    s64, w64 = s.astype(np.float64), w.astype(np.float64)
     n = max(1, int(np.prod([axes[a] for a in set(s_ax) | set(w_ax) if a not in o_ax],
                            dtype=np.int64)))
     gamma = n * U32 / (1 - n * U32)
-    return np.einsum(spec, s64, w64), gamma * np.einsum(spec, np.abs(s64), np.abs(w64))
+    bound = np.zeros_like(exact)
+    exact[grid] = np.einsum(spec, s64, w64)
+    bound[grid] = gamma * np.einsum(spec, np.abs(s64), np.abs(w64))
+    return exact, bound
+
+
+def _digits(tensors, a: str) -> list[tuple[int, int]]:
+    """The digits ``(lo, radix)`` of axis ``a`` in the tensors' mappings."""
+    return sorted({(f.lo, f.radix) for t in tensors for m in t.dims.values()
+                   for f in m.factors if f.axis == a})
+
+
+def held_values(tensors, a: str, size: int) -> np.ndarray:
+    """The values of axis ``a`` that the digits the tensors hold of it reach (their sum:
+    the whole axis where the digits overlap or cover it)."""
+    digits = _digits(tensors, a)
+    if any(lo * radix > nxt for (lo, radix), (nxt, _) in zip(digits, digits[1:])):
+        return np.arange(size)  # (overlapping digits: every value)
+    v = np.zeros(1, np.int64)
+    for lo, radix in digits:
+        v = (v[:, None] + np.arange(radix, dtype=np.int64)[None] * lo).reshape(-1)
+    return np.sort(v[v < size])
+
+
+def operand(T: np.ndarray, t: Tensor, axes: dict[str, int],
+            values: dict[str, np.ndarray]) -> np.ndarray:
+    """``T`` (over the axes ``t`` carries) as ``t`` holds it, at ``values`` of each axis:
+    along an axis of which ``t`` holds only some digits (a TRF whose Slice holds ``A / 8``
+    and no ``A % 8``), the value at the digits it holds, the others 0 (the one operand
+    serves every value of the digits it lacks: a broadcast)."""
+    kept = _carried(t, axes)
+    mine = {a: _digits((t,), a) for a in kept}
+    index = []
+    for a in kept:
+        x = values[a]
+        index.append(sum(((x // lo) % radix * lo for lo, radix in mine[a]),
+                         np.zeros_like(x)))
+    return T[np.ix_(*index)] if index else T
 
 
 def _carried(t, axes: dict[str, int]) -> list[str]:
@@ -135,19 +178,18 @@ def _carried(t, axes: dict[str, int]) -> list[str]:
 def check(plan: ContractionPlan, out: Tensor, values: np.ndarray, exact: np.ndarray,
           bound: np.ndarray | None, index: tuple[np.ndarray, np.ndarray] | None = None
           ) -> int:
-    """Every position the result holds against the reference: bit for bit (integers), or
-    within ``bound`` (floats; a non-finite reference is matched by class); ``index``: the
-    result's :func:`stream_index`, where the caller has it."""
-    axes = plan.axes
-    o_ax = _carried(plan.out, axes)
-    full = over_axes(exact, o_ax, axes)
-    index = index if index is not None else stream_index(out, axes)
+    """Every position the result holds against the reference (over the axes the result
+    carries): bit for bit (integers), or within ``bound`` (floats; a non-finite reference
+    is matched by class); ``index``: the result's :func:`stream_index` over its axes, where
+    the caller has it."""
+    o_axes = {a: plan.axes[a] for a in _carried(plan.out, plan.axes)}
+    index = index if index is not None else stream_index(out, o_axes)
     if bound is None:
-        return check_holds(out, values, full, axes, "the contraction's result", index)
+        return check_holds(out, values, exact, o_axes, "the contraction's result", index)
     lin, held = index
     got = values[held].astype(np.float64)
-    due = full.reshape(-1)[lin[held]]
-    tol = over_axes(bound, o_ax, axes).reshape(-1)[lin[held]]
+    due = exact.reshape(-1)[lin[held]]
+    tol = bound.reshape(-1)[lin[held]]
     finite = np.isfinite(due)
     ok = np.where(finite, np.abs(got - due) <= tol,
                   (np.isnan(got) & np.isnan(due)) | (got == due))
@@ -165,53 +207,29 @@ def check(plan: ContractionPlan, out: Tensor, values: np.ndarray, exact: np.ndar
 
 def run_contraction(plan: ContractionPlan, S: np.ndarray, W: np.ndarray
                     ) -> tuple[np.ndarray, int]:
-    """Run the op on ``S`` (the stream's tensor over every axis of the op) and ``W`` (the
-    TRF's), checked: (the result the engine made, over the axes the result carries, in the
-    op's order; the positions checked)."""
+    """Run the op on ``S`` (the stream's tensor, over the axes it carries, in the op's
+    order) and ``W`` (the TRF's), checked: (the result the engine made, over the axes the
+    result carries; the positions checked)."""
     axes = plan.axes
+    s_axes, w_axes, o_axes = ({a: axes[a] for a in _carried(t, axes)}
+                              for t in (plan.src, plan.trf, plan.out))
     # (the TRF and the result sit on the stream's units, engine-spatial says: laid over them)
     units = {d: plan.src.dims[d] for d in SPATIAL}
-    src_index = stream_index(plan.src, axes)
+    src_index = stream_index(plan.src, s_axes)
     out_t = plan.out.with_dims(**units)
-    out_index = stream_index(out_t, axes)
-    flits = lay_out(plan.src, S, axes, src_index)
-    trf = lay_out(plan.trf.with_dims(**units), W, axes)
+    out_index = stream_index(out_t, o_axes)
+    flits = lay_out(plan.src, S, s_axes, src_index)
+    trf = lay_out(plan.trf.with_dims(**units), W, w_axes)
     # (the units the stream holds nothing on compute nothing: run on the others only)
     live = src_index[1].reshape(flits.shape[0], -1).any(axis=1)
     ran = run_stages(plan, flits[live], trf[live])
     values = np.zeros((flits.shape[0], *ran.shape[1:]), ran.dtype)
     values[live] = ran
-    exact, bound = reference(plan, _restrict(S, plan.src, axes), _restrict(W, plan.trf, axes))
+    exact, bound = reference(plan, S, W)
     checked = check(plan, out_t, values, exact, bound, out_index)
     # (the result is what the engine made, read back from the positions holding it: for
     # floats, the hardware's sums, not the float64 reference)
     lin, held = out_index
-    full = np.zeros(tuple(axes.values()), values.dtype)
-    full.reshape(-1)[lin[held]] = values[held]
-    return _restrict(full, plan.out, axes), checked
-
-
-def _restrict(T: np.ndarray, t: Tensor, axes: dict[str, int]) -> np.ndarray:
-    """``T`` (over every axis of the op) as the tensor ``t`` holds, over the axes it
-    carries: along an axis of which ``t`` holds only some digits (a TRF whose Slice holds
-    ``A / 8`` and no ``A % 8``), the value at the digits it holds, the others 0 (the one
-    operand serves every value of the digits it lacks: a broadcast)."""
-    kept = _carried(t, axes)
-    digits: dict[str, list[tuple[int, int]]] = {a: [] for a in kept}
-    for m in t.dims.values():
-        for f in m.factors:
-            if f.axis in digits:
-                digits[f.axis].append((f.lo, f.radix))
-    index = []
-    for a in axes:
-        if a not in kept:
-            index.append(np.zeros(1, np.int64))
-            continue
-        x = np.arange(axes[a])
-        held = np.zeros(axes[a], np.int64)
-        for lo, radix in set(digits[a]):
-            held += (x // lo) % radix * lo
-        index.append(held)
-    if all(i.size == 1 or np.array_equal(i, np.arange(i.size)) for i in index):
-        return T[tuple(slice(None) if a in kept else 0 for a in axes)]  # (a view)
-    return T[np.ix_(*index)].reshape([axes[a] for a in kept])
+    result = np.zeros(tuple(o_axes.values()), values.dtype)
+    result.reshape(-1)[lin[held]] = values[held]
+    return result, checked

@@ -169,6 +169,18 @@ def test_the_projections_compute_x_times_w(name, rows):
     _close_to_matvec(g, w, x)
 
 
+def test_lm_head_compute_costs_by_hand():
+    """The lm_head's iteration: 64 input flits in, the contraction's 32 x 2 = 64 packets
+    (H / 32 by the Wp / 8 % 2 broadcast) + the 5-cycle tree = 69 at full MAC utilization;
+    the weight tile's 1,024 flits collected and stored; the gather a ring of 8 x 19 flits."""
+    r = tcplan.solve(KERNELS / "lm_head_forward.yaml", verify="none").to_json()
+    ops = {o["op"]: o for o in r["plan"]["ops"]}
+    want = {"collect_weight": 1024, "store_weight": 1024, "collect_input": 64,
+            "contract": 69, "cast": 2, "trim_tile": 2, "gather": 8 * 19}
+    assert {k: ops[k]["cycles"] for k in want} == want
+    assert ops["contract"]["mac_utilization"] == 1.0
+
+
 def test_proj_o_computes_attn_times_wo_on_every_slice_group():
     """proj_o: the output projection of the attention (Q = 2,048) by Wo (H = 1,024 x Q),
     its 1,024 outputs copied to all 64 slice groups (the Broadcast1 to SliceP4): each copy

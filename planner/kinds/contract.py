@@ -128,13 +128,10 @@ class Contract(Kind):
 
     def _run(self, problem, plan: ContractionPlan, S, W):
         from tcplan.executor.contraction import run_contraction
-        from tcplan.executor.run import carried_axes, check_positions, check_sizes, over_axes
-        axes = problem.axes
-        check_sizes(problem)  # (every tensor within the simulator's limits: size-limit)
-        check_positions(plan.src, "source")
-        check_positions(plan.out, "destination")
-        return run_contraction(plan, over_axes(S, carried_axes(plan.src, axes), axes),
-                               over_axes(W, carried_axes(plan.trf, axes), axes))
+        from tcplan.executor.run import check_positions
+        for t in (plan.src, plan.trf, plan.out):  # (within the simulator's limits)
+            check_positions(t, t.name)
+        return run_contraction(plan, S, W)
 
     def verify(self, problem, plan: ContractionPlan, seed: int, progress=None
                ) -> dict[str, Any]:
