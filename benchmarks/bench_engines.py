@@ -10,6 +10,11 @@ slice of both clusters: the seconds of tcplan's stage-by-stage run (executor/con
 the whole checked run (the stages, the numpy.einsum reference and the check), and of
 ``numpy.einsum`` of the same operands in the same run, with the ratios (the issue's target:
 the checked run within 100x of numpy).  The best of ``--repeat`` runs (default 3).
+
+Then each Qwen3 function typed with its compute (problems/kernels/qwen3/: the projections)
+run whole on the user's x and W (``tcplan.run``: the graph planned, every DMA, Fetch,
+Commit and engine simulated over the memories and checked) beside numpy's ``W @ x``: what
+the simulation costs over the arithmetic alone (one run; the graph's planning included).
 """
 
 from __future__ import annotations
@@ -109,6 +114,40 @@ def bench(name: str, text: str, repeat: int) -> None:
           f"{t_run / t_np:>7.1f}x", flush=True)
 
 
+#: the Qwen3 functions typed with their compute: name -> (rows, columns, how the graph's
+#: arguments are given from x and W, the result tensor)
+FUNCTIONS = {
+    "projection_proj_q": (2048, 1024, lambda x, w: {"input": np.broadcast_to(x, w.shape),
+                                                    "weight": w}, "gathered"),
+    "projection_proj_p": (1024, 1024, lambda x, w: {"input": np.broadcast_to(x, w.shape),
+                                                    "weight": w}, "gathered"),
+    "projection_proj_o": (1024, 2048, lambda x, w: {
+        "input": np.broadcast_to(x[:, None], w.T.shape), "weight": w.T}, "out"),
+}
+
+
+def bench_function(name: str, repeat: int) -> None:
+    """A whole kernel function run on the user's x and W (``tcplan.run``: planned, every
+    move and engine simulated and checked) beside numpy's ``W @ x``."""
+    from pathlib import Path
+    from tcplan.model.numeric import NP_DTYPES
+    rows, cols, given, result = FUNCTIONS[name]
+    path = Path(__file__).resolve().parents[1] / f"problems/kernels/qwen3/{name}.yaml"
+    rng = np.random.default_rng(0)
+    bf16 = NP_DTYPES["bf16"]
+    x = rng.standard_normal(cols).astype(np.float32).astype(bf16)
+    w = rng.standard_normal((rows, cols)).astype(np.float32).astype(bf16)
+    inputs = given(x, w)
+    w32, x32 = w.astype(np.float32), x.astype(np.float32)
+    t_np = _best(lambda: (w32 @ x32).astype(bf16), repeat)
+    out = {}
+    t_run = _best(lambda: out.update(r=tcplan.run(path, inputs)), 1)
+    cycles = tcplan.solve(path, verify="none").cycles
+    assert out["r"].arrays[result].size >= rows
+    print(f"{name:<38} {cycles:>8,} {t_np * 1e3:>9.2f} {t_run * 1e3:>12.1f} "
+          f"{t_run / t_np:>9.0f}x", flush=True)
+
+
 def main() -> None:
     args = sys.argv[1:]
     repeat = int(args[args.index("--repeat") + 1]) if "--repeat" in args else 3
@@ -117,6 +156,10 @@ def main() -> None:
     for name, text in {**CASES, "guide bmatmul, M in Time": _guide()}.items():
         bench(name, "format: 1\nname: bench\n" + text if "format:" not in text else text,
               repeat)
+    print(f"\n{'kernel function (tcplan run)':<38} {'cycles':>8} {'numpy ms':>9} "
+          f"{'tcplan run ms':>12} {'ratio':>10}")
+    for name in FUNCTIONS:
+        bench_function(name, repeat)
 
 
 if __name__ == "__main__":
