@@ -230,3 +230,26 @@ def tcplan_bf16():
 def test_the_graph_path_computes_a_matmul():
     r = tcplan.solve(load_problem(str(ROOT / "problems/graphs/tu_path_matmul.yaml")))
     assert r.verified and r.status == "optimal"
+
+
+def test_a_tensor_unit_path_is_timed_as_a_pipeline():
+    """tu_path_matmul: the weight's path (fetch 16, collect 16, to_trf 16 cycles) and the
+    main path (fetch 64, collect 64, contract 69, commit 32) each cost their slowest op, by
+    hand: 16 (fetch_w) and 69 (the contraction), against 48 and 229 in series."""
+    r = tcplan.solve(ROOT / "problems/graphs/tu_path_matmul.yaml", verify="none")
+    paths = {tuple(p["ops"]): p for p in r.to_json()["tu_paths"]}
+    assert paths[("fetch_w", "collect_w", "store_w")] == {
+        "ops": ["fetch_w", "collect_w", "store_w"], "context": "main", "cycles": 16,
+        "bottleneck": "fetch_w", "sum_cycles": 48}
+    main = paths[("fetch_x", "collect_x", "matmul", "commit_y")]
+    assert (main["cycles"], main["bottleneck"], main["sum_cycles"]) == (69, "matmul", 229)
+    assert "69 cycles pipelined, bottleneck matmul" in r.text()
+
+
+def test_proj_q_paths_keep_the_register_file_load_apart():
+    """proj_q: the weight's sub-context path (its Fetch the bottleneck, 8,192 cycles), the
+    main path through the contraction (133) and the gather (the switch, 64)."""
+    r = tcplan.solve(ROOT / "problems/kernels/qwen3/projection_proj_q.yaml", verify="none")
+    got = {(p["context"], p["bottleneck"], p["cycles"]) for p in r.to_json()["tu_paths"]}
+    assert got == {("sub", "fetch_weight", 8192), ("main", "contract", 133),
+                   ("main", "gather", 64)}

@@ -132,6 +132,7 @@ class GraphSolved:
     error: TcplanError | None = None
     lower_bound: None = None
     breakdown: None = None
+    paths: tuple = ()  # the Tensor Unit paths as pipelines (planner/pipeline.py)
 
     @property
     def status(self) -> str:
@@ -146,7 +147,7 @@ class GraphSolved:
                "plan": {"layouts": gp.layout, "ops": [_op_json(r) for r in gp.ops]},
                "verified": self.verified, "checked": self.checked, "check": self.check,
                "evaluations": gp.evaluations, "solve_time": self.solve_time,
-               "times": self.times}
+               "times": self.times, "tu_paths": [t.to_json() for t in self.paths]}
         if self.error is not None:
             out["error"] = self.error.to_json()
         return out
@@ -179,11 +180,12 @@ def solve_graph(problem, opts: Options) -> Solved:
         except TcplanError as err:
             verified, error = False, err
     modelled = len(gp.unmodelled) < len(g.ops)  # (else no figure to give)
+    from ..pipeline import tu_paths
     record = GraphSolved(problem.name, gp, gp.cycles if modelled else None, verified,
                          checked, "none" if opts.verify == "none" else "full",
                          {"plan": round(plan_s, 3), **gp.times, "lower": 0.0,
                           "execute": 0.0, "verify": round(time.perf_counter() - t1, 3)},
-                         round(plan_s, 3), error)
+                         round(plan_s, 3), error, paths=tuple(tu_paths(g, gp)))
     return Solved(record, gp, exit=EXIT_OK if verified is not False else EXIT_RULE)
 
 
@@ -212,6 +214,8 @@ def graph_text(problem, gp) -> str:
                      f"{how}")
     if gp.unmodelled:
         lines.append("  (cycles not modelled, counted 0: " + ", ".join(gp.unmodelled) + ")")
+    from ..pipeline import tu_paths
+    lines += [p.text() for p in tu_paths(g, gp)]
     return "\n".join(lines)
 
 
