@@ -675,7 +675,10 @@ def _spread_candidates(source: Tensor, dim: str, chips: int) -> list[Mapping]:
 
 
 #: a padding amount the planner chooses: ``m![A, C # free]``
-FREE_PAD = __import__("re").compile(r"([^,\[\]]+?)\s*#\s*free\b")
+#: a term padded ``# free``; it starts at the string's start or after ``[`` or ``,`` (the
+#: leftmost match the unanchored pattern finds, in linear time: unanchored, a long term
+#: with no ``# free`` was tried from every one of its characters)
+FREE_PAD = __import__("re").compile(r"(?:^|(?<=[\[,]))([^,\[\]]+?)\s*#\s*free\b")
 
 
 def _free_padding(ctx: "_Ctx", spec: dict) -> _Candidates:
