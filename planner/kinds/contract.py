@@ -18,7 +18,6 @@ the tree depth, InnerTime) tcplan derives and prints.
 from __future__ import annotations
 
 import dataclasses
-import time as _time
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +27,7 @@ from tcplan.model.rules import TcplanError, fail
 
 from ..problem import Problem
 from ..registry import Kind, Options, Solved, key_sets, register
-from ..render import EXIT_OK, EXIT_RULE
+from .engines import given_text, solve_given
 
 STAGES_EXAMPLE = ("stages: {outer: {time: 'm![A]', packet: 'm![B]'}, packet: 'm![1]', "
                   "time: 'm![A]', lane: interleaved}")
@@ -39,41 +38,6 @@ class ContractSpec:
     """A contract op's one choice: each stage's output (nothing is free yet)."""
 
     engine: Contraction
-
-
-@dataclass(frozen=True)
-class ContractSolved:
-    """A contract op's solve: its plan, cycles, MAC utilization and the check."""
-
-    problem: str
-    plan: ContractionPlan
-    verified: bool | None
-    checked: int
-    times: dict[str, float]
-    error: TcplanError | None = None
-    status: str = "given"
-
-    @property
-    def cycles(self) -> int:
-        return self.plan.cycles
-
-    @property
-    def lower_bound(self) -> int:
-        return self.plan.cycles
-
-    @property
-    def breakdown(self) -> dict[str, Any]:
-        return self.plan.breakdown()
-
-    def to_json(self) -> dict[str, Any]:
-        out = {"problem": self.problem, "status": self.status, "cycles": self.cycles,
-               "lower_bound": self.lower_bound, "plan": self.plan.to_json(),
-               "breakdown": self.breakdown, "verified": self.verified,
-               "checked": self.checked}
-        if self.error is not None:
-            out["error"] = self.error.to_json()
-        out["times"] = self.times
-        return out
 
 
 def _stages(ctx, data: Any) -> Contraction:
@@ -168,35 +132,10 @@ class Contract(Kind):
                 "stages": {s["stage"]: s["cycles"] for s in plan.stages()}}
 
     def solve(self, problem: Problem[ContractSpec], opts: Options) -> Solved:
-        t0 = _time.perf_counter()
-        try:
-            plan = self.lower(problem)
-        except TcplanError as err:
-            if err.kind == "input":
-                raise
-            return Solved.no_plan(problem.name, err)
-        t1 = _time.perf_counter()
-        verified: bool | None = None
-        checked, error = 0, None
-        if opts.verify != "none":
-            try:
-                verified, checked = True, self.verify(problem, plan, opts.seed)["checked"]
-            except TcplanError as err:
-                verified, error = False, err
-        record = ContractSolved(problem.name, plan, verified, checked,
-                                {"plan": round(t1 - t0, 3),
-                                 "verify": round(_time.perf_counter() - t1, 3)}, error)
-        return Solved(record, plan, exit=EXIT_RULE if verified is False else EXIT_OK)
+        return solve_given(self, problem, opts)
 
     def solve_text(self, problem, solved: Solved) -> str:
-        out = solved.record
-        if solved.error is not None or not isinstance(out, ContractSolved):
-            return super().solve_text(problem, solved)
-        check = ("not verified (--verify none)" if out.verified is None else
-                 f"verified: {out.checked:,} positions against numpy.einsum" if out.verified
-                 else f"NOT verified: {out.error.message if out.error else ''}")
-        return "\n".join([f"{problem.name}: contract (nothing to choose)", out.plan.text(),
-                          check])
+        return given_text(self, problem, solved, " against numpy.einsum")
 
     def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         from ..explain import _item

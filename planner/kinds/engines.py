@@ -71,10 +71,12 @@ class EngineSpec:
 
 @dataclass(frozen=True)
 class EngineSolved:
-    """An engine op's solve: its plan (nothing is free: ``given``), its cycles, the check."""
+    """An engine op's solve: its plan (nothing is free: ``given``), its cycles, the check.
+    The plan is an engine's (``EnginePlan``, a contraction's ``ContractionPlan``): it has
+    ``cycles``, ``breakdown()``, ``to_json()`` and ``text()``."""
 
     problem: str
-    plan: eng.EnginePlan
+    plan: Any
     verified: bool | None
     checked: int
     times: dict[str, float]
@@ -170,35 +172,10 @@ class TensorUnitEngine(Kind):
                                 if d not in eng.SPATIAL}, "dtype": plan.out.dtype}
 
     def solve(self, problem: Problem[EngineSpec], opts: Options) -> Solved:
-        t0 = _time.perf_counter()
-        try:
-            plan = self.lower(problem)
-        except TcplanError as err:
-            if err.kind == "input":
-                raise
-            return Solved.no_plan(problem.name, err)
-        t1 = _time.perf_counter()
-        verified: bool | None = None
-        checked, error = 0, None
-        if opts.verify != "none":
-            try:
-                verified, checked = True, self.verify(problem, plan, opts.seed)["checked"]
-            except TcplanError as err:
-                verified, error = False, err
-        record = EngineSolved(problem.name, plan, verified, checked,
-                              {"plan": round(t1 - t0, 3),
-                               "verify": round(_time.perf_counter() - t1, 3)}, error)
-        return Solved(record, plan, exit=EXIT_RULE if verified is False else EXIT_OK)
+        return solve_given(self, problem, opts)
 
     def solve_text(self, problem, solved: Solved) -> str:
-        out = solved.record
-        if solved.error is not None or not isinstance(out, EngineSolved):
-            return super().solve_text(problem, solved)
-        check = ("not verified (--verify none)" if out.verified is None else
-                 f"verified: {out.checked:,} positions" if out.verified else
-                 f"NOT verified: {out.error.message if out.error else ''}")
-        return "\n".join([f"{problem.name}: {problem.kind} (nothing to choose)",
-                          out.plan.text(), check])
+        return given_text(self, problem, solved, "")
 
     def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         from ..explain import _item
@@ -239,6 +216,43 @@ class TensorUnitEngine(Kind):
         from tcplan.executor.engines import reference, run_engine
         out, _ = run_engine(plan, values["source"], problem.axes, reference(plan))
         return {"destination": out}
+
+
+def solve_given(kind: Kind, problem: Problem, opts: Options) -> Solved:
+    """An engine op's solve (nothing to choose): the op checked by its rules, then run on
+    data and checked (``opts.verify``), timed; a rule it breaks is its record."""
+    t0 = _time.perf_counter()
+    try:
+        plan = kind.lower(problem)
+    except TcplanError as err:
+        if err.kind == "input":
+            raise
+        return Solved.no_plan(problem.name, err)
+    t1 = _time.perf_counter()
+    verified: bool | None = None
+    checked, error = 0, None
+    if opts.verify != "none":
+        try:
+            verified, checked = True, kind.verify(problem, plan, opts.seed)["checked"]
+        except TcplanError as err:
+            verified, error = False, err
+    record = EngineSolved(problem.name, plan, verified, checked,
+                          {"plan": round(t1 - t0, 3),
+                           "verify": round(_time.perf_counter() - t1, 3)}, error)
+    return Solved(record, plan, exit=EXIT_RULE if verified is False else EXIT_OK)
+
+
+def given_text(kind: Kind, problem, solved: Solved, against: str) -> str:
+    """An engine op's solve as text: its plan and the check (``against``: what the result
+    was checked against, e.g. " against numpy.einsum")."""
+    out = solved.record
+    if solved.error is not None or not isinstance(out, EngineSolved):
+        return Kind.solve_text(kind, problem, solved)
+    check = ("not verified (--verify none)" if out.verified is None else
+             f"verified: {out.checked:,} positions{against}" if out.verified else
+             f"NOT verified: {out.error.message if out.error else ''}")
+    return "\n".join([f"{problem.name}: {problem.kind} (nothing to choose)",
+                      out.plan.text(), check])
 
 
 register(TensorUnitEngine())
