@@ -9,6 +9,8 @@ import pathlib
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tcplan
 from tcplan.model.rules import TcplanError
@@ -253,3 +255,42 @@ def test_proj_q_paths_keep_the_register_file_load_apart():
     got = {(p["context"], p["bottleneck"], p["cycles"]) for p in r.to_json()["tu_paths"]}
     assert got == {("sub", "fetch_weight", 8192), ("main", "contract", 133),
                    ("main", "gather", 64)}
+
+
+# ---- many configurations against numpy.einsum, bit for bit (i8) --------------------------
+@settings(max_examples=30, deadline=None)
+@given(lanes=st.sampled_from([1, 2, 4, 8]), k=st.sampled_from([32, 64]),
+       summed_in_time=st.booleans(), b=st.sampled_from([1, 2, 3]),
+       mode=st.sampled_from(["interleaved", "sequential"]), a=st.sampled_from([1, 2, 4]),
+       seed=st.integers(0, 2 ** 16))
+def test_random_contractions_match_einsum(lanes, k, summed_in_time, b, mode, a, seed):
+    """Over a family of i8 contractions (1 to 8 lanes; K packed two flits to a packet, or
+    its outer digit summed by the Time Reducer; a TRF-only axis B broadcast innermost in
+    Time; both lane modes), the result of the stages is numpy.einsum of the operands,
+    bit for bit.  Each case is built from the guide's formulas, not from tcplan's output."""
+    axes = {"S": 2, "A": a, "K": k, "N": lanes, "B": b}
+    bt = ", B" if b > 1 else ""
+    if k == 64 and not summed_in_time:  # PackSize 2: K / 32 packed into a 64-byte packet
+        time, packet, outer = "m![A, K / 32]", "m![K % 32]", (f"m![A{bt}]", "m![K]")
+    elif k == 64:  # PackSize 1; the Time Reducer sums K / 32 (the outermost term)
+        time, packet, outer = "m![K / 32, A]", "m![K % 32]", (f"m![K / 32, A{bt}]",
+                                                             "m![K % 32]")
+    else:
+        time, packet, outer = "m![A]", "m![K]", (f"m![A{bt}]", "m![K]")
+    kept = f"m![A{bt}]"
+    element = "m![B, K]" if b > 1 else "m![K]"
+    if mode == "interleaved":  # OutTime [Time, Packet], OutPacket [Lane # 8]
+        out = (kept, "m![N]" if lanes == 8 else "m![N # 8]")
+    else:  # OutTime [Time, Lane, PadPacket / 8], OutPacket [PadPacket % 8]
+        out = (f"m![A{bt}, N]" if lanes > 1 else kept, "m![1 # 8]")
+    text = contract("i8", time=time, packet=packet, element=element, outer=outer,
+                    rtime=kept, mode=mode, out=out,
+                    axes="{" + ", ".join(f"{n}: {v}" for n, v in axes.items()) + "}")
+    p = tcplan.loads(text, "c.yaml")
+    rng = np.random.default_rng(seed)
+    S = rng.integers(-128, 128, size=(2, a, k), dtype=np.int8)
+    W = rng.integers(-128, 128, size=(2, k, lanes, b), dtype=np.int8)
+    given = W if b > 1 else W[..., 0]  # (over the axes the TRF carries: B when b > 1)
+    got = tcplan.run(p, {"source": S, "trf": given}).arrays["destination"]
+    want = np.einsum("sak,sknb->sanb", S.astype(np.int64), W.astype(np.int64))
+    assert np.array_equal(got.reshape(want.shape), want.astype(np.int32))

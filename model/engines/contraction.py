@@ -321,7 +321,7 @@ class ContractionPlan:
         e = self.engine
         cut = split_inner(e.outer_packet, 1 << self.depth)[1]
         terms = e.outer_time.terms
-        gone = [t for k, t in enumerate(terms) if k not in self.kept]
+        gone = [t for k, t in enumerate(terms) if k not in self.kept and t.size > 1]
         return set(cut.used_axes) | {a for t in gone for a in t.used_axes}
 
     # ---- cycles and MAC utilization ----------------------------------------------------
