@@ -500,10 +500,13 @@ class _Walk:
 
     def vrf_operand(self, name: str, i: int, step: Step) -> np.ndarray:
         """The three VRF operand rules (docs/hardware.md section 7) -> element positions read."""
+        from .engines.base import same_units
         v = self.chain.vrf[name]
         s = self.chain.stream
         for d in ("chip", "cluster", "slice"):
-            if not equivalent(v.dims[d], s.dims[d]):
+            # (the same units hold the same indices: a register file's ``m![1 # 2]`` Cluster
+            # is a stream's ``m![1]``)
+            if not same_units(v.dims[d], s.dims[d]):
                 raise self.fail("vrf-operand-partition", i, step, name=name, dim=d.title(),
                                 operand=v.dims[d].text(), stream=s.dims[d].text())
         el = v.dims["element"]

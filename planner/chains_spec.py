@@ -70,10 +70,74 @@ def _num(v: Any) -> bool:
 def parse_vector(ctx, data: dict, kind: str, tensors: dict
                  ) -> VectorSpec | ExpressionSpec:
     doc = ctx.doc
-    if ctx.dtype not in ve.DTYPES:
-        raise doc.error(("dtype",), f"a {kind} problem streams i32 or f32, not {ctx.dtype}",
-                        "dtype: i32 (or f32)")
+    _streamed_dtype(ctx, kind)
     tensors["input"] = ctx.tensor(("input",), data["input"], "input", tier="stream")
+    _vrf_operands(ctx, data, tensors)
+    out = data.get("output")
+    if out is not None:
+        if not isinstance(out, dict) or not set(out) <= {"time", "packet"} or not out:
+            raise doc.error(("output",), "expected {time, packet} mappings",
+                            "output: {time: 'm![1]', packet: 'm![A % 8]'}")
+    output = ({k: ctx.mapping(("output", k), v, k) for k, v in out.items()}
+              if out is not None else {})
+    if kind == "vector":
+        steps, reference = _steps(ctx, data, tensors)
+        return VectorSpec(steps, output, reference)
+    e = data["expression"]
+    if not isinstance(e, str):
+        raise doc.error(("expression",), "expected a formula as text",
+                        "expression: 'exp(sqrt(((x + 1) * 2) * 3))'")
+    f = _formula(ctx, ("expression",), e, tensors)
+    pa = data.get("pair_axis")
+    if pa is not None:
+        pa = _axis(ctx, ("pair_axis",), pa)
+        terms = [t for t, _ in tensors["input"].dims["time"].items()]
+        if ctx.axes[pa] != 2 or pa not in terms:
+            raise doc.error(("pair_axis",), f"the pair axis is a size-2 term of the "
+                            f"input's Time mapping ({tensors['input'].dims['time'].text()})",
+                            f"e.g. time: 'm![{pa}]' with {pa}: 2")
+    if f.pair != (pa is not None):
+        raise doc.error(("expression",), "a formula over group0 / group1 needs pair_axis, "
+                        "and pair_axis needs such a formula" if f.pair or pa else "",
+                        "add pair_axis: I, or read x")
+    if any(m.op in ("sum", "rmax", "rmin") for m in f.root.walk()):
+        raise doc.error(("expression",), "the planner compiles elementwise formulas; a "
+                        "reduction is a chain step", "write a vector problem with a "
+                        "reduce step")
+    return ExpressionSpec(f, pa, output)
+
+
+def parse_chain(ctx, data: dict, tensors: dict) -> VectorSpec:
+    """A chain on a stream (a graph's ``chain`` op): it reads ``source`` (a contraction's,
+    a collect's or a cast's stream) and makes ``destination`` (a stream on the source's
+    units, its Time and Packet what the chain leaves: the output it declares), its VRF
+    operands register-file tensors."""
+    doc = ctx.doc
+    _streamed_dtype(ctx, "chain")
+    src = tensors["input"] = ctx.tensor(("source",), data["source"], "source", tier="stream")
+    dst = ctx.tensor(("destination",), data["destination"], "destination", tier="stream")
+    for d in ("chip", "cluster", "slice"):
+        if d in dst.dims and dst.dims[d].text() != src.dims[d].text():
+            raise doc.error(("destination", d), f"a chain keeps its stream on its units: "
+                            f"{d.title()} {src.dims[d].text()}, the source's",
+                            f"{d}: '{src.dims[d].text()}'")
+    tensors["destination"] = dst
+    _vrf_operands(ctx, data, tensors)
+    steps, reference = _steps(ctx, data, tensors)
+    return VectorSpec(steps, {d: dst.dims[d] for d in ("time", "packet")}, reference)
+
+
+def _streamed_dtype(ctx, kind: str) -> None:
+    if ctx.dtype not in ve.DTYPES:
+        raise ctx.doc.error(("dtype",), f"a {kind} problem streams i32 or f32, not "
+                            f"{ctx.dtype}", "dtype: i32 (or f32)" if kind != "chain" else
+                            "cast or widen the stream to i32 or f32 first (a contraction's "
+                            "output is)")
+
+
+def _vrf_operands(ctx, data: dict, tensors: dict) -> None:
+    """A chain's VRF operands (``vrf: {name: tensor}``) into ``tensors`` as ``vrf:name``."""
+    doc = ctx.doc
     vrf = data.get("vrf", {})
     if not isinstance(vrf, dict):
         raise doc.error(("vrf",), "expected a mapping of names to VRF tensors",
@@ -90,50 +154,23 @@ def parse_vector(ctx, data: dict, kind: str, tensors: dict
                             "tier: vrf, dtype: i32")
         tensors["vrf:" + name] = t
     ctx.vrf_names_set = {n for n in tensors if n.startswith("vrf:")}
-    out = data.get("output")
-    if out is not None:
-        if not isinstance(out, dict) or not set(out) <= {"time", "packet"} or not out:
-            raise doc.error(("output",), "expected {time, packet} mappings",
-                            "output: {time: 'm![1]', packet: 'm![A % 8]'}")
-    output = ({k: ctx.mapping(("output", k), v, k) for k, v in out.items()}
-              if out is not None else {})
-    if kind == "vector":
-        chain = data["chain"]
-        if not isinstance(chain, list) or not chain:
-            raise doc.error(("chain",), "expected a list of steps", STEP_HELP)
-        steps = tuple(_step(ctx, ("chain", i), item) for i, item in enumerate(chain))
-        ref = data.get("reference")
-        reference = None
-        if ref is not None:
-            if not isinstance(ref, str):
-                raise doc.error(("reference",), "expected a formula as text",
-                                "reference: 'max(sigmoid(x + 100), 0)'")
-            reference = _formula(ctx, ("reference",), ref, tensors)
-            _reference_fits(ctx, reference, list(steps))
-        return VectorSpec(steps, output, reference)
-    else:
-        e = data["expression"]
-        if not isinstance(e, str):
-            raise doc.error(("expression",), "expected a formula as text",
-                            "expression: 'exp(sqrt(((x + 1) * 2) * 3))'")
-        f = _formula(ctx, ("expression",), e, tensors)
-        pa = data.get("pair_axis")
-        if pa is not None:
-            pa = _axis(ctx, ("pair_axis",), pa)
-            terms = [t for t, _ in tensors["input"].dims["time"].items()]
-            if ctx.axes[pa] != 2 or pa not in terms:
-                raise doc.error(("pair_axis",), f"the pair axis is a size-2 term of the "
-                                f"input's Time mapping ({tensors['input'].dims['time'].text()})",
-                                f"e.g. time: 'm![{pa}]' with {pa}: 2")
-        if f.pair != (pa is not None):
-            raise doc.error(("expression",), "a formula over group0 / group1 needs pair_axis, "
-                            "and pair_axis needs such a formula" if f.pair or pa else "",
-                            "add pair_axis: I, or read x")
-        if any(m.op in ("sum", "rmax", "rmin") for m in f.root.walk()):
-            raise doc.error(("expression",), "the planner compiles elementwise formulas; a "
-                            "reduction is a chain step", "write a vector problem with a "
-                            "reduce step")
-        return ExpressionSpec(f, pa, output)
+
+
+def _steps(ctx, data: dict, tensors: dict) -> tuple[tuple[ve.Step, ...], Formula | None]:
+    """A chain's steps and the formula it is checked by (``reference``, if given)."""
+    chain = data["chain"]
+    if not isinstance(chain, list) or not chain:
+        raise ctx.doc.error(("chain",), "expected a list of steps", STEP_HELP)
+    steps = tuple(_step(ctx, ("chain", i), item) for i, item in enumerate(chain))
+    ref = data.get("reference")
+    if ref is None:
+        return steps, None
+    if not isinstance(ref, str):
+        raise ctx.doc.error(("reference",), "expected a formula as text",
+                            "reference: 'max(sigmoid(x + 100), 0)'")
+    reference = _formula(ctx, ("reference",), ref, tensors)
+    _reference_fits(ctx, reference, list(steps))
+    return steps, reference
 
 
 def _formula(ctx, keys: tuple, text: str, tensors: dict):

@@ -67,16 +67,21 @@ class GraphOp:
     kind: str
     data: dict[str, Any]  # its keys as written
     roles: dict[str, str]  # role -> tensor name
+    #: role -> (it reads the tensor, its spec goes into the op's problem): the kind's
+    #: ``graph_roles`` and the roles the op names of its own (``Kind.graph_extra_roles``)
+    flags: dict[str, tuple[bool, bool]] = field(default_factory=dict)
 
     @property
     def vrf(self) -> list[str]:
-        """A chain op's VRF operands (its own, not the graph's tensors)."""
+        """A DM chain op's VRF operands (its own, not the graph's tensors: a stream
+        chain names graph tensors, which are its roles)."""
         vrf = self.data.get("vrf")
-        return [str(n) for n in vrf] if isinstance(vrf, dict) else []
+        return [str(n) for n in vrf if "vrf:" + str(n) not in self.roles] \
+            if isinstance(vrf, dict) else []
 
     @property
     def read_roles(self) -> list[str]:
-        return [r for r in self.roles if op_roles()[self.kind][r][0]]
+        return [r for r in self.roles if self.flags[r][0]]
 
     @property
     def reads(self) -> list[str]:
@@ -319,18 +324,22 @@ def _ops(doc, spec: Any, tensors: dict[str, GraphTensor]) -> list[GraphOp]:
             if k in o:
                 raise doc.error(keys + (k,), f"{k} is the graph's, not an op's",
                                 f"set {k} at the graph's top level", at_key=True)
+        from .registry import kinds
+        flags = dict(roles_of[kind])
+        named = {role: (o.get(role), (role,)) for role in roles_of[kind]}
+        for role, (t, at) in kinds()[kind].graph_extra_roles(o).items():
+            flags[role], named[role] = (True, True), (t, at)
         roles = {}
-        for role in roles_of[kind]:
-            if role not in o:
+        for role, (t, at) in named.items():
+            if role not in o and at == (role,):
                 raise doc.error(keys, f"a {kind} op names its {role} tensor",
                                 f"{role}: <one of {', '.join(tensors)}>")
-            t = o[role]
             if not isinstance(t, str) or t not in tensors:
-                raise doc.error(keys + (role,), f"{t!r} is not a tensor of the graph"
+                raise doc.error(keys + at, f"{t!r} is not a tensor of the graph"
                                 + _did_you_mean(t, tensors),
                                 "name one of " + ", ".join(tensors))
             roles[role] = t
-        ops.append(GraphOp(i, name, kind, o, roles))
+        ops.append(GraphOp(i, name, kind, o, roles, flags))
     return ops
 
 
@@ -381,25 +390,26 @@ def _dag(g: Graph) -> None:
 def _op_problem(g: Graph, op: GraphOp, layout: dict[str, str]):
     """The op as a problem of its kind: its tensors' specs put where it names them."""
     keys = ("ops", op.index)
-    roles = op_roles()[op.kind]
-    data = {k: v for k, v in op.data.items() if k not in ("name", *roles)}
+    data = {k: v for k, v in op.data.items() if k not in ("name", *op_roles()[op.kind])}
     axes = g.axes_of(op.roles.values())
     from .registry import kinds
-    role = kinds()[op.kind].dtype_role  # (an engine op: the dtype of the stream it reads)
+    kind = kinds()[op.kind]
+    role = kind.dtype_role  # (an engine op: the dtype of the stream it reads)
     typed = g.tensors[op.roles[role]].spec.get("dtype") if role in op.roles else None
     data.update(name=op.name, axes=axes, dtype=data.get("dtype", typed or g.base["dtype"]),
                 chips=g.base["chips"])
     place = {}
     for role, t in op.roles.items():
-        if roles[role][1]:  # the tensor is part of the op's own problem, in its own dtype
+        if op.flags[role][1]:  # the tensor is part of the op's own problem, in its own dtype
             spec = g.tensors[t].with_element(layout.get(t))
-            data[role] = _without_dtype(spec) if spec.get("tier") == "stream" else \
-                {"dtype": g.base["dtype"], **spec}
-            place[role] = ("tensors", t)
+            at = kind.graph_place(data, role, _without_dtype(spec) if spec.get("tier") ==
+                                  "stream" else {"dtype": g.base["dtype"], **spec})
+            place[at] = ("tensors", t)
 
     def where(k: tuple) -> tuple:
-        if k and k[0] in place:
-            return place[k[0]] + k[1:]
+        for n in (2, 1):
+            if k[:n] in place:
+                return place[k[:n]] + k[n:]
         return keys + k
     return problem_from(SubDoc(g.doc, where), data, g.doc.path)
 

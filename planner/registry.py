@@ -205,6 +205,18 @@ class Kind:
         role -> the mathematical tensor each role it writes must hold, checked."""
         raise NotImplementedError
 
+    def graph_extra_roles(self, op: dict[str, Any]) -> dict[str, tuple[Any, tuple]]:
+        """As a graph's op: the roles the op names of its own beside ``graph_roles`` (a
+        stream chain's VRF operands), role -> (the tensor's name as written, where: its
+        keys in the op); each reads its tensor and puts its spec into the op's problem."""
+        return {}
+
+    def graph_place(self, data: dict[str, Any], role: str, spec: dict[str, Any]) -> tuple:
+        """Put a role's tensor spec into the op's problem ``data``; returns its keys there
+        (for located errors)."""
+        data[role] = spec
+        return (role,)
+
     def graph_summary(self, plan) -> dict[str, Any]:
         """What a graph's plan says of this op beside its cycles (a DMA: its stream)."""
         return {}

@@ -215,6 +215,41 @@ def test_the_query_broadcast_in_qk_scaled():
     assert load_q["cycles"] == load_q["lower_bound"] == 842 and r.verified is True
 
 
+def test_qk_scaled_computes_the_scaled_scores_bit_for_bit():
+    """qk_scaled whole: q's scores against the key block (the contraction), divided by
+    SQRT_HEAD_DIM in the vector chain, cast to bf16 and gathered onto slice 0.  With small
+    integers every f32 sum is exact, so the logits equal numpy's bf16(f32(q . k) / f32(c))
+    bit for bit (numpy's f32 division and ml_dtypes' round to nearest even, not tcplan's)."""
+    from tcplan.model.numeric import NP_DTYPES
+    bf16 = NP_DTYPES["bf16"]
+    rng = np.random.default_rng(3)
+    q = rng.integers(-4, 5, (8, 2, 128)).astype(np.float32)  # (N, G, D)
+    k = rng.integers(-4, 5, (512, 8, 128)).astype(np.float32)  # (T, N, D)
+    out = tcplan.run(KERNELS / "attention_qk_scaled.yaml",
+                     {"q": q.astype(bf16), "k": k.transpose(1, 2, 0).astype(bf16)})
+    logits = out.arrays["logits"]  # over (N, G, T)
+    scores = np.einsum("ngd,tnd->ngt", q.astype(np.float64), k.astype(np.float64))
+    want = (scores.astype(np.float32) / np.float32(11.313708)).astype(bf16)
+    assert logits.shape == (8, 2, 512)
+    assert np.array_equal(logits.view(np.uint16), want.view(np.uint16))
+    assert np.abs(scores).max() > 100  # (not a trivial case: the sums are large)
+
+
+def test_qk_scaled_compute_costs_by_hand():
+    """qk_scaled's compute at the guide's rates: k's 8 x 8 x 8 = 512 flits collected and
+    stored; q's 2 x 8 x 8 = 128 flits collected; the contraction's Stream Adapter takes the
+    128 flits (packed two to a 64-byte packet: 64 packets, one for each of N x G x D / 32)
+    + the 5-cycle tree: 133, every multiplier busy; the chain's 16 f32 flits narrowed to 32
+    four-way ones, + 1 ALU (FpDiv): 33; the cast 16 flits; the gather a ring of 256 slices x
+    16 flits = 4,096 (Broadcast1)."""
+    r = tcplan.solve(KERNELS / "attention_qk_scaled.yaml", verify="none").to_json()
+    ops = {o["op"]: o for o in r["plan"]["ops"]}
+    want = {"collect_k": 512, "store_k": 512, "collect_q": 128, "contract": 133,
+            "scale": 33, "cast": 16, "trim_qk": 16, "gather": 4096}
+    assert {k: ops[k]["cycles"] for k in want} == want
+    assert ops["contract"]["mac_utilization"] == 1.0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", FREE, ids=lambda p: p.stem)
 def test_each_kernel_function_with_free_layouts(path):

@@ -199,7 +199,110 @@ class Expression(_Chains):
         return explain_expression(problem, seed)
 
 
-for k in (Vector(), LaneFold(), Expression()):
+class StreamChain(Vector):
+    """A chain on a stream (issue 29: the Vector Engine between the Contraction Engine, a
+    collect or a cast and the next engine): ``source`` and ``destination`` are streams on the
+    same units, the VRF operands register-file tensors (in a graph, tensors a ``to_vrf``
+    wrote).  No Fetch and no Commit: the stream passes engine to engine."""
+
+    names = ("chain",)
+    graph_roles = {"chain": {"source": (True, True), "destination": (False, True)}}
+    keys = {"chain": key_sets({"source", "destination", "vrf", "chain", "reference"},
+                              {"source", "destination", "chain", "reference"})}
+    graph_same_axes = False  # (a reduce step drops an axis: check_tensors checks the rest)
+    dtype_role = "source"
+    output_word = "destination"
+
+    def load(self, ctx, data: dict, kind: str, tensors: dict) -> VectorSpec:
+        from ..chains_spec import parse_chain
+        return parse_chain(ctx, data, tensors)
+
+    def graph_extra_roles(self, op: dict[str, Any]) -> dict[str, tuple[Any, tuple]]:
+        vrf = op.get("vrf")
+        return ({f"vrf:{n}": (t, ("vrf", n)) for n, t in vrf.items()}
+                if isinstance(vrf, dict) else {})
+
+    def graph_place(self, data: dict[str, Any], role: str, spec: dict[str, Any]) -> tuple:
+        if not role.startswith("vrf:"):
+            return super().graph_place(data, role, spec)
+        data["vrf"] = {**data["vrf"], role[4:]: spec}  # (a copy: the op's keys stay)
+        return ("vrf", role[4:])
+
+    def lower(self, problem) -> Any:
+        from tcplan.model.vector import analyze
+
+        from ..chains_spec import chain_of
+        return analyze(chain_of(problem))
+
+    def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
+        an = self.lower(problem)
+        return an, an.cycles, True
+
+    def lower_bound(self, problem, plan) -> int | None:
+        return plan.cycles  # (nothing to choose: the chain's flits and latency)
+
+    def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
+        from tcplan.executor.chains import verify_vector
+        rep = verify_vector(problem, plan, seed)
+        rep.pop("run")
+        return rep
+
+    def graph_summary(self, plan) -> dict[str, Any]:
+        return {"alus": list(plan.alus), "dtype": self.out_dtype(plan)}
+
+    def check_tensors(self, problem, plan, tensors: dict) -> None:
+        """The destination carries the chain's type and the source's axes but those a
+        reduce step sums."""
+        from tcplan.executor.run import carried_axes
+        src, dst = tensors["source"], tensors["destination"]
+        if dst.dtype != self.out_dtype(plan):
+            raise fail("graph-dtype", (dst.name,), tensor=dst.name, have=dst.dtype,
+                       op=problem.name, verb="makes it", want=self.out_dtype(plan))
+        want = [a for a in carried_axes(src, problem.axes) if a not in plan.dropped_axes]
+        have = carried_axes(dst, problem.axes)
+        if set(have) != set(want):
+            raise fail("bad-request", detail=f"op {problem.name}: {dst.name} carries the axes "
+                       f"{have}; the chain leaves {want} (the source's, less the ones a reduce "
+                       "step sums)", fix=f"declare {dst.name} over {want}")
+
+    def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
+        """Check the chain against its reference on seeded edge values (signs, zeros,
+        extremes: the stream's own values may not reach them), then run it on the stream's
+        values, checked again."""
+        from tcplan.executor.chains import verify_vector
+        verify_vector(problem, plan, seed)
+        vrf = checked_inputs(problem, {k[4:]: v for k, v in values.items()
+                                       if k.startswith("vrf:")}, f"{problem.name}.")
+        r = self._checked(problem, plan, values["source"], seed, vrf)["run"]
+        return {"destination": r["out"]}
+
+    def inputs(self, problem) -> tuple[str, ...]:
+        return ("source",) + tuple(n[4:] for n in problem.tensors if n.startswith("vrf:"))
+
+    def run(self, problem, plan, inputs: dict, seed: int) -> dict:
+        """The chain on the user's stream (``source``, over the problem's axes) and VRF
+        operands: the values it makes (``destination``)."""
+        from tcplan.executor.chains import run_vector
+        given = checked_inputs(problem, {"x" if k == "source" else k: v
+                                         for k, v in inputs.items()})
+        r = run_vector(problem, plan, seed, given)
+        return {"source": r["x"], **r["vrf"], "destination": r["out"]}
+
+    def solve(self, problem, opts: Options) -> Solved:
+        from .engines import solve_given
+        return solve_given(self, problem, opts)
+
+    def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
+        from .engines import TensorUnitEngine
+        return TensorUnitEngine.explain(self, problem, seed)  # type: ignore[arg-type]
+
+    def solve_text(self, problem, solved: Solved) -> str:
+        from .engines import given_text
+        ref = problem.spec.reference
+        return given_text(self, problem, solved, f" against {ref.text}" if ref else "")
+
+
+for k in (Vector(), LaneFold(), Expression(), StreamChain()):
     register(k)
 
 
