@@ -178,7 +178,7 @@ def verify_vector(problem, an, seed: int, X: np.ndarray | None = None,
                 "method": "executed; no reference formula to check against"}
     pair_axis = next((i.step.axis for i in an.infos if i.step.kind == "unzip"), None)
     ins, frame = formula_inputs(problem, r["x"], r["vrf"], pair_axis)
-    want = ex.evaluate(f, ins, frame)
+    want = ex.evaluate(f, ins, frame, an.fold_orders())  # (in the chain's folding order)
     kept = [a for a in problem.axes if a not in an.dropped_axes]
     want = ex._align(want, [a for a in frame if a in kept], kept)
     bad = compare(r["out"], want, r["written"], r["dtype"], f.transcendental)

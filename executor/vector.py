@@ -18,7 +18,7 @@ import numpy as np
 from tcplan.model import limits
 from tcplan.model.mapping import LIVE, ZERO
 from tcplan.model.numeric import (BINARY_OPS, NP, UNARY, as_, bits_of, compare, fma32, fp_to_fxp,
-                           fxp_to_fp, reduce_time)
+                           fxp_to_fp, reduce_lanes, reduce_time)
 from tcplan.model.vector import (BINARY_MODES, FAMILY, TERNARY_MODES, Analysis, Arrangement, Guard,
                           Operand, Slot, Step)
 
@@ -133,9 +133,16 @@ def run_chain(an: Analysis, X: np.ndarray, vrf: dict[str, np.ndarray]) -> ChainR
         elif k == "reduce":
             ln = lanes[0]
             assert info.groups is not None and st.op is not None  # (analysed reduce step)
-            vals = reduce_time(as_(ln.bits, dtype), info.groups, st.op, dtype)
+            vals = as_(ln.bits, dtype)
+            if info.tree > 1:  # (the axis in Packet: a tree within each flit first)
+                vals = reduce_lanes(vals, st.op)
+            vals = reduce_time(vals, info.groups, st.op, dtype)
             first = np.array([g[0] for g in info.groups])
-            lanes = [Lane(bits_of(vals), ln.tags[:, first, :])]
+            bits = bits_of(vals)
+            if info.tree > 1:  # (the value in the first lane, the others padding)
+                bits = np.concatenate([bits, np.full(bits.shape[:2] + (info.tree - 1,),
+                                                     TOP_PATTERN, np.uint32)], axis=2)
+            lanes = [Lane(bits, ln.tags[:, first, :])]
         elif k == "filter":
             admit = (st.guard or Guard()).admits(lanes[0].tags)
             keep = admit if keep is None else keep & admit

@@ -236,11 +236,18 @@ def _typed(n: Node, dtype: str, text: str) -> Node:
 
 
 # ---- evaluation -----------------------------------------------------------------------------
-def evaluate(f: Formula, inputs: dict[str, np.ndarray], axes: list[str]) -> np.ndarray:
+#: per reduced axis: its values in the order to fold them (None: index order) and the lanes
+#: folded by a pairwise tree first (1: none), as a chain folds them (Analysis.fold_orders)
+FoldOrders = dict[str, tuple[np.ndarray | None, int]]
+
+
+def evaluate(f: Formula, inputs: dict[str, np.ndarray], axes: list[str],
+             orders: FoldOrders | None = None) -> np.ndarray:
     """Evaluate over arrays given on ``axes`` (each input broadcast to them); reductions drop
-    their axis.  Returns an array of the formula's dtype."""
+    their axis, folding in index order or as ``orders`` says.  Returns an array of the
+    formula's dtype."""
     frame = list(axes)
-    out, out_axes = _eval(f.root, inputs, frame, f.dtype)
+    out, out_axes = _eval(f.root, inputs, frame, f.dtype, orders or {})
     out = _as_stream(out, f.root.dtype, f.dtype)
     return _align(out, out_axes, [a for a in frame if a in out_axes])
 
@@ -262,7 +269,8 @@ def _align(v: np.ndarray, have: list[str], want: list[str]) -> np.ndarray:
     return v.reshape(shape)
 
 
-def _eval(n: Node, inputs: dict, frame: list[str], dtype: str) -> tuple[np.ndarray, list[str]]:
+def _eval(n: Node, inputs: dict, frame: list[str], dtype: str, orders: FoldOrders
+          ) -> tuple[np.ndarray, list[str]]:
     dt = nm.NP[n.dtype]
     if n.op == "num":
         v = n.value
@@ -273,14 +281,14 @@ def _eval(n: Node, inputs: dict, frame: list[str], dtype: str) -> tuple[np.ndarr
     if n.op == "var":
         return inputs[n.value], frame
     if n.op in REDUCTIONS:
-        v, fr = _eval(n.args[0], inputs, frame, dtype)
+        v, fr = _eval(n.args[0], inputs, frame, dtype, orders)
         v = _as(v, n.args[0].dtype, n.dtype)
         ax = fr.index(n.value)
         v = np.broadcast_to(v, np.broadcast_shapes(v.shape, tuple(
             1 for _ in fr))) if v.ndim == len(fr) else v
         op = {"sum": "AddSat" if n.dtype == "i32" else "Add", "rmax": "Max",
               "rmin": "Min"}[n.op]
-        moved = np.moveaxis(v, ax, 0)
+        moved = _folded_first(np.moveaxis(v, ax, 0), *orders.get(n.value, (None, 1)), op)
         acc = moved[0].copy()
         for k in range(1, moved.shape[0]):
             acc = _fold(acc, moved[k], op)
@@ -288,7 +296,7 @@ def _eval(n: Node, inputs: dict, frame: list[str], dtype: str) -> tuple[np.ndarr
     vals: list[np.ndarray] = []
     fr = frame
     for arg in n.args:
-        v, fr2 = _eval(arg, inputs, fr, dtype)
+        v, fr2 = _eval(arg, inputs, fr, dtype, orders)
         if fr2 != fr:  # a reduction below: reduce the frame for the others too
             fr = fr2
         if n.op in ("&", "|", "^") and n.dtype == "f32" and arg.dtype == "i32":
@@ -310,6 +318,20 @@ def _eval(n: Node, inputs: dict, frame: list[str], dtype: str) -> tuple[np.ndarr
         else:
             r = _f32(n.op, a, b)
     return np.asarray(r, dt), fr
+
+
+def _folded_first(moved: np.ndarray, order: np.ndarray | None, tree: int, op: str
+                  ) -> np.ndarray:
+    """The values along a reduced axis (first) in the order they are folded, each run of
+    ``tree`` values already folded pairwise: ``((x0 x1) (x2 x3))``."""
+    if order is not None and moved.shape[0] == order.size:
+        moved = moved[order]
+    if tree > 1 and moved.shape[0] % tree == 0:
+        runs = moved.reshape((moved.shape[0] // tree, tree) + moved.shape[1:])
+        while runs.shape[1] > 1:
+            runs = _fold(runs[:, 0::2], runs[:, 1::2], op)
+        moved = runs[:, 0]
+    return moved
 
 
 def _fold(acc, x, op):

@@ -261,6 +261,16 @@ def compare(op: str, value: Any, x: np.ndarray) -> np.ndarray:
     return xu < bu if op == "LessUnsigned" else bu < xu
 
 
+def reduce_op(op: str, acc: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """One step of an intra-slice reduce: ``AddSat`` (i32, saturating), ``Add`` (f32),
+    ``Max``, ``Min``."""
+    if op == "AddSat":
+        return _sat(acc.astype(np.int64) + x)
+    if op == "Add":
+        return (acc + x).astype(np.float32)
+    return _fmax(acc, x) if op == "Max" else _fmin(acc, x)
+
+
 def reduce_time(vals: np.ndarray, groups: list[np.ndarray], op: str, dtype: str
                 ) -> np.ndarray:
     """Intra-slice reduce: per output time step, fold the input time steps in stream order."""
@@ -268,16 +278,16 @@ def reduce_time(vals: np.ndarray, groups: list[np.ndarray], op: str, dtype: str
     for g in groups:
         acc = vals[:, g[0], :].copy()
         for t in g[1:]:
-            x = vals[:, t, :]
-            if op in ("AddSat",):
-                acc = _sat(acc.astype(np.int64) + x)
-            elif op == "Add":
-                acc = (acc + x).astype(np.float32)
-            elif op == "Max":
-                acc = _fmax(acc, x)
-            else:
-                acc = _fmin(acc, x)
+            acc = reduce_op(op, acc, vals[:, t, :])
         out.append(acc)
     return np.stack(out, axis=1)
+
+
+def reduce_lanes(vals: np.ndarray, op: str) -> np.ndarray:
+    """Intra-slice reduce over the Packet: each flit's lanes folded by a pairwise tree
+    (four lanes: ``op(op(a, b), op(c, d))``), ``(..., P)`` -> ``(..., 1)``."""
+    while vals.shape[-1] > 1:
+        vals = reduce_op(op, vals[..., 0::2], vals[..., 1::2])
+    return vals
 
 

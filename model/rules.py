@@ -503,9 +503,13 @@ RULES: dict[str, Rule] = _rules(
         scope="vector",
     ),
     Rule(
-        "ve-reduce-axis", "hardware", "intra-slice reduce folds a Time axis",
+        "ve-reduce-axis", "hardware",
+        "intra-slice reduce folds an axis in Time and whole four-way flits of it in Packet",
         "{step}: cannot reduce {axis}: {detail}",
-        "reduce an axis the stream carries in Time", "seed 003 (IntraSliceReduce)",
+        "reduce an axis the stream carries in Time, or in a Packet of four lanes holding it "
+        "alone (the tree: output packet m![1 # 4])",
+        "seed 003 (IntraSliceReduce); guide computing-tensors/vector-engine/"
+        "intra-slice-reduce.md",
         scope="vector",
     ),
     Rule(

@@ -310,6 +310,12 @@ class StepInfo:
     src: np.ndarray | None = None
     #: reduce: per output time index, the input time indices reduced into it
     groups: list[np.ndarray] | None = None
+    #: reduce: the lanes of a flit the step folds by a tree first (4: the axis in Packet,
+    #: ``op(op(a, b), op(c, d))``; 1: the axis in Time alone)
+    tree: int = 1
+    #: reduce: the axis's values in the order the step folds them (the same in every group;
+    #: None where the groups differ)
+    order: np.ndarray | None = None
     #: unzip: the input time indices of group 0 and group 1, in SplitTime order
     split: tuple[np.ndarray, np.ndarray] | None = None
     #: VRF operands read by this step: name -> (T, P) element position (-1 on padding lanes)
@@ -336,6 +342,12 @@ class Analysis:
     @property
     def cycles(self) -> int:
         return self.flits + self.latency
+
+    def fold_orders(self) -> dict[str, tuple[np.ndarray | None, int]]:
+        """Per reduced axis: its values in the order the chain folds them and the lanes
+        folded by a tree first (what a reference reproduces to be bit for bit)."""
+        return {str(i.step.axis): (i.order, i.tree) for i in self.infos
+                if i.step.kind == "reduce"}
 
     def rows(self) -> list[dict[str, Any]]:
         """Per step: stage, way, dtype after it, ALU."""
@@ -848,9 +860,9 @@ def _reduce(w: _Walk, i: int, step: Step, info: StepInfo) -> None:
                      detail=f"{ax} is not in the stream's Time x Packet")
     c = arr.cells[ax]
     row = np.where(live, c, -1).max(axis=1)
-    if ((c != row[:, None]) & live).any():
-        raise w.fail("ve-reduce-axis", i, step, axis=ax,
-                     detail=f"{ax} varies within a packet; the reducer folds Time steps")
+    tree = ((c != row[:, None]) & live).any()  # (the axis in Packet: a tree within a flit)
+    if tree and (why := _not_a_tree(arr, ax)):
+        raise w.fail("ve-reduce-axis", i, step, axis=ax, detail=why)
     # group time steps by everything except the reduced axis
     others = sorted(a for a in arr.cells if a != ax)
     sig = np.stack([arr.cells[a] for a in others] + [arr.status.astype(np.int64)], axis=-1) \
@@ -879,11 +891,40 @@ def _reduce(w: _Walk, i: int, step: Step, info: StepInfo) -> None:
                      limit=hw.VE_REDUCE_SLOTS)
     src = np.array([g[0] for g in groups], np.int64)[:, None] * arr.P + \
         np.arange(arr.P)[None, :]
+    if tree:  # (one value a flit, in its first lane; the others padding)
+        src[:, 1:] = -1
+        info.tree = arr.P
     natural = arr.take(src)
     natural.cells.pop(ax, None)
     if step.time is None or step.packet is None:
         raise w.fail("ve-shape", i, step, why="intra_slice_reduce needs its Time and Packet "
                      "mappings", time="?", packet="?")
     info.groups = [np.array(g, np.int64) for g in groups]
+    info.order = _fold_order(c, info.groups, bool(tree))
     w.reshape(i, step, natural, step.time, step.packet)
     w.dropped.append(ax)
+
+
+def _not_a_tree(arr: Arrangement, ax: str) -> str | None:
+    """Why a reduce over an axis in the Packet cannot run as the per-flit tree (None: it
+    can): the tree folds a whole four-way flit that holds one value of every other axis."""
+    live = arr.live
+    rows = live.any(axis=1)
+    if arr.P != 4:
+        return f"{ax} varies within a packet of {arr.P} lanes; the tree folds four-way flits"
+    if (live[rows] != True).any():  # noqa: E712 - (an array, elementwise)
+        return (f"a flit holds padding among the {ax} values it folds (the Valid Count "
+                "Generator's cases are not modelled)")
+    for a, c in arr.cells.items():
+        if a != ax and (c[rows] != c[rows][:, :1]).any():
+            return f"a flit holds several values of {a} besides {ax}; the tree folds them all"
+    return None
+
+
+def _fold_order(c: np.ndarray, groups: list[np.ndarray], tree: bool) -> np.ndarray | None:
+    """The reduced axis's values in the order a group folds them (flit by flit, each flit's
+    lanes in order when ``tree``); None where the groups fold in different orders."""
+    def order(g: np.ndarray) -> np.ndarray:
+        return c[g].reshape(-1) if tree else c[g, 0]
+    first = order(groups[0])
+    return first if all(np.array_equal(order(g), first) for g in groups[1:]) else None

@@ -250,6 +250,44 @@ def test_qk_scaled_compute_costs_by_hand():
     assert ops["contract"]["mac_utilization"] == 1.0
 
 
+def _tree_then_in_order(x: np.ndarray) -> np.ndarray:
+    """f32 sums over the last axis as the Vector Engine folds T (T % 4 in a flit: the tree
+    ((a + b) + (c + d)); T / 4 in Time: left to right), written apart from tcplan."""
+    f = x.astype(np.float32).reshape(x.shape[:-1] + (-1, 4))
+    flits = (f[..., 0] + f[..., 1]) + (f[..., 2] + f[..., 3])  # (each sum rounds to f32)
+    acc = flits[..., 0]
+    for k in range(1, flits.shape[-1]):
+        acc = (acc + flits[..., k]).astype(np.float32)
+    return acc
+
+
+def test_row_sum_computes_the_softmax_denominator_bit_for_bit():
+    """row_sum whole: sum over T of the masked exponentials, + EPS, as the chain folds them
+    (a tree within each four-way flit, then over Time), bit for bit against numpy; and within
+    the f32 summation bound of the float64 sum."""
+    rng = np.random.default_rng(4)
+    e = np.exp(rng.standard_normal((8, 2, 512))).astype(np.float32)  # (N, G, T)
+    out = tcplan.run(KERNELS / "attention_row_sum.yaml", {"masked_exp": e})
+    s = out.arrays["sum"]  # over (N, G)
+    want = (_tree_then_in_order(e) + np.float32(6.25e-8)).astype(np.float32)
+    assert s.shape == (8, 2) and np.array_equal(s, want)
+    exact = e.astype(np.float64).sum(axis=-1)
+    n = 512 * 2.0 ** -24
+    assert (np.abs(s - exact) <= n / (1 - n) * exact + 1e-7).all()
+
+
+def test_row_sum_compute_costs_by_hand():
+    """row_sum's chain: 1,024 f32 flits narrowed to 2,048 four-way ones, + 2 ALUs
+    (IntraSliceReduce, ClipAdd) = 2,050 cycles, the path's bottleneck; the transpose of the
+    16 sums."""
+    r = tcplan.solve(KERNELS / "attention_row_sum.yaml", verify="none").to_json()
+    ops = {o["op"]: o for o in r["plan"]["ops"]}
+    assert ops["row_sum"]["cycles"] == 2048 + 2
+    assert sorted(ops["row_sum"]["alus"]) == ["ClipAdd", "IntraSliceReduce"]
+    path, = [p for p in r["tu_paths"] if "row_sum" in p["ops"]]
+    assert path["bottleneck"] == "row_sum" and path["cycles"] == 2050
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", FREE, ids=lambda p: p.stem)
 def test_each_kernel_function_with_free_layouts(path):

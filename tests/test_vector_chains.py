@@ -314,9 +314,52 @@ input: {cluster: 'm![B]', slice: 'm![S / 4 # 256]', time: 'm![R, A / 4 % 16]', p
         "tag: zero", "narrow_trim: 'm![A % 4]'", "reduce: {op: AddSat, axis: R, "
         "time: 'm![A / 4 % 16]', packet: 'm![A % 4]'}", "widen_pad", "final"])
     lower_problem(ok)
+    # A in Packet (and Time): the guide's 'Reduction in Both', a tree within each flit whose
+    # value lands in the first lane: the output packet is m![1 # 4], not m![1]
     e = rejected(head, ["tag: zero", "narrow_trim: 'm![A % 4]'", "reduce: {op: AddSat, axis: A, "
                         "time: 'm![R]', packet: 'm![1]'}", "widen_pad", "final"])
-    assert e.code == "ve-reduce-axis"
+    assert e.code == "ve-shape" and "16 x 4 here, 16 x 1 declared" in e.message
+    lower_problem(problem(head, [
+        "tag: zero", "narrow_trim: 'm![A % 4]'", "reduce: {op: AddSat, axis: A, "
+        "time: 'm![R]', packet: 'm![1 # 4]'}", "widen_pad: 'm![1 # 8]'", "final"]))
+    # a flit holding two values of R besides A cannot be folded by the tree
+    both = head.replace("packet: 'm![A % 4 # 8]'", "packet: 'm![1 # 2, R % 2, A % 2]'").replace(
+        "time: 'm![R, A / 4 % 16]'", "time: 'm![R / 2, A / 2]'")
+    e = rejected(both, ["tag: zero", "narrow_trim: 'm![R % 2, A % 2]'", "reduce: {op: AddSat, "
+                        "axis: A, time: 'm![R / 2]', packet: 'm![1 # 4]'}", "widen_pad", "final"])
+    assert e.code == "ve-reduce-axis" and "several values of R" in e.message
+    # an axis the stream holds only in its Slice
+    e = rejected(head, ["tag: zero", "narrow_trim: 'm![A % 4]'", "reduce: {op: AddSat, axis: S, "
+                        "time: 'm![R, A / 4 % 16]', packet: 'm![A % 4]'}", "widen_pad", "final"])
+    assert e.code == "ve-reduce-axis" and "not in the stream's Time x Packet" in e.message
+
+
+@pytest.mark.parametrize("name, cycles", [("ve_reduce_time", 16 + 1),
+                                           ("ve_reduce_packet", 2 + 1),
+                                           ("ve_reduce_time_packet", 4 + 1)])
+def test_the_guides_intra_slice_reduce_examples(name, cycles):
+    """The guide's three reductions (R in Time, in the Packet, in both): each verifies
+    against its formula bit for bit, at one flit a cycle plus the reducer's ALU."""
+    import tcplan
+    r = tcplan.verify(ROOT / "problems" / "guide" / f"{name}.yaml")
+    assert r.verified is True and r.cycles == cycles
+
+
+def test_the_packet_tree_folds_pairs_first():
+    """'Reduction in Packet' folds a flit as op(op(a, b), op(c, d)): for f32 Add the lanes
+    1e8, 1, -1e8, 1 give (1e8 + 1) + (-1e8 + 1) = 1e8 - 1e8 = 0 (each sum rounds to a
+    multiple of 8), where adding left to right gives 1: the chain gives 0, by hand."""
+    import tcplan
+    x = np.zeros((512, 4), np.float32)
+    x[0] = [1e8, 1, -1e8, 1]
+    x[1] = [1, 2, 3, 4]
+    out = tcplan.run(ROOT / "problems" / "guide" / "ve_reduce_packet.yaml", {"x": x})
+    res = out.arrays["result"]
+    assert res[0] == 0.0 and res[1] == 10.0
+    left_to_right = np.float32(0)
+    for v in x[0]:
+        left_to_right = np.float32(left_to_right + v)
+    assert left_to_right == 1.0  # (the order matters here)
 
 
 # ---- tags and branched operands -------------------------------------------------------------
