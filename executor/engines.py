@@ -140,10 +140,25 @@ def narrowed(T: np.ndarray, to: str) -> np.ndarray:
     return np.where(low >= 1 << (bits - 1), low - (1 << bits), low).astype(dt)
 
 
+def widened(T: np.ndarray, to: str) -> np.ndarray:
+    """A Fetch Adapter's widening, by bits: ``bf16`` to ``f32`` is the 16 bits as the high
+    half of the word; an integer is sign-extended from its top bit (not numpy's cast)."""
+    from tcplan.model.numeric import NP_DTYPES
+    bits = 8 * T.dtype.itemsize
+    u = np.ascontiguousarray(T).view(f"u{T.dtype.itemsize}").astype(np.int64)
+    if to == "f32":  # (from bf16)
+        return (u << 16).astype(np.uint32).view(np.float32)
+    return np.where(u >= 1 << (bits - 1), u - (1 << bits), u).astype(NP_DTYPES[to])
+
+
 def reference(plan: EnginePlan) -> Callable[[np.ndarray], np.ndarray]:
     """What the op computes over whole tensors: a move holds its input (Collect), a Cast
-    narrows each element to its output type."""
-    to = plan.out.dtype
-    if to == plan.inp.dtype:
+    narrows each element to its output type, a Fetch Adapter widens it (or narrows f32 to
+    bf16)."""
+    to, have = plan.out.dtype, plan.inp.dtype
+    if to == have:
         return lambda T: T
+    from tcplan.model import hardware as hw
+    if hw.DTYPE_BYTES[to] > hw.DTYPE_BYTES[have]:
+        return lambda T: widened(T, to)
     return lambda T: narrowed(T, to)

@@ -153,6 +153,14 @@ FLIT_BYTES = 32
 #: The Cast Engine's conversions, input type -> output types (book: cast-engine.md 'Supported
 #: Casts'; i4 is not a tcplan element type: docs/decisions.md item 96).
 CAST_ENGINE_CASTS = {"i32": ("i4", "i8", "i16"), "f32": ("f8e5m2", "f8e4m3", "bf16")}
+#: The Fetch Adapter's type casts, input type -> output types (book: computing-tensors/
+#: fetch-adapter.md 'Type Casting': every widening lands in i32 / f32, f32 -> bf16 the one
+#: narrowing; i4 -> i32 too, i4 not a tcplan element type), the latency a cast adds ('1 to 2
+#: cycles': the upper figure) and the output bytes it makes a cycle (a fetch's cast output
+#: fits one flit: 'Type casting adds an additional limit on read_size').
+FETCH_ADAPTER_CASTS = {"i8": ("i32",), "i16": ("i32",), "f8e4m3": ("f32",),
+                       "f8e5m2": ("f32",), "bf16": ("f32",), "f32": ("bf16",)}
+FETCH_CAST_LATENCY = 2
 #: Active TRF lanes a store may fill (book: computing-tensors/register-files.md: 1, 2, 4 or 8
 #: of the 8 lanes).
 TRF_LANE_COUNTS = (1, 2, 4, 8)

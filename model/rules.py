@@ -27,7 +27,7 @@ PROFILES = ("pseudo", "fetch", "commit", "dma")
 #: The Tensor Unit's engines between Fetch and Commit, each a profile of its own rules
 #: (model/engines/, one module each; issue 29).
 ENGINE_PROFILES = ("collect", "cast", "to_trf", "to_vrf", "transpose", "switch", "contract",
-                   "commit_trim")
+                   "commit_trim", "fetch_cast")
 ALL_PROFILES = frozenset(PROFILES)  # (a rule's default: the sequencer's profiles)
 MODES = ("read", "write")
 #: what a rule constrains (the module that checks it): see ARCHITECTURE.md
@@ -909,6 +909,14 @@ RULES: dict[str, Rule] = _rules(
         "{fix}",
         "book: computing-tensors/cast-engine.md ('Supported Casts'); docs/engines.md",
         profiles=frozenset({"cast"}), scope="engine",
+    ),
+    Rule(
+        "fetch-cast-types", "hardware", "the Fetch Adapter widens to i32 / f32 or narrows f32 "
+        "to bf16",
+        "the Fetch Adapter casts {have} to {want}: {why}",
+        "{fix}",
+        "book: computing-tensors/fetch-adapter.md ('Type Casting'); docs/engines.md",
+        profiles=frozenset({"fetch_cast"}), scope="engine",
     ),
 )
 

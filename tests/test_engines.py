@@ -571,3 +571,58 @@ def test_a_broadcast1_whose_copies_are_padding_gathers():
     assert plan.cycles == 32 * 1 * 2
     wrong = _stream(ax, "m![Q / 32 % 8]", "m![Q % 32]", "bf16", "m![1 # 32, Q / 256]")
     assert _codes(sw, inp, wrong) == {"engine-layout"}
+
+
+# ---- the Fetch Adapter's cast ----------------------------------------------------------------
+def test_the_guides_fetch_cast_example():
+    """The guide's fetch_with_type_cast: i8 [0..7] fetched and cast to i32 [0..7], Time and
+    Packet unchanged; 32 output bytes in one cycle, + the cast's 2-cycle latency."""
+    r = tcplan.solve(GUIDE / "fetch_cast_i8.yaml")
+    assert r.verified is True and r.cycles == 1 + 2
+    out = tcplan.run(GUIDE / "fetch_cast_i8.yaml", {"source": np.arange(8, dtype=np.int8)})
+    d = out.arrays["destination"]
+    assert d.dtype == np.int32 and d.tolist() == list(range(8))
+
+
+@pytest.mark.parametrize("have, to", [("bf16", "f32"), ("i8", "i32"), ("i16", "i32")])
+def test_every_widening_agrees_with_the_bits_on_every_value(have, to):
+    """The engine's widening (numpy / ml_dtypes casts) against the reference's (by bits:
+    bf16 as the high half of an f32 word, integers sign-extended), on every bit pattern of
+    the input type, NaNs and infinities included."""
+    from tcplan.executor.engines import widened
+    from tcplan.model.engines.fetch_adapter import FetchCast
+    from tcplan.model.numeric import NP_DTYPES
+    n = 8 * np.dtype(NP_DTYPES[have]).itemsize
+    allbits = np.arange(1 << n, dtype=np.int64).astype(f"u{n // 8}")
+    x = allbits.view(NP_DTYPES[have]).reshape(1, 1, -1)
+    got = FetchCast(to).run(x)
+    want = widened(x, to)
+    assert np.array_equal(got.view(f"u4"), want.view(f"u4"))
+    if have == "bf16":  # (by hand: 1.0 is 0x3f80; -2.0 is 0xc000)
+        one = np.array([0x3F80, 0xC000], np.uint16).view(NP_DTYPES["bf16"]).reshape(1, 1, 2)
+        assert FetchCast("f32").run(one).reshape(-1).tolist() == [1.0, -2.0]
+
+
+def test_a_fetch_cast_of_64_output_bytes_takes_two_cycles_a_packet():
+    """A bf16 packet of 16 widened to f32 is 64 bytes: two flits' worth a packet (the
+    guide's read_size limit), so Time 4 takes 8 cycles, + 2."""
+    inp = _stream({"A": 64}, "m![A / 16]", "m![A % 16]", "bf16")
+    from tcplan.model.engines.fetch_adapter import FetchCast
+    plan = lower(FetchCast("f32"), inp, _stream({"A": 64}, "m![A / 16]", "m![A % 16]", "f32"))
+    assert plan.cycles == 4 * 2 + 2
+    assert plan.engine.derived(plan.inp, plan.out) == {"CyclesPerPacket": 2}
+
+
+def test_fetch_cast_rules_by_name():
+    from tcplan.model.engines.fetch_adapter import FetchCast
+    a = {"A": 16}
+    bf = _stream(a, "m![1]", "m![A]", "bf16")
+    assert _codes(FetchCast("i32"), bf, _stream(a, "m![1]", "m![A]", "i32")) == \
+        {"fetch-cast-types"}
+    f8 = _stream(a, "m![1]", "m![A]", "f8e4m3")
+    bad = FetchCast("f32").check(f8, _stream(a, "m![1]", "m![A]", "f32"))
+    assert [v.rule for v in bad] == ["fetch-cast-types"] and "not run it yet" in bad[0].message
+    assert "item 101" in bad[0].detail["fix"]
+    # the packet is kept: a declared output that pads it is not the adapter's
+    assert _codes(FetchCast("f32"), bf, _stream(a, "m![1]", "m![A # 32]", "f32")) == \
+        {"engine-layout"}

@@ -276,6 +276,30 @@ def test_row_sum_computes_the_softmax_denominator_bit_for_bit():
     assert (np.abs(s - exact) <= n / (1 - n) * exact + 1e-7).all()
 
 
+def test_row_max_computes_the_row_maxima():
+    """row_max whole: the bf16 logits widened to f32 by the Fetch Adapter, the maximum over
+    T per head (a tree within each flit, then over Time): numpy's max, exactly (a maximum
+    does not round)."""
+    from tcplan.model.numeric import NP_DTYPES
+    rng = np.random.default_rng(8)
+    qk = rng.standard_normal((8, 2, 512)).astype(np.float32).astype(NP_DTYPES["bf16"])
+    out = tcplan.run(KERNELS / "attention_row_max.yaml", {"qk": qk})
+    m = out.arrays["max"]  # over (N, G), f32
+    assert m.dtype == np.float32 and np.array_equal(m, qk.astype(np.float32).max(axis=-1))
+
+
+def test_row_max_compute_costs_by_hand():
+    """row_max: the Fetch Adapter widens 512 packets of 16 bf16 to 64 bytes each, 2 cycles a
+    packet + its 2-cycle latency = 1,026; the chain's 2,048 four-way flits + 1 ALU = 2,049,
+    the path's bottleneck."""
+    r = tcplan.solve(KERNELS / "attention_row_max.yaml", verify="none").to_json()
+    ops = {o["op"]: o for o in r["plan"]["ops"]}
+    assert ops["widen_qk"]["cycles"] == 512 * 2 + 2
+    assert ops["row_max"]["cycles"] == 2048 + 1
+    path, = [p for p in r["tu_paths"] if "row_max" in p["ops"]]
+    assert path["bottleneck"] == "row_max" and path["cycles"] == 2049
+
+
 def test_row_sum_compute_costs_by_hand():
     """row_sum's chain: 1,024 f32 flits narrowed to 2,048 four-way ones, + 2 ALUs
     (IntraSliceReduce, ClipAdd) = 2,050 cycles, the path's bottleneck; the transpose of the

@@ -39,6 +39,7 @@ OPTIONS: dict[str, dict[str, tuple[tuple[str, ...] | None, bool]]] = {
     "transpose": {},
     "switch": {"config": (None, True)},
     "commit_trim": {},
+    "fetch_cast": {"to": (tuple(hw.DTYPE_BYTES), True)},
 }
 
 
