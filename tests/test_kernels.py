@@ -300,6 +300,52 @@ def test_row_max_compute_costs_by_hand():
     assert path["bottleneck"] == "row_max" and path["cycles"] == 2049
 
 
+def test_masked_exp_computes_the_masked_exponentials():
+    """masked_exp whole: exp(qk - max) per head (the Fetch Adapter's widening, SubF with
+    the max from the VRF, Exp), within 2 ulp of numpy's (a transcendental: tcplan rounds
+    the float64 value once), then the mask from the VRF by min: exactly numpy's minimum
+    of the exponentials tcplan wrote."""
+    from tcplan.model.numeric import NP_DTYPES
+    rng = np.random.default_rng(12)
+    qk = (3 * rng.standard_normal((8, 2, 512))).astype(np.float32).astype(NP_DTYPES["bf16"])
+    mx = qk.astype(np.float32).max(axis=-1)
+    mask = np.where(np.arange(512) < 300, np.inf, 0).astype(np.float32)
+    out = tcplan.run(KERNELS / "attention_masked_exp.yaml",
+                     {"qk": qk, "max_vrf": mx, "mask_hbm": mask})
+    e, m = out.arrays["exp"], out.arrays["masked"]
+    want = np.exp((qk.astype(np.float32) - mx[..., None]).astype(np.float64))
+    ulp = np.spacing(want.astype(np.float32)).astype(np.float64)
+    assert e.dtype == np.float32 and (np.abs(e - want) <= 2 * ulp).all()
+    assert e.max() == 1.0 and (e > 0).all()  # (each head's maximum: exp(0))
+    assert np.array_equal(m, np.minimum(e, mask))
+    assert (m[..., 300:] == 0).all() and (m[..., :300] == e[..., :300]).all()
+
+
+def test_norm_divides_by_the_running_sum_on_every_slice_group():
+    """attention::norm: each slice group's copy of the attention output divided by the
+    head's sum (from the VRF: HBM -> DM -> sub Fetch -> to_vrf), cast to bf16: numpy's
+    f32 division rounded to bf16 (ml_dtypes, to nearest even), exactly."""
+    from tcplan.model.numeric import NP_DTYPES
+    bf16 = NP_DTYPES["bf16"]
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((8, 2, 128, 64)).astype(np.float32).astype(bf16)  # (N, G, D, Dummy64)
+    s = rng.uniform(1, 100, (8, 2)).astype(np.float32)
+    out = tcplan.run(KERNELS / "attention_norm.yaml", {"input": x, "sum_hbm": s})
+    want = (x.astype(np.float32) / s[:, :, None, None]).astype(bf16)
+    assert np.array_equal(out.arrays["out"].view(np.uint16), want.view(np.uint16))
+
+
+def test_ng_to_vrf_stores_the_per_head_values():
+    """ng_to_vrf: the [N, G] values in the VRF as the kernel lays them (Element m![N, G]),
+    16 f32 in 2 flits: sub Fetch 8 cycles (8 bytes a cycle), collect and store 2 each."""
+    r = tcplan.solve(KERNELS / "attention_ng_to_vrf.yaml", verify="none").to_json()
+    ops = {o["op"]: o["cycles"] for o in r["plan"]["ops"]}
+    assert ops == {"fetch_x": 8, "collect_x": 2, "store_x": 2}
+    x = np.arange(16, dtype=np.float32).reshape(8, 2)
+    out = tcplan.run(KERNELS / "attention_ng_to_vrf.yaml", {"x": x})
+    assert np.array_equal(out.arrays["x_vrf"], x)
+
+
 def test_row_sum_compute_costs_by_hand():
     """row_sum's chain: 1,024 f32 flits narrowed to 2,048 four-way ones, + 2 ALUs
     (IntraSliceReduce, ClipAdd) = 2,050 cycles, the path's bottleneck; the transpose of the
