@@ -27,11 +27,16 @@ def with_edges(axes: dict[str, int], dtype: str, seed: int,
     """Seeded random values with every edge value of the dtype planted in each part (a bool
     mask over the tensor: the positions a stream holds, or one per group of a pair), each part
     in its own order so that edges meet different edges."""
-    v = tensor_values(axes, dtype, seed)
+    if parts is None:
+        v = tensor_values(axes, dtype, seed)
+        parts = [np.ones(v.shape, bool)]
+    else:  # (drawn where the chain reads only: a stream on a few of an axis's values, e.g.
+        # a slice per 16th of a vocabulary, reads a sliver of the whole tensor)
+        v = np.zeros(tensor_shape(axes), NP[dtype])
+        read = np.flatnonzero(np.logical_or.reduce([p.reshape(-1) for p in parts]))
+        v.reshape(-1)[read] = tensor_values({"n": read.size}, dtype, seed)
     flat = v.reshape(-1)
     e = np.array(EDGES[dtype], NP[dtype])
-    if parts is None:
-        parts = [np.ones(v.shape, bool)]
     for k, part in enumerate(parts):
         held = np.flatnonzero(part.reshape(-1))
         if not held.size:
@@ -68,11 +73,16 @@ def held_parts(problem, an) -> list[np.ndarray]:
 
 
 def vrf_values(problem, seed: int) -> dict[str, np.ndarray]:
+    """Seeded VRF operands with edge values, drawn where each operand holds an element."""
+    from .engines import stream_index
     out = {}
     for i, (name, t) in enumerate(sorted((n[4:], t) for n, t in problem.tensors.items()
                                          if n.startswith("vrf:"))):
         axes = {a: problem.axes[a] for a in carried_axes(t, problem.axes)}
-        out[name] = with_edges(axes, t.dtype, seed + 1 + i)
+        lin, held = stream_index(t, axes)
+        part = np.zeros(tensor_shape(axes), bool)
+        part.reshape(-1)[lin[held]] = True
+        out[name] = with_edges(axes, t.dtype, seed + 1 + i, [part])
     return out
 
 
@@ -177,12 +187,19 @@ def verify_vector(problem, an, seed: int, X: np.ndarray | None = None,
         return {**report, "verified": None, "checked": 0,
                 "method": "executed; no reference formula to check against"}
     pair_axis = next((i.step.axis for i in an.infos if i.step.kind == "unzip"), None)
-    ins, frame = formula_inputs(problem, r["x"], r["vrf"], pair_axis)
-    want = ex.evaluate(f, ins, frame, an.fold_orders())  # (in the chain's folding order)
     kept = [a for a in problem.axes if a not in an.dropped_axes]
+    at = _written_lattice(problem, kept, r["written"])
+    X = r["x"][np.ix_(*(at[a] for a in problem.axes))] if problem.axes else r["x"]
+    vrf = {n: V[np.ix_(*(at[a] for a in carried_axes(problem.tensors["vrf:" + n],
+                                                     problem.axes)))] if V.ndim else V
+           for n, V in r["vrf"].items()}
+    ins, frame = formula_inputs(problem, X, vrf, pair_axis)
+    want = ex.evaluate(f, ins, frame, an.fold_orders())  # (in the chain's folding order)
     want = ex._align(want, [a for a in frame if a in kept], kept)
-    bad = compare(r["out"], want, r["written"], r["dtype"], f.transcendental)
+    sub = np.ix_(*(at[a] for a in kept)) if kept else ()
+    bad = compare(r["out"][sub], want, r["written"][sub], r["dtype"], f.transcendental)
     if bad:
+        bad["index"] = [int(at[a][i]) for a, i in zip(kept, bad["index"])]
         raise fail("verify-mismatch", detail=f"output index {bad['index']} holds {bad['got']} "
                    f"but {f.text} gives {bad['want']} ({bad['mismatches']} mismatching "
                    "element(s))")
@@ -190,6 +207,18 @@ def verify_vector(problem, an, seed: int, X: np.ndarray | None = None,
     return {**report, "verified": True, "checked": int(r["written"].sum()),
             "method": f"executed the chain on seeded inputs with edge values; output equals "
                       f"{f.text} {tol}"}
+
+
+def _written_lattice(problem, kept: list[str], written: np.ndarray
+                     ) -> dict[str, np.ndarray]:
+    """Per axis, the values the check evaluates the formula at: of a kept axis, those some
+    written output holds (a stream on 512 of a vocabulary's 155,648 values is checked on
+    those 512, not the whole axis); of a reduced one, all (the reduction reads them)."""
+    at = {a: np.arange(n) for a, n in problem.axes.items()}
+    for k, a in enumerate(kept):
+        others = tuple(j for j in range(len(kept)) if j != k)
+        at[a] = np.flatnonzero(written.any(axis=others) if others else written)
+    return at
 
 
 def run_lane_fold(problem, lf, seed: int, X: np.ndarray | None = None

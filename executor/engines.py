@@ -103,14 +103,30 @@ def run_engine(plan: EnginePlan, values: np.ndarray, axes: dict[str, int],
     copies = [a for a in carried_axes(plan.out, axes) if a not in have]  # (a broadcast's)
     T = constant_along(over_axes(values, have, axes), axes, copies)
     flits = plan.engine.run(lay_out(plan.inp, T, axes), plan.inp, plan.out)
-    due = reference(T)
     # (where the engine keeps the units, the output's Chip, Cluster or Slice places what the
     # input's does, engine-spatial says: its values are laid over the input's units; a
     # switch's Slice is its own, of the input's size)
     out = plan.out.with_dims(**{d: plan.inp.dims[d] for d in SPATIAL
                                 if same_units(plan.inp.dims[d], plan.out.dims[d])})
-    checked = check_holds(out, flits, due, axes, f"the {plan.engine.name} op's output")
+    index = stream_index(out, axes)
+    due = _reference_where_held(reference, T, index)
+    checked = check_holds(out, flits, due, axes, f"the {plan.engine.name} op's output", index)
     return due, checked
+
+
+def _reference_where_held(reference: Callable[[np.ndarray], np.ndarray], T: np.ndarray,
+                          index: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """``reference`` of ``T`` at the elements the output holds (zeros elsewhere: no unit
+    holds them, no later op reads them): a stream on a few of an axis's values (one slice
+    per 16th of a vocabulary) costs what it holds, not the whole tensor."""
+    lin, held = index
+    at = np.unique(lin[held])
+    if at.size == T.size:
+        return reference(T)
+    vals = reference(np.ascontiguousarray(T.reshape(-1)[at]))
+    due = np.zeros(T.shape, vals.dtype)
+    due.reshape(-1)[at] = vals
+    return due
 
 
 # ---- what each op computes, over whole tensors, apart from the engines' own code ---------

@@ -346,6 +346,54 @@ def test_ng_to_vrf_stores_the_per_head_values():
     assert np.array_equal(out.arrays["x_vrf"], x)
 
 
+def test_residual_adds_in_f32_and_rounds_to_bf16():
+    """residual::forward on every slice group: bf16(f32(input) + f32(residual)), the sum
+    from the VRF (clip Add), against numpy and ml_dtypes, exactly."""
+    from tcplan.model.numeric import NP_DTYPES
+    bf16 = NP_DTYPES["bf16"]
+    rng = np.random.default_rng(14)
+    x, r = (rng.standard_normal((2, 1024, 64)).astype(np.float32).astype(bf16))
+    out = tcplan.run(KERNELS / "residual_forward.yaml", {"input": x, "residual": r})
+    want = (x.astype(np.float32) + r.astype(np.float32)).astype(bf16)
+    assert np.array_equal(out.arrays["out"].view(np.uint16), want.view(np.uint16))
+
+
+def _rmsnorm(x: np.ndarray, w: np.ndarray, n: float) -> tuple[np.ndarray, ...]:
+    """RMS norm over the second-to-last axis of x (..., n, copies) as the kernel computes
+    it, written with numpy: the mean square (squares summed as the chain folds them),
+    its root, x * w / rms in f32 and the bf16 result."""
+    from tcplan.model.numeric import NP_DTYPES
+    xf = x.astype(np.float32)
+    sq = np.moveaxis(xf * xf, -2, -1)  # (..., copies, n)
+    ms = (_tree_then_in_order(sq) / np.float32(n) + np.float32(6.25e-8)).astype(np.float32)
+    rms = np.sqrt(ms)
+    y = (xf * w.astype(np.float32)[..., :, None]) / rms[..., None, :]
+    return ms, rms, y.astype(NP_DTYPES["bf16"])
+
+
+@pytest.mark.parametrize("name, shape, wshape", [
+    ("rmsnorm_forward", (1024, 64), (1024,)),      # (H, Dummy64): each slice group's copy
+    ("rmsnorm_forward_k", (8, 128), (128,)),       # (N, D): per head
+])
+def test_rmsnorm_against_numpy(name, shape, wshape):
+    """rmsnorm whole: the mean square, its root and the scaled result, each as the kernel
+    computes it, bit for bit against numpy (IEEE products, division and square root; the
+    sum in the chain's order)."""
+    from tcplan.model.numeric import NP_DTYPES
+    bf16 = NP_DTYPES["bf16"]
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal(shape).astype(np.float32).astype(bf16)
+    w = rng.standard_normal(wshape).astype(np.float32).astype(bf16)
+    out = tcplan.run(KERNELS / f"{name}.yaml", {"input": x, "rms_weight": w})
+    if name == "rmsnorm_forward_k":  # (the head N is the batch: move it last, as copies)
+        ms, rms, y = _rmsnorm(x.T, w, 128)
+        y = y.T
+    else:
+        ms, rms, y = _rmsnorm(x, w, 1024)
+    assert np.array_equal(out.arrays["ms"], ms) and np.array_equal(out.arrays["rms"], rms)
+    assert np.array_equal(out.arrays["out"].view(np.uint16), y.view(np.uint16))
+
+
 def test_row_sum_compute_costs_by_hand():
     """row_sum's chain: 1,024 f32 flits narrowed to 2,048 four-way ones, + 2 ALUs
     (IntraSliceReduce, ClipAdd) = 2,050 cycles, the path's bottleneck; the transpose of the

@@ -12,7 +12,7 @@ from tcplan.planner.spec import load_problem
 #: the kinds docs/problem-format.md documents
 KINDS = ("layout", "sequence", "dma", "pcie", "fetch", "commit", "redistribute", "gather",
          "scatter", "vector", "lane_fold", "expression", "graph", "collect", "cast",
-         "to_trf", "to_vrf", "transpose", "switch", "contract", "commit_trim", "chain")
+         "to_trf", "to_vrf", "transpose", "switch", "contract", "commit_trim", "chain", "fetch_cast")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
