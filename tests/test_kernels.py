@@ -394,6 +394,26 @@ def test_rmsnorm_against_numpy(name, shape, wshape):
     assert np.array_equal(out.arrays["out"].view(np.uint16), y.view(np.uint16))
 
 
+def test_rope_rotates_q_and_k():
+    """rope::apply_rope: q * cos + rotate_half(q) * sin (and k's), each product and the sum
+    in f32 (IEEE, exact to reproduce), rounded to bf16: against numpy and ml_dtypes, bit for
+    bit; the K row lands in the cache where kv_offset says."""
+    from tcplan.model.numeric import NP_DTYPES
+    bf16 = NP_DTYPES["bf16"]
+    rng = np.random.default_rng(16)
+    def draw(*shape):
+        return rng.standard_normal(shape).astype(np.float32).astype(bf16)
+    q, rq, k, rk = draw(8, 2, 128), draw(8, 2, 128), draw(8, 128), draw(8, 128)
+    cos, sin = draw(128), draw(128)
+    out = tcplan.run(KERNELS / "rope_apply_rope.yaml", {
+        "q": q, "rotate_half_q": rq, "k": k, "rotate_half_k": rk, "cos_hbm": cos,
+        "sin_hbm": sin})
+    f = np.float32
+    for name, x, r in (("result_q", q, rq), ("result_k", k, rk)):
+        want = (x.astype(f) * cos.astype(f) + r.astype(f) * sin.astype(f)).astype(bf16)
+        assert np.array_equal(out.arrays[name].view(np.uint16), want.view(np.uint16)), name
+
+
 def test_row_sum_compute_costs_by_hand():
     """row_sum's chain: 1,024 f32 flits narrowed to 2,048 four-way ones, + 2 ALUs
     (IntraSliceReduce, ClipAdd) = 2,050 cycles, the path's bottleneck; the transpose of the
