@@ -791,6 +791,16 @@ RULES: dict[str, Rule] = _rules(
         profiles=frozenset({"switch"}), scope="engine",
     ),
     Rule(
+        "switch-custom", "hardware", "a custom bitmap moves each element within its sub-ring",
+        "CustomBroadcast (ring {ring}) of Slice {slice}, Time {time} to Slice {out_slice}, "
+        "Time {out_time}: {why}",
+        "choose a ring_size that spans every slice an element moves between (it divides the "
+        "Slice), keep the slice count, and keep every live value",
+        "book: computing-tensors/switch-engine.md ('Custom Configurations', 'Constraints'); "
+        "docs/engines.md",
+        profiles=frozenset({"switch"}), scope="engine",
+    ),
+    Rule(
         "commit-trim", "hardware", "a trim keeps the leading 8, 16, 24 or 32 bytes",
         "commit_trim: Packet {out} ({bytes} B) is not the leading 8, 16, 24 or 32 bytes of "
         "the flit {packet}",

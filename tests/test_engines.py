@@ -626,3 +626,67 @@ def test_fetch_cast_rules_by_name():
     # the packet is kept: a declared output that pads it is not the adapter's
     assert _codes(FetchCast("f32"), bf, _stream(a, "m![1]", "m![A # 32]", "f32")) == \
         {"engine-layout"}
+
+
+# ---- the Switch Engine's custom configurations -------------------------------------------------
+@pytest.mark.parametrize("name, cycles, positions", [
+    ("switch_custom_permutation", 256 * 8 * 8, 256 * 8 * 64),
+    ("switch_custom_broadcast", 32 * 8 * 8, 256 * 32 * 64),
+    ("switch_custom_extraction", 4 * 8 * 1, 256 * 24 * 8),
+])
+def test_the_guides_custom_broadcasts(name, cycles, positions):
+    """The guide's three CustomBroadcast examples: each verifies (every output position
+    holds, bit for bit, the element its mapping names, gathered by the bitmap tcplan
+    derives from the two mappings) at ring_size x Time x flits_per_packet; Example 3's
+    Time is the input's, as the guide's Performance defines it (docs/decisions.md item
+    103)."""
+    r = tcplan.solve(GUIDE / f"{name}.yaml")
+    assert r.verified is True and r.cycles == cycles
+    assert r.to_json()["checked"] == positions
+
+
+def test_a_custom_permutation_moves_each_slice_where_the_guide_says():
+    """Example 1's bitmap by hand: output slice 1, (B % 4, B / 4, A % 4, A / 4) =
+    (0, 0, 0, 1), receives input slice (A, B) = (4, 0), i.e. 64, as the guide's table says;
+    output slice 4, (0, 0, 1, 0), holds A = 1, B = 0: input slice 16 (the guide's row 4
+    prints (0, 1) and ring group 1, which the mapping it states does not give)."""
+    from tcplan.model.engines.switch import CustomBroadcast
+    axes = {"A": 16, "B": 16, "C": 1, "D": 8}
+    inp = _stream(axes, "m![C]", "m![D]", "f32", "m![A, B]")
+    out = _stream(axes, "m![C]", "m![D]", "f32", "m![B % 4, B / 4, A % 4, A / 4]")
+    cb = CustomBroadcast(256)
+    v = np.arange(2 * 256, dtype=np.float32).reshape(2 * 256, 1, 1) * np.ones((1, 1, 8),
+                                                                             np.float32)
+    got = cb.run(v, inp, out)  # (units: cluster x slice)
+    assert got[1, 0, 0] == 64 and got[4, 0, 0] == 16
+    assert (got[256:] == 0).all()  # (the second cluster, m![1 # 2]: padding, holds nothing)
+
+
+def test_custom_broadcast_rules_by_name():
+    from tcplan.model.engines.switch import CustomBroadcast
+    axes = {"A": 16, "B": 16, "C": 8, "D": 8}
+    inp = _stream(axes, "m![C]", "m![D]", "f32", "m![A, B]")
+    perm = _stream(axes, "m![C]", "m![D]", "f32", "m![B % 4, B / 4, A % 4, A / 4]")
+    # a sub-ring of 16 slices cannot reverse the digits of all 256
+    bad = CustomBroadcast(16).check(inp, perm)
+    assert [v.rule for v in bad] == ["switch-custom"] and "sub-ring of 16" in bad[0].message
+    # a ring that does not divide the slices
+    assert "does not divide" in CustomBroadcast(3).check(inp, perm)[0].message
+    # a live value dropped: C # 4 moved to Slice X without C in Time
+    ax = {"A": 16, "B": 4, "C": 3, "D": 8, "E": 8, "X": 4}
+    src = _stream(ax, "m![D]", "m![E]", "f32", "m![A, B, C # 4]")
+    drop = _stream(ax, "m![D]", "m![E]", "f32", "m![A, B, X]")
+    bad = CustomBroadcast(4).check(src, drop)
+    assert [v.rule for v in bad] == ["switch-custom"] and "dropped" in bad[0].message
+    # the Packet is kept
+    other = _stream(axes, "m![C]", "m![D # 16]", "f32", "m![B % 4, B / 4, A % 4, A / 4]")
+    assert {v.rule for v in CustomBroadcast(256).check(inp, other)} == {"engine-layout"}
+
+
+def test_a_custom_broadcast_option_is_read_with_its_location(tmp_path, capsys):
+    from tcplan.planner.cli import main
+    p = tmp_path / "s.yaml"
+    p.write_text((GUIDE / "switch_custom_broadcast.yaml").read_text().replace(
+        "{ring_size: 32}", "{ring: 32}"))
+    assert main(["solve", str(p)]) == 2
+    assert "custom_broadcast takes ring_size" in capsys.readouterr().err

@@ -30,7 +30,7 @@ from typing import ClassVar
 import numpy as np
 
 from tcplan.model import hardware as hw
-from tcplan.model.mapping import Mapping, join, number, split_inner
+from tcplan.model.mapping import LIVE, Mapping, join, number, split_inner
 from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import Tensor
 
@@ -214,7 +214,121 @@ def _joined(parts: list[Mapping]) -> Mapping:
     return join([m for m in parts if m.size > 1])
 
 
-def make(config: str, slice1: int, slice0: int, time0: int = 1) -> Switch:
+@dataclass(frozen=True)
+class CustomBroadcast:
+    """The Switch Engine with a bitmap the compiler synthesizes from the op's mappings
+    (the guide's 'Custom Configurations'): any output Slice and Time whose every element
+    some input slice of the same sub-ring of ``ring_size`` slices holds (new axes: the
+    copies of a broadcast), no live input value dropped, the Packet kept."""
+
+    ring_size: int
+    name: ClassVar[str] = "switch"
+    out_tier: ClassVar[str] = "stream"
+    rules: ClassVar[tuple[str, ...]] = ("switch-custom", "engine-spatial", "engine-layout")
+
+    def output(self, inp: Tensor, declared: Tensor) -> Tensor:
+        return inp.with_dims(slice=declared.dims["slice"], time=declared.dims["time"])
+
+    def check(self, inp: Tensor, out: Tensor) -> list[Violation]:
+        why = self._why(inp, out)
+        if why:
+            return [Violation("switch-custom", (out.dims["slice"].text(),), {
+                "ring": self.ring_size, "slice": inp.dims["slice"].text(),
+                "time": inp.dims["time"].text(), "out_slice": out.dims["slice"].text(),
+                "out_time": out.dims["time"].text(), "why": why})]
+        return layout_violations("Switch", self.output(inp, out), out,
+                                 {**WHY, "slice": "the declared Slice (a custom bitmap)",
+                                  "time": "the declared Time (a custom bitmap)"},
+                                 ("packet",), spatial=("chip", "cluster"))
+
+    def _why(self, inp: Tensor, out: Tensor) -> str:
+        s = inp.dims["slice"].size
+        if s % self.ring_size:
+            return f"the ring of {self.ring_size} slices does not divide the Slice's {s}"
+        if out.dims["slice"].size != s:
+            return f"the output's Slice has {out.dims['slice'].size} slices, the input's " \
+                   f"{s}: a switch keeps the slice count"
+        src, held_in = self._sources(inp, out)
+        if (src == -2).any():
+            u, t = np.argwhere(src.reshape(-1, out.dims["time"].size) == -2)[0]
+            return f"output slice {u % s}, time {t} holds an element no input slice of its " \
+                   f"sub-ring of {self.ring_size} holds"
+        dropped = held_in & ~np.isin(np.arange(held_in.size), src)
+        if dropped.any():
+            u, t = np.argwhere(dropped.reshape(-1, inp.dims["time"].size))[0]
+            return f"the live value at input slice {u % s}, time {t} reaches no output " \
+                   "position (dropped values must be padding)"
+        return ""
+
+    def _sources(self, inp: Tensor, out: Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """Per output (unit, time) position, the input (unit, time) position whose packet
+        it receives (-1: the output holds nothing there; -2: no input position of its
+        sub-ring holds it), and which input positions hold an element: the bitmap."""
+        axes = sorted({a for d in ("slice", "time") for a in inp.dims[d].used_axes})
+        sizes = {**inp.dims["slice"].axes, **inp.dims["time"].axes}
+        s = inp.dims["slice"].size
+        k_in, live_in = _positions(inp, axes, sizes)
+        k_out, live_out = _positions(out, axes, sizes)
+        n_in, n_out = inp.dims["time"].size, out.dims["time"].size
+        unit = np.arange(k_in.size // n_in)  # (chip x cluster x slice: both sides alike)
+        ring = unit // s * (s // self.ring_size) + unit % s // self.ring_size
+        space = int(np.prod([sizes[a] for a in axes])) if axes else 1
+        key_in = np.repeat(ring, n_in) * space + k_in
+        key_out = np.repeat(ring, n_out) * space + k_out
+        order = np.argsort(np.where(live_in, key_in, -1), kind="stable")
+        sorted_keys = np.where(live_in, key_in, -1)[order]
+        at = np.searchsorted(sorted_keys, key_out)
+        at = np.minimum(at, sorted_keys.size - 1)
+        found = sorted_keys[at] == key_out
+        src = np.where(live_out, np.where(found, order[at], -2), -1)
+        return src, live_in
+
+    def derived(self, inp: Tensor, out: Tensor) -> dict[str, int]:
+        return {"ring_size": self.ring_size}
+
+    def run(self, values: np.ndarray, inp: Tensor, out: Tensor) -> np.ndarray:
+        units, time, packet = values.shape
+        src, _ = self._sources(inp, out)
+        flat = values.reshape(units * time, packet)
+        got = np.where((src >= 0)[:, None], flat[np.maximum(src, 0)], 0)
+        return got.reshape(units, out.dims["time"].size, packet).astype(values.dtype)
+
+    def cycles(self, inp: Tensor, out: Tensor) -> int:
+        flits = -(-inp.dims["packet"].size * inp.elem_bytes // hw.FLIT_BYTES)
+        return self.ring_size * inp.dims["time"].size * flits
+
+
+def _positions(t: Tensor, axes: list[str], sizes: dict[str, int]
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Per (unit, time) position of a stream, in order: the index of the element it holds
+    over ``axes`` (the input's Slice and Time axes; the Packet is kept whole) and whether it
+    holds one (live in every dimension; an axis the input lacks, a broadcast's, ignored)."""
+    dims = ("chip", "cluster", "slice", "time")
+    key = np.zeros([1] * 4, np.int64)
+    live = np.ones([1] * 4, bool)
+    coord = {a: np.zeros([1] * 4, np.int64) for a in axes}
+    for k, d in enumerate(dims):
+        m = t.dims[d]
+        c, st = m.evaluate()
+        shape = [1] * 4
+        shape[k] = m.size
+        live = live & (st == LIVE).reshape(shape)
+        for a in axes:
+            if a in c:
+                coord[a] = coord[a] + c[a].reshape(shape)
+    stride = 1
+    for a in reversed(axes):
+        key = key + coord[a] * stride
+        live = live & (coord[a] < sizes[a])
+        stride *= sizes[a]
+    key, live = np.broadcast_arrays(key, live)
+    return key.reshape(-1), live.reshape(-1)
+
+
+def make(config: str, slice1: int = 1, slice0: int = 1, time0: int = 1,
+         ring_size: int = 1) -> Switch | CustomBroadcast:
+    if config == "custom_broadcast":
+        return CustomBroadcast(ring_size)
     return Switch(config, slice1, slice0, time0)
 
 

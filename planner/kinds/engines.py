@@ -50,9 +50,18 @@ def _switch_config(ctx, value: Any) -> dict[str, Any]:
         raise ctx.doc.error(keys, "expected one configuration and its parameters",
                             "config: {broadcast1: {slice1: 4, slice0: 8}}")
     (name, params), = value.items()
+    if name == "custom_broadcast":
+        if not isinstance(params, dict) or set(params) != {"ring_size"} or not (
+                isinstance(params["ring_size"], int) and not isinstance(params["ring_size"],
+                                                                        bool)
+                and params["ring_size"] >= 1):
+            raise ctx.doc.error(keys + (name,), "custom_broadcast takes ring_size, a positive "
+                                "whole number", "custom_broadcast: {ring_size: 4}")
+        return {"config": name, "ring_size": params["ring_size"]}
     if name not in CONFIGS:
         raise ctx.doc.error(keys + (name,), f"{name!r} is not a regular configuration",
-                            "use one of " + ", ".join(CONFIGS), at_key=True)
+                            "use one of " + ", ".join(CONFIGS) + " or custom_broadcast",
+                            at_key=True)
     want = CONFIGS[name][0]
     if not isinstance(params, dict) or set(params) != set(want) or not all(
             isinstance(v, int) and not isinstance(v, bool) and v >= 1
