@@ -161,12 +161,32 @@ def load_graph(ctx: _Ctx, data: dict) -> Graph:
     return g
 
 
+#: tiers whose tensors may share bytes where their lifetimes do not meet (docs/decisions.md
+#: item 104): a kernel loads one weight into the TRF after the last read of another
+REUSED_TIERS = ("trf", "vrf")
+
+
+def _lifetimes(g: Graph) -> dict[str, tuple[int, int]]:
+    """Per tensor, the first and last step of the graph's order that touch it (a given one
+    lives from the start)."""
+    rank = {i: k for k, i in enumerate(g.order)}
+    life: dict[str, tuple[int, int]] = {n: (0, 0) for n, t in g.tensors.items() if t.given}
+    for op in g.ops:
+        k = rank[op.index]
+        for n in op.roles.values():
+            a, b = life.get(n, (k, k))
+            life[n] = (min(a, k), max(b, k))
+    return life
+
+
 def _disjoint(g: Graph) -> None:
     """Tensors of one tier must not share bytes: each reaches, in every unit (chip,
     cluster, slice) it spans, the bytes from its address over its Element (its largest
     candidate's, when free: a padded order reaches further).  Every layout spans units from
-    index 0 up, so two tensors of a tier meet exactly when those byte ranges do."""
+    index 0 up, so two tensors of a tier meet exactly when those byte ranges do.  A register
+    file's tensors may share bytes when one's last use comes before the other's first."""
     spans: dict[str, list[tuple[int, int, str]]] = {}
+    life = _lifetimes(g)
     for n, t in g.tensors.items():
         objs = [g.tensor(n, {n: c}) for c in t.candidates] if t.candidates else \
             [g.tensor(n, {})]
@@ -176,6 +196,9 @@ def _disjoint(g: Graph) -> None:
         lo = obj.address  # (a padded candidate reaches further: the furthest counts)
         hi = lo + max(o.dims["element"].size for o in objs) * obj.elem_bytes
         for a, b, other in spans.get(obj.tier, []):
+            if obj.tier in REUSED_TIERS and (life[n][1] < life[other][0] or
+                                             life[other][1] < life[n][0]):
+                continue  # (one is done with before the other is written)
             if lo < b and a < hi:
                 raise g.doc.error(("tensors", n, "address") if "address" in t.spec else
                                   ("tensors", n), f"{n} ({obj.tier} bytes {lo:,} to {hi:,}) "

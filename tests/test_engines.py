@@ -690,3 +690,38 @@ def test_a_custom_broadcast_option_is_read_with_its_location(tmp_path, capsys):
         "{ring_size: 32}", "{ring: 32}"))
     assert main(["solve", str(p)]) == 2
     assert "custom_broadcast takes ring_size" in capsys.readouterr().err
+
+
+# ---- register files reused over a graph's order ----------------------------------------------
+def _two_weights(store_second_early: bool) -> str:
+    """tu_path_matmul with a second TRF tensor at the same bytes, filled from the same
+    collected weight and read by a second contraction: before the first contraction reads
+    its own (both live at once) or after it."""
+    text = (ROOT / "problems" / "graphs" / "tu_path_matmul.yaml").read_text()
+    text = text.replace("  ys: {", "  wt2: {tier: trf, slice: 'm![S # 256]', lane: 'm![C]', "
+                        "element: 'm![B]'}\n  ys2: {tier: stream, slice: 'm![S # 256]', time: "
+                        "'m![A]', packet: 'm![C]', dtype: f32}\n  y2: {tier: dm, slice: "
+                        "'m![S # 256]', element: 'm![A, C]', dtype: f32, address: 16384}\n"
+                        "  ys: {")
+    store2 = "  - {name: store_w2, kind: to_trf, source: wc, destination: wt2}\n"
+    second = ("  - {name: matmul2, kind: contract, source: xc, trf: wt2, destination: ys2, "
+              "stages: {outer: {time: 'm![A]', packet: 'm![B]'}, packet: 'm![1]', time: "
+              "'m![A]', lane: interleaved}}\n  - {name: commit_y2, kind: commit, stream: ys2, "
+              "destination: y2}\n")
+    text = text.replace("  - {name: commit_y, kind: commit, stream: ys, destination: y}\n",
+                        "  - {name: commit_y, kind: commit, stream: ys, destination: y}\n"
+                        + ("" if store_second_early else store2) + second)
+    if store_second_early:
+        text = text.replace("  - {name: fetch_x,", store2 + "  - {name: fetch_x,")
+    return text
+
+
+def test_a_trf_tensor_may_reuse_bytes_once_the_last_read_is_done():
+    """Two weights at the same TRF bytes: loaded after the first contraction's read, the
+    second plans and verifies (a kernel's up and gate weights, docs/decisions.md item 104);
+    loaded while the first is still to be read, it is refused at its line."""
+    r = tcplan.solve(tcplan.loads(_two_weights(False), "g.yaml"))
+    assert r.status == "optimal" and r.verified is True
+    with pytest.raises(TcplanError) as e:
+        tcplan.loads(_two_weights(True), "g.yaml")
+    assert "overlaps" in e.value.message and "wt" in e.value.message

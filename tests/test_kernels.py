@@ -414,6 +414,44 @@ def test_rope_rotates_q_and_k():
         assert np.array_equal(out.arrays[name].view(np.uint16), want.view(np.uint16)), name
 
 
+def test_mlp_computes_down_of_silu_gate_times_up():
+    """mlp::forward whole, stage by stage against numpy (each stage from the one before as
+    tcplan computed it, so that roundings do not compound): x spread by the CustomBroadcast
+    to every slice of its group; up and gate = bf16(W x) within the f32 summation bound;
+    silu = sigmoid(g) * g within 2 ulp; the product bf16(up * silu) exactly; every H / 8 group
+    holding all of it after the Broadcast1; down = W_d p within the f32 bound; the output
+    bf16(down) on every slice group, exactly."""
+    from tcplan.model.numeric import NP_DTYPES
+    bf16 = NP_DTYPES["bf16"]
+    rng = np.random.default_rng(17)
+    x = (rng.standard_normal(1024) / 8).astype(np.float32).astype(bf16)
+    wu, wg = (rng.standard_normal((2, 3072, 1024)) / 8).astype(np.float32).astype(bf16)
+    wd = (rng.standard_normal((1024, 3072)) / 8).astype(np.float32).astype(bf16)
+    out = tcplan.run(KERNELS / "mlp_forward.yaml", {
+        "x": np.broadcast_to(x, (3072, 1024)), "x_ug": np.broadcast_to(x, (3072, 1024)),
+        "up_weight": wu, "gate_weight": wg, "down_weight": wd.T})
+    a = out.arrays
+    xb = a["x_bcast"]  # (L, H, Dummy4): each group's copy in its 4 slices
+    assert (xb[::48].view(np.uint16) == x.view(np.uint16)[None, :, None]).all()
+    _close_to_matvec(a["up"], wu, x)
+    _close_to_matvec(a["gate"], wg, x)
+    g = a["gate"].astype(np.float32)
+    want = np.float32(1) / (1 + np.exp(-g.astype(np.float64))) * g
+    assert (np.abs(a["silu"] - want) <= 2 * np.spacing(np.abs(want).astype(np.float32))
+            + 1e-30).all()
+    prod = (a["up"].astype(np.float32) * a["silu"]).astype(bf16)
+    assert np.array_equal(a["prod"].view(np.uint16), prod.view(np.uint16))
+    pd = a["prod_d"]  # (L, H): every H / 8 group holds all of L
+    assert (pd[:, ::8].view(np.uint16) == prod.view(np.uint16)[:, None]).all()
+    down = a["down"]
+    exact = wd.astype(np.float64) @ prod.astype(np.float64)
+    n = 3072 * 2.0 ** -24
+    bound = n / (1 - n) * (np.abs(wd.astype(np.float64)) @ np.abs(prod.astype(np.float64)))
+    assert down.dtype == np.float32 and (np.abs(down - exact) <= bound + 1e-30).all()
+    o = a["out"]  # (H, Dummy64)
+    assert (o.view(np.uint16) == down.astype(bf16).view(np.uint16)[:, None]).all()
+
+
 def test_row_sum_compute_costs_by_hand():
     """row_sum's chain: 1,024 f32 flits narrowed to 2,048 four-way ones, + 2 ALUs
     (IntraSliceReduce, ClipAdd) = 2,050 cycles, the path's bottleneck; the transpose of the

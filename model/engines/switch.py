@@ -30,7 +30,7 @@ from typing import ClassVar
 import numpy as np
 
 from tcplan.model import hardware as hw
-from tcplan.model.mapping import LIVE, Mapping, join, number, split_inner
+from tcplan.model.mapping import LIVE, Mapping, axis, join, number, split_inner
 from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import Tensor
 
@@ -132,10 +132,27 @@ class Switch:
             return f"the cut does not fall on digits: {err.violations[0].message}"
         sizes = self.copy_sizes()
         got = [m.size for m in self.new_axes(inp, out)]
-        if got and got != sizes:
+        if got and got != sizes and not self.holds_part(inp, out):
             return f"the output's Slice takes new broadcast axes of sizes {sizes} (axes the " \
                    f"input does not carry), not {got or 'none'}"
         return ""
+
+    def holds_part(self, inp: Tensor, out: Tensor) -> bool:
+        """Does the declared output hold, wherever it holds an element, the element the
+        configuration puts there (its copies all live), and every live input element
+        somewhere?  A kernel's output Slice may keep some of a broadcast's copies: mlp's
+        Broadcast1 {slice1: 128, slice0: 2} into SliceP4 ``m![Dummy64, 1 # 4]`` keeps every
+        other copy (docs/decisions.md item 103)."""
+        copies = [axis(f"copy{k}_", n) for k, n in enumerate(self.copy_sizes())]
+        made = self.made(inp, self.parts(inp), copies)
+        axes = sorted({a for d in ("slice", "time") for a in inp.dims[d].used_axes})
+        sizes = {**inp.dims["slice"].axes, **inp.dims["time"].axes}
+        k_m, live_m = _positions(made, axes, sizes)
+        k_o, live_o = _positions(out, axes, sizes)
+        if k_m.size != k_o.size or (live_o & ~live_m).any() or (k_o != k_m)[live_o].any():
+            return False
+        k_i, live_i = _positions(inp, axes, sizes)
+        return bool(np.isin(k_i[live_i], k_o[live_o]).all())
 
     def copy_sizes(self) -> list[int]:
         """The sizes of the broadcast's copies (a broadcast of one copy is none)."""
@@ -164,9 +181,13 @@ class Switch:
         bad = self.shape_violations(inp, out)
         if bad:
             return bad
-        return layout_violations("Switch", self.output(inp, out), out,
-                                 {**WHY, "slice": WHY_SLICE}, ("slice", "time", "packet"),
-                                 spatial=("chip", "cluster"))
+        bad = layout_violations("Switch", self.output(inp, out), out,
+                                {**WHY, "slice": WHY_SLICE}, ("slice", "time", "packet"),
+                                spatial=("chip", "cluster"))
+        if bad and all(v.detail.get("dim") in ("Slice", "Time") for v in bad) and \
+                self.holds_part(inp, out):
+            return []
+        return bad
 
     def derived(self, inp: Tensor, out: Tensor) -> dict[str, int]:
         p = self.parts(inp)
