@@ -452,6 +452,33 @@ def test_mlp_computes_down_of_silu_gate_times_up():
     assert (o.view(np.uint16) == down.astype(bf16).view(np.uint16)[:, None]).all()
 
 
+def test_attention_forward_folds_the_block_into_the_running_softmax():
+    """attention::forward's own compute, against numpy: the new max max(block, old);
+    alpha = exp(old - new) within 2 ulp; sum = old * alpha + expsum and out = bf16(bf16(old
+    * alpha) + result), each from tcplan's alpha, exactly (IEEE products and sums, ml_dtypes'
+    rounding to bf16); the new values stored to HBM."""
+    from tcplan.model.numeric import NP_DTYPES
+    bf16, f = NP_DTYPES["bf16"], np.float32
+    rng = np.random.default_rng(18)
+    blk, old = rng.standard_normal((2, 8, 2)).astype(f)
+    old_sum, expsum = rng.uniform(1, 50, (2, 8, 2)).astype(f)
+    old_out, result = rng.standard_normal((2, 8, 2, 128)).astype(f).astype(bf16)
+    out = tcplan.run(KERNELS / "attention_forward.yaml", {
+        "max": blk, "max_hbm_in": old, "expsum": expsum, "sum_hbm_in": old_sum,
+        "out_hbm_in": old_out, "result": result})
+    a = out.arrays
+    new = np.maximum(blk, old)
+    assert np.array_equal(a["max_hbm_out"], new)
+    want = np.exp((old - new).astype(np.float64))
+    alpha = a["alpha"]
+    assert (np.abs(alpha - want) <= 2 * np.spacing(want.astype(f))).all() and (alpha <= 1).all()
+    assert np.array_equal(a["sum_hbm_out"], (old_sum * alpha + expsum).astype(f))
+    scaled = (old_out.astype(f) * alpha[..., None]).astype(bf16)
+    assert np.array_equal(a["scaled_out"].view(np.uint16), scaled.view(np.uint16))
+    new_out = (scaled.astype(f) + result.astype(f)).astype(bf16)
+    assert np.array_equal(a["out_hbm_out"].view(np.uint16), new_out.view(np.uint16))
+
+
 def test_row_sum_compute_costs_by_hand():
     """row_sum's chain: 1,024 f32 flits narrowed to 2,048 four-way ones, + 2 ALUs
     (IntraSliceReduce, ClipAdd) = 2,050 cycles, the path's bottleneck; the transpose of the
