@@ -14,7 +14,10 @@ the checked run within 100x of numpy).  The best of ``--repeat`` runs (default 3
 Then each Qwen3 function typed with its compute (problems/kernels/qwen3/: the projections)
 run whole on the user's x and W (``tcplan.run``: the graph planned, every DMA, Fetch,
 Commit and engine simulated over the memories and checked) beside numpy's ``W @ x``: what
-the simulation costs over the arithmetic alone (one run; the graph's planning included).
+the simulation costs over the arithmetic alone (one run; the graph's planning included);
+and the functions with vector chains (qk_scaled, row_max, row_sum, masked_exp, norm,
+residual, rmsnorm, rope, mlp, forward) the same way, beside numpy computing each function's
+arithmetic on the same data.
 """
 
 from __future__ import annotations
@@ -148,6 +151,80 @@ def bench_function(name: str, repeat: int) -> None:
           f"{t_run / t_np:>9.0f}x", flush=True)
 
 
+def _bf(rng, *shape):
+    from tcplan.model.numeric import NP_DTYPES
+    return rng.standard_normal(shape).astype(np.float32).astype(NP_DTYPES["bf16"])
+
+
+def _f(a):
+    return np.asarray(a, np.float32)
+
+
+def _silu(g):
+    return g / (1 + np.exp(-g))
+
+
+#: the Qwen3 functions whose compute has vector chains: name -> (the graph's given tensors
+#: from a generator, what numpy computes of them: the function's arithmetic alone)
+CHAINED = {
+    "attention_qk_scaled": (
+        lambda r: {"q": _bf(r, 8, 2, 128), "k": _bf(r, 8, 128, 512)},
+        lambda g: np.einsum("ngd,ndt->ngt", _f(g["q"]), _f(g["k"])) / np.float32(11.313708)),
+    "attention_row_max": (lambda r: {"qk": _bf(r, 8, 2, 512)},
+                          lambda g: _f(g["qk"]).max(axis=-1)),
+    "attention_row_sum": (lambda r: {"masked_exp": _f(r.random((8, 2, 512)))},
+                          lambda g: g["masked_exp"].sum(axis=-1) + np.float32(6.25e-8)),
+    "attention_masked_exp": (
+        lambda r: {"qk": _bf(r, 8, 2, 512), "max_vrf": _f(r.random((8, 2))) + 3,
+                   "mask_hbm": _f(r.random(512))},
+        lambda g: np.minimum(np.exp(_f(g["qk"]) - g["max_vrf"][..., None]), g["mask_hbm"])),
+    "attention_norm": (
+        lambda r: {"input": _bf(r, 8, 2, 128, 64), "sum_hbm": _f(r.random((8, 2))) + 1},
+        lambda g: _f(g["input"]) / g["sum_hbm"][..., None, None]),
+    "residual_forward": (lambda r: {"input": _bf(r, 1024, 64), "residual": _bf(r, 1024, 64)},
+                         lambda g: _f(g["input"]) + _f(g["residual"])),
+    "rmsnorm_forward": (
+        lambda r: {"input": _bf(r, 1024, 64), "rms_weight": _bf(r, 1024)},
+        lambda g: _f(g["input"]) * _f(g["rms_weight"])[:, None] / np.sqrt(
+            (_f(g["input"]) ** 2).mean(axis=0) + np.float32(6.25e-8))),
+    "rope_apply_rope": (
+        lambda r: {"q": _bf(r, 8, 2, 128), "rotate_half_q": _bf(r, 8, 2, 128),
+                   "k": _bf(r, 8, 128), "rotate_half_k": _bf(r, 8, 128),
+                   "cos_hbm": _bf(r, 128), "sin_hbm": _bf(r, 128)},
+        lambda g: (_f(g["q"]) * _f(g["cos_hbm"]) + _f(g["rotate_half_q"]) * _f(g["sin_hbm"]),
+                   _f(g["k"]) * _f(g["cos_hbm"]) + _f(g["rotate_half_k"]) * _f(g["sin_hbm"]))),
+    "mlp_forward": (
+        lambda r: (lambda x: {"x": np.broadcast_to(x, (3072, 1024)),
+                              "x_ug": np.broadcast_to(x, (3072, 1024)),
+                              "up_weight": _bf(r, 3072, 1024), "gate_weight": _bf(r, 3072, 1024),
+                              "down_weight": _bf(r, 3072, 1024)})(_bf(r, 1024)),
+        lambda g: _f(g["down_weight"]).T @ (_silu(_f(g["gate_weight"]) @ _f(g["x"][0]))
+                                            * (_f(g["up_weight"]) @ _f(g["x"][0])))),
+    "attention_forward": (
+        lambda r: {"max": _f(r.random((8, 2))), "max_hbm_in": _f(r.random((8, 2))),
+                   "expsum": _f(r.random((8, 2))), "sum_hbm_in": _f(r.random((8, 2))),
+                   "out_hbm_in": _bf(r, 8, 2, 128), "result": _bf(r, 8, 2, 128)},
+        lambda g: (lambda new: (lambda a: (g["sum_hbm_in"] * a + g["expsum"],
+                                           _f(g["out_hbm_in"]) * a[..., None]
+                                           + _f(g["result"])))(
+            np.exp(g["max_hbm_in"] - new)))(np.maximum(g["max"], g["max_hbm_in"]))),
+}
+
+
+def bench_chained(name: str, repeat: int) -> None:
+    """A kernel function with vector chains run whole on seeded data (``tcplan.run``)
+    beside numpy computing the function's arithmetic on the same data."""
+    from pathlib import Path
+    make, numpy_fn = CHAINED[name]
+    path = Path(__file__).resolve().parents[1] / f"problems/kernels/qwen3/{name}.yaml"
+    given = make(np.random.default_rng(0))
+    t_np = _best(lambda: numpy_fn(given), repeat)
+    t_run = _best(lambda: tcplan.run(path, given), 1)
+    cycles = tcplan.solve(path, verify="none").cycles
+    print(f"{name:<38} {cycles:>8,} {t_np * 1e3:>9.3f} {t_run * 1e3:>12.1f} "
+          f"{t_run / t_np:>9.0f}x", flush=True)
+
+
 def main() -> None:
     args = sys.argv[1:]
     repeat = int(args[args.index("--repeat") + 1]) if "--repeat" in args else 3
@@ -160,6 +237,10 @@ def main() -> None:
           f"{'tcplan run ms':>12} {'ratio':>10}")
     for name in FUNCTIONS:
         bench_function(name, repeat)
+    print(f"\n{'kernel function with chains':<38} {'cycles':>8} {'numpy ms':>9} "
+          f"{'tcplan run ms':>12} {'ratio':>10}")
+    for name in CHAINED:
+        bench_chained(name, repeat)
 
 
 if __name__ == "__main__":

@@ -258,7 +258,7 @@ def test_proj_q_paths_keep_the_register_file_load_apart():
 
 
 # ---- many configurations against numpy.einsum, bit for bit (i8) --------------------------
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30, deadline=None, derandomize=True)  # (the same 30 in every run)
 @given(lanes=st.sampled_from([1, 2, 4, 8]), k=st.sampled_from([32, 64]),
        summed_in_time=st.booleans(), b=st.sampled_from([1, 2, 3]),
        mode=st.sampled_from(["interleaved", "sequential"]), a=st.sampled_from([1, 2, 4]),
@@ -287,6 +287,15 @@ def test_random_contractions_match_einsum(lanes, k, summed_in_time, b, mode, a, 
                     rtime=kept, mode=mode, out=out,
                     axes="{" + ", ".join(f"{n}: {v}" for n, v in axes.items()) + "}")
     p = tcplan.loads(text, "c.yaml")
+    # the Time Reducer's slots (the guide: 128 / Packet Interleaved, 32 / Lane Sequential)
+    # hold the kept terms inner to the summed K / 32: A x B of them
+    slots = 128 if mode == "interleaved" else 32 // lanes
+    if k == 64 and summed_in_time and a * b > slots:
+        with pytest.raises(TcplanError) as e:
+            tcplan.run(p, {})
+        assert e.value.code == "contract-slots" and f"InnerTime {a * b} slots" in \
+            e.value.message
+        return
     rng = np.random.default_rng(seed)
     S = rng.integers(-128, 128, size=(2, a, k), dtype=np.int8)
     W = rng.integers(-128, 128, size=(2, k, lanes, b), dtype=np.int8)

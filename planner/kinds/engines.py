@@ -49,27 +49,26 @@ def _switch_config(ctx, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict) or len(value) != 1:
         raise ctx.doc.error(keys, "expected one configuration and its parameters",
                             "config: {broadcast1: {slice1: 4, slice0: 8}}")
-    (name, params), = value.items()
+    (name, args), = value.items()
     if name == "custom_broadcast":
-        if not isinstance(params, dict) or set(params) != {"ring_size"} or not (
-                isinstance(params["ring_size"], int) and not isinstance(params["ring_size"],
-                                                                        bool)
-                and params["ring_size"] >= 1):
+        ring = args.get("ring_size") if isinstance(args, dict) and set(args) == {
+            "ring_size"} else None
+        if not isinstance(ring, int) or isinstance(ring, bool) or ring < 1:
             raise ctx.doc.error(keys + (name,), "custom_broadcast takes ring_size, a positive "
                                 "whole number", "custom_broadcast: {ring_size: 4}")
-        return {"config": name, "ring_size": params["ring_size"]}
+        return {"config": name, "ring_size": ring}
     if name not in CONFIGS:
         raise ctx.doc.error(keys + (name,), f"{name!r} is not a regular configuration",
                             "use one of " + ", ".join(CONFIGS) + " or custom_broadcast",
                             at_key=True)
     want = CONFIGS[name][0]
-    if not isinstance(params, dict) or set(params) != set(want) or not all(
+    if not isinstance(args, dict) or set(args) != set(want) or not all(
             isinstance(v, int) and not isinstance(v, bool) and v >= 1
-            for v in params.values()):
+            for v in args.values()):
         raise ctx.doc.error(keys + (name,), f"{name} takes {', '.join(want)}, each a "
                             "positive whole number", f"{name}: {{"
                             + ", ".join(f"{k}: 2" for k in want) + "}")
-    return {"config": name, **params}
+    return {"config": name, **args}
 
 
 @dataclass(frozen=True)
