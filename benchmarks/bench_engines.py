@@ -151,9 +151,9 @@ def bench_function(name: str, repeat: int) -> None:
           f"{t_run / t_np:>9.0f}x", flush=True)
 
 
-def _bf(rng, *shape):
+def _bf(rng, *shape, scale: float = 1.0):
     from tcplan.model.numeric import NP_DTYPES
-    return rng.standard_normal(shape).astype(np.float32).astype(NP_DTYPES["bf16"])
+    return (rng.standard_normal(shape) * scale).astype(np.float32).astype(NP_DTYPES["bf16"])
 
 
 def _f(a):
@@ -196,8 +196,9 @@ CHAINED = {
     "mlp_forward": (
         lambda r: (lambda x: {"x": np.broadcast_to(x, (3072, 1024)),
                               "x_ug": np.broadcast_to(x, (3072, 1024)),
-                              "up_weight": _bf(r, 3072, 1024), "gate_weight": _bf(r, 3072, 1024),
-                              "down_weight": _bf(r, 3072, 1024)})(_bf(r, 1024)),
+                              "up_weight": _bf(r, 3072, 1024, scale=1 / 32),
+                              "gate_weight": _bf(r, 3072, 1024, scale=1 / 32),
+                              "down_weight": _bf(r, 3072, 1024, scale=1 / 32)})(_bf(r, 1024)),
         lambda g: _f(g["down_weight"]).T @ (_silu(_f(g["gate_weight"]) @ _f(g["x"][0]))
                                             * (_f(g["up_weight"]) @ _f(g["x"][0])))),
     "attention_forward": (
