@@ -117,23 +117,58 @@ def reference(plan: ContractionPlan, S: np.ndarray, W: np.ndarray
     s_ax, w_ax, o_ax = (_carried(t, axes) for t in (plan.src, plan.trf, plan.out))
     values = {a: held_values((plan.src, plan.trf, plan.out), a, axes[a])
               for a in set(s_ax) | set(w_ax) | set(o_ax)}
-    s, w = operand(S, plan.src, axes, values), operand(W, plan.trf, axes, values)
-    spec = (f"{''.join(names[a] for a in s_ax)},{''.join(names[a] for a in w_ax)}->"
-            f"{''.join(names[a] for a in o_ax)}")
-    grid = np.ix_(*(values[a] for a in o_ax))
+    # (an axis the result carries some digits of while the reducers sum others: a partial
+    # sum, over the summed digits' values, at each value of the result's digits)
+    parts = _partial_axes(plan, o_ax)
+    for a, (kept, summed) in parts.items():
+        values[a] = (kept[:, None] + summed[None, :]).reshape(-1)
+    s = _split(operand(S, plan.src, axes, values), s_ax, parts)
+    w = _split(operand(W, plan.trf, axes, values), w_ax, parts)
+    inner = {a: chr(ord("A") + i) for i, a in enumerate(axes)}
+
+    def letters(ax: list[str]) -> str:
+        return "".join(names[a] + (inner[a] if a in parts else "") for a in ax)
+    spec = f"{letters(s_ax)},{letters(w_ax)}->{''.join(names[a] for a in o_ax)}"
+    grid = np.ix_(*(parts[a][0] if a in parts else values[a] for a in o_ax))
     exact = np.zeros([axes[a] for a in o_ax], np.float64 if plan.out.dtype != "i32"
                      else np.int64)
     if plan.out.dtype == "i32":
         exact[grid] = np.einsum(spec, s.astype(np.int64), w.astype(np.int64))
         return ((exact + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32), None
     s64, w64 = s.astype(np.float64), w.astype(np.float64)
-    n = max(1, int(np.prod([axes[a] for a in set(s_ax) | set(w_ax) if a not in o_ax],
-                           dtype=np.int64)))
+    n = max(1, int(np.prod([axes[a] for a in set(s_ax) | set(w_ax) if a not in o_ax]
+                           + [parts[a][1].size for a in parts], dtype=np.int64)))
     gamma = n * U32 / (1 - n * U32)
     bound = np.zeros_like(exact)
     exact[grid] = np.einsum(spec, s64, w64)
     bound[grid] = gamma * np.einsum(spec, np.abs(s64), np.abs(w64))
     return exact, bound
+
+
+def _partial_axes(plan: ContractionPlan, o_ax: list[str]
+                  ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per axis the result carries whose other digits the reducers sum: (the values its
+    digits in the result reach, the values the summed digits reach)."""
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for a in {a for a, _, _ in plan.summed_digits()} & set(o_ax):
+        size = plan.axes[a]
+        kept = held_values((plan.out,), a, size)
+        summed = np.zeros(1, np.int64)
+        for _, lo, radix in sorted(d for d in plan.summed_digits() if d[0] == a):
+            summed = (summed[:, None] + np.arange(radix, dtype=np.int64)[None] * lo
+                      ).reshape(-1)
+        out[a] = (kept, np.sort(summed))
+    return out
+
+
+def _split(x: np.ndarray, ax: list[str], parts: dict[str, tuple[np.ndarray, np.ndarray]]
+           ) -> np.ndarray:
+    """An operand read at ``kept x summed`` values of each partial axis, that axis split in
+    two (kept, summed)."""
+    shape: list[int] = []
+    for a, n in zip(ax, x.shape):
+        shape += [parts[a][0].size, parts[a][1].size] if a in parts else [n]
+    return x.reshape(shape)
 
 
 def _digits(tensors, a: str) -> list[tuple[int, int]]:

@@ -12,7 +12,7 @@ engine's two accounts of itself checked against each other.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -99,6 +99,8 @@ def run_engine(plan: EnginePlan, values: np.ndarray, axes: dict[str, int],
     identity for a move such as Collect, the conversion for a Cast), written apart from the
     engine; a switch's broadcast copies each hold the input (constant along the axes the
     output carries and the input does not)."""
+    if getattr(plan.engine, "reduces", False):  # (its output drops axes: a reduction)
+        return run_reduction(plan, values, axes)
     have = carried_axes(plan.inp, axes)
     copies = [a for a in carried_axes(plan.out, axes) if a not in have]  # (a broadcast's)
     T = constant_along(over_axes(values, have, axes), axes, copies)
@@ -112,6 +114,80 @@ def run_engine(plan: EnginePlan, values: np.ndarray, axes: dict[str, int],
     due = _reference_where_held(reference, T, index)
     checked = check_holds(out, flits, due, axes, f"the {plan.engine.name} op's output", index)
     return due, checked
+
+
+def run_reduction(plan: EnginePlan, values: np.ndarray, axes: dict[str, int]
+                  ) -> tuple[np.ndarray, int]:
+    """An Inter-Slice Reducer on its input's ``values`` (over the axes the input carries),
+    checked: (the result the engine made, over the axes the output carries; the positions
+    checked).  The reference, written apart, reduces the input tensor over the axes the
+    output drops, at the values the input holds of them: integers and ``Max`` / ``Min``
+    exactly; f32 ``Add`` and ``Mul`` within ``gamma(n)`` of the float64 result (``n`` the
+    values folded; the ring's order of addition is the hardware's)."""
+    have = carried_axes(plan.inp, axes)
+    kept = carried_axes(plan.out, axes)
+    T = over_axes(values, have, axes)
+    flits = plan.engine.run(lay_out(plan.inp, T, axes), plan.inp, plan.out)
+    gone = [k for k, a in enumerate(axes) if a in have and a not in kept]
+    held = {k: _held_values(plan.inp, list(axes)[k], list(axes.values())[k]) for k in gone}
+    sub = T
+    for k in gone:
+        sub = np.take(sub, held[k], axis=k)
+    op = plan.engine.op  # type: ignore[attr-defined]
+    wide = sub.astype(np.float64 if sub.dtype.kind == "f" else np.int64)
+    n = int(np.prod([held[k].size for k in gone], dtype=np.int64)) if gone else 1
+    reductions: dict[str, Callable[..., Any]] = {
+        "Add": np.sum, "AddSat": _saturating_sum, "Mul": np.prod, "Max": np.max,
+        "Min": np.min}
+    red = reductions[op]
+    exact = red(wide, axis=tuple(gone)) if gone else wide
+    o_axes = {a: axes[a] for a in kept}
+    out_t = plan.out
+    lin, live = stream_index(out_t, o_axes)
+    got = flits[live]
+    due = np.asarray(exact).reshape(-1)[lin[live]]
+    if sub.dtype.kind != "f":
+        due = np.clip(due, -2 ** 31, 2 ** 31 - 1) if op == "AddSat" else \
+            (due + 2 ** 31) % 2 ** 32 - 2 ** 31
+        bad = got.astype(np.int64) != due
+    elif op in ("Add", "Mul"):
+        u = 2.0 ** -24
+        tol = n * u / (1 - n * u) * (np.abs(np.asarray(red(np.abs(wide), axis=tuple(gone))
+                                                         if gone else wide)).reshape(-1)
+                                     [lin[live]])
+        bad = ~((np.abs(got.astype(np.float64) - due) <= tol) |
+                (np.isnan(got) & np.isnan(due)) | (got == due))
+    else:
+        bad = got.astype(np.float64) != due
+    if bad.any():
+        at = int(np.flatnonzero(bad)[0])
+        raise TcplanError(Violation("verify-mismatch", (), {"detail": (
+            f"the inter_slice_reduce op's output: position {at} of the held ones holds "
+            f"{got[at]!r}, the reduction over {', '.join(list(axes)[k] for k in gone)} "
+            f"gives {due[at]!r} ({int(bad.sum()):,} of {got.size:,} positions off)")}))
+    result = np.zeros(tuple(o_axes.values()), flits.dtype)
+    result.reshape(-1)[lin[live]] = got
+    return result, int(live.sum())
+
+
+def _saturating_sum(x: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
+    """``AddSat`` over ``axis`` in index order (the ring's slice order), each partial sum
+    clipped to i32, in int64 arithmetic: saturation depends on the order."""
+    x = np.moveaxis(x, axis, tuple(range(len(axis))))
+    x = x.reshape((-1,) + x.shape[len(axis):])
+    acc = x[0].copy()
+    for v in x[1:]:
+        acc = np.clip(acc + v, -2 ** 31, 2 ** 31 - 1)
+    return acc
+
+
+def _held_values(t: Tensor, a: str, size: int) -> np.ndarray:
+    """The values of axis ``a`` a stream holds (its digits' reach)."""
+    v = np.zeros(1, np.int64)
+    for f in sorted({(f.lo, f.radix) for m in t.dims.values() for f in m.factors
+                     if f.axis == a}):
+        v = (v[:, None] + np.arange(f[1], dtype=np.int64)[None] * f[0]).reshape(-1)
+    return np.unique(v[v < size])
 
 
 def _reference_where_held(reference: Callable[[np.ndarray], np.ndarray], T: np.ndarray,

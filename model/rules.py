@@ -27,7 +27,7 @@ PROFILES = ("pseudo", "fetch", "commit", "dma")
 #: The Tensor Unit's engines between Fetch and Commit, each a profile of its own rules
 #: (model/engines/, one module each; issue 29).
 ENGINE_PROFILES = ("collect", "cast", "to_trf", "to_vrf", "transpose", "switch", "contract",
-                   "commit_trim", "fetch_cast")
+                   "commit_trim", "fetch_cast", "inter_slice_reduce")
 ALL_PROFILES = frozenset(PROFILES)  # (a rule's default: the sequencer's profiles)
 MODES = ("read", "write")
 #: what a rule constrains (the module that checks it): see ARCHITECTURE.md
@@ -799,6 +799,17 @@ RULES: dict[str, Rule] = _rules(
         "book: computing-tensors/switch-engine.md ('Custom Configurations', 'Constraints'); "
         "docs/engines.md",
         profiles=frozenset({"switch"}), scope="engine",
+    ),
+    Rule(
+        "inter-slice-shape", "hardware",
+        "the Inter-Slice Reducer reduces the Slice's innermost factors into a dummy or a "
+        "broadcast",
+        "Inter-Slice Reducer ({op}) of Slice {slice} to {out_slice}: {why}",
+        "keep the Slice's outer factors, replace its innermost reduced ones by 1 # r or a "
+        "new axis of r, keep Time and Packet, and use an operation of the stream's type",
+        "book: computing-tensors/vector-engine/inter-slice-reducer.md ('Constraints'); "
+        "docs/engines.md",
+        profiles=frozenset({"inter_slice_reduce"}), scope="engine",
     ),
     Rule(
         "commit-trim", "hardware", "a trim keeps the leading 8, 16, 24 or 32 bytes",

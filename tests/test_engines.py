@@ -725,3 +725,72 @@ def test_a_trf_tensor_may_reuse_bytes_once_the_last_read_is_done():
     with pytest.raises(TcplanError) as e:
         tcplan.loads(_two_weights(True), "g.yaml")
     assert "overlaps" in e.value.message and "wt" in e.value.message
+
+
+# ---- the Inter-Slice Reducer -------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["inter_slice_dummy", "inter_slice_broadcast"])
+def test_the_guides_inter_slice_reductions(name):
+    """The guide's Dummy Replacement (AddSat, i32) and Broadcast (f32 Add) examples: each
+    verifies against the reduction over R written apart, at one flit streamed plus the
+    ring of 4: 5 cycles."""
+    r = tcplan.solve(GUIDE / f"{name}.yaml")
+    assert r.verified is True and r.cycles == 1 + 4
+
+
+def test_the_inter_slice_reducer_sums_each_group_into_its_first_slice():
+    """By hand: A / 8 groups of R = 4 slices; the sum of a group's four packets lands on its
+    first slice (Slice [A / 8, 1 # 4]); with the broadcast, on every slice of the group."""
+    from tcplan.model.engines.inter_slice import InterSliceReduce
+    axes = {"A": 64, "R": 4}
+    inp = _stream(axes, "m![1]", "m![A % 8]", "i32", "m![A / 8, R]")
+    out = _stream(axes, "m![1]", "m![A % 8]", "i32", "m![A / 8, 1 # 4]")
+    v = np.arange(2 * 32 * 8, dtype=np.int32).reshape(64, 1, 8)  # (cluster x slice units)
+    got = InterSliceReduce("AddSat").run(v, inp, out)
+    assert got[0, 0, 0] == 0 + 8 + 16 + 24 and got[4, 0, 1] == 33 + 41 + 49 + 57
+    assert lower(InterSliceReduce("AddSat"), inp, out).cycles == 1 + 4
+
+
+def test_inter_slice_rules_by_name():
+    from tcplan.model.engines.inter_slice import InterSliceReduce
+    axes = {"A": 64, "R": 4, "X": 4, "C": 4}
+    inp = _stream(axes, "m![C]", "m![A % 8]", "i32", "m![A / 8, R]")
+    dummy = _stream(axes, "m![C]", "m![A % 8]", "i32", "m![A / 8, 1 # 4]")
+    # Mul is an f32 operation
+    bad = InterSliceReduce("Mul").check(inp, dummy)
+    assert [v.rule for v in bad] == ["inter-slice-shape"] and "AddSat" in bad[0].message
+    # a promotion of the Time factor C into the freed slots: not modelled
+    promo = _stream(axes, "m![1]", "m![A % 8]", "i32", "m![A / 8, C]")
+    bad = InterSliceReduce("Add").check(inp, promo)
+    assert "promotion" in bad[0].message
+    # the replacing factors must hold the reduced ones' 4 slices
+    two = _stream(axes, "m![C]", "m![A % 8]", "i32", "m![A / 8, 1 # 2, 1 # 2]")
+    assert not InterSliceReduce("Add").check(inp, two)  # (2 x 2 = 4: a dummy of two terms)
+    # Time is kept
+    other = _stream(axes, "m![1]", "m![A % 8]", "i32", "m![A / 8, X]")
+    assert {v.rule for v in InterSliceReduce("Add").check(inp, other)} == {"engine-layout"}
+
+
+def test_a_contraction_result_may_carry_a_partly_summed_axis():
+    """weighted_sum's contraction: the tree sums T % 16 in each slice while the result
+    stays on the slices of T / 16: at T = 16 k the result holds the partial sum over the
+    16 keys of slice k, against numpy on integers (exact; summing a digit the result holds
+    is still refused: tests/test_contraction.py, contract-reduce-axes)."""
+    text = """format: 1
+kind: contract
+dtype: bf16
+axes: {N: 2, T: 64, G: 2, D: 16}
+source: {slice: 'm![N, T / 16]', time: 'm![G]', packet: 'm![T % 16]'}
+trf: {tier: trf, slice: 'm![N, T / 16]', lane: 'm![D % 8]', element: 'm![D / 8, T % 16]'}
+stages: {outer: {time: 'm![G, D / 8]', packet: 'm![T % 16]'}, packet: 'm![1]', time: 'm![G, D / 8]', lane: interleaved}
+destination: {slice: 'm![N, T / 16]', time: 'm![G, D / 8]', packet: 'm![D % 8]'}
+"""
+    from tcplan.model.numeric import NP_DTYPES
+    bf16 = NP_DTYPES["bf16"]
+    rng = np.random.default_rng(0)
+    S = rng.integers(-3, 4, (2, 64, 2)).astype(np.float32)  # (N, T, G)
+    W = rng.integers(-3, 4, (2, 64, 16)).astype(np.float32)  # (N, T, D)
+    out = tcplan.run(tcplan.loads(text, "c.yaml"),
+                     {"source": S.astype(bf16), "trf": W.astype(bf16)})
+    d = out.arrays["destination"]  # (N, T, G, D)
+    want = np.einsum("nkjg,nkjd->nkgd", S.reshape(2, 4, 16, 2), W.reshape(2, 4, 16, 16))
+    assert np.array_equal(d[:, ::16], want) and (d[:, 1::16] == 0).all()

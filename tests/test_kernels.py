@@ -479,6 +479,37 @@ def test_attention_forward_folds_the_block_into_the_running_softmax():
     assert np.array_equal(a["out_hbm_out"].view(np.uint16), new_out.view(np.uint16))
 
 
+def test_weighted_sum_contracts_each_slice_and_reduces_across_slices():
+    """attention::weighted_sum whole: the softmax weights rounded to bf16; each slice's
+    contraction the partial sum over its 16 keys (on T / 16), rounded to bf16, within one
+    bf16 rounding and the f32 bound of numpy's float64; the Inter-Slice Reducer's sum of
+    the 32 partial sums of each head (from tcplan's partials) likewise; the result gathered
+    on slice 0."""
+    from tcplan.model.numeric import NP_DTYPES
+    bf16 = NP_DTYPES["bf16"]
+    rng = np.random.default_rng(19)
+    w = rng.random((8, 2, 512)).astype(np.float32)  # (N, G, T): softmax weights
+    v = rng.standard_normal((512, 8, 128)).astype(np.float32).astype(bf16)  # (T, N, D)
+    out = tcplan.run(KERNELS / "attention_weighted_sum.yaml",
+                     {"masked_exp": w, "v": v.transpose(1, 2, 0)})
+    a = out.arrays
+    wb = w.astype(bf16)
+    assert np.array_equal(a["weight_s0"].view(np.uint16), wb.view(np.uint16))
+    w64 = wb.astype(np.float64).reshape(8, 2, 32, 16)
+    v64 = v.astype(np.float64).transpose(1, 0, 2).reshape(8, 32, 16, 128)  # (N, k, j, D)
+
+    def close(got, exact, absum, n):
+        g = n * 2.0 ** -24 / (1 - n * 2.0 ** -24)
+        return (np.abs(got - exact) <= 2.0 ** -8 * np.abs(exact) + g * absum * 1.01).all()
+    part = a["partial"].astype(np.float64)[..., ::16]  # (N, G, D, k): at T = 16 k
+    exact = np.einsum("ngkj,nkjd->ngdk", w64, v64)
+    absum = np.einsum("ngkj,nkjd->ngdk", np.abs(w64), np.abs(v64))
+    assert close(part, exact, absum, 16)
+    res = a["result"].astype(np.float64)  # (N, G, D)
+    assert close(res, part.sum(axis=-1), np.abs(part).sum(axis=-1), 32)
+    assert np.abs(res).max() > 1
+
+
 def test_row_sum_compute_costs_by_hand():
     """row_sum's chain: 1,024 f32 flits narrowed to 2,048 four-way ones, + 2 ALUs
     (IntraSliceReduce, ClipAdd) = 2,050 cycles, the path's bottleneck; the transpose of the

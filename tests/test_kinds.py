@@ -12,7 +12,8 @@ from tcplan.planner.spec import load_problem
 #: the kinds docs/problem-format.md documents
 KINDS = ("layout", "sequence", "dma", "pcie", "fetch", "commit", "redistribute", "gather",
          "scatter", "vector", "lane_fold", "expression", "graph", "collect", "cast",
-         "to_trf", "to_vrf", "transpose", "switch", "contract", "commit_trim", "chain", "fetch_cast")
+         "to_trf", "to_vrf", "transpose", "switch", "contract", "commit_trim", "chain", "fetch_cast",
+         "inter_slice_reduce")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

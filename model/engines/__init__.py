@@ -33,5 +33,5 @@ from __future__ import annotations
 
 from .base import (ENGINES, SPATIAL, Engine, EnginePlan, flit_elements,  # noqa: F401
                    flit_violation, layout_violations, lower, register, same_units)
-from . import (cast, collect, commit_adapter, fetch_adapter, register_files,  # noqa: E402,F401 - each registers its engine
-               switch, transpose)
+from . import (cast, collect, commit_adapter, fetch_adapter, inter_slice,  # noqa: E402,F401 - each registers its engine
+               register_files, switch, transpose)

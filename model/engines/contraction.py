@@ -258,8 +258,9 @@ class ContractionPlan:
 
     def check_operands(self) -> None:
         """``contract-trf``: every element of the TRF's axes the product reads at a lane
-        is one that lane holds; ``contract-reduce-axes``: what the reducers sum is over
-        axes the result does not carry, and what they keep is."""
+        is one that lane holds; ``contract-reduce-axes``: the digits the reducers sum are
+        digits the result does not hold (it may hold other digits of their axes: partial
+        sums), and what they keep is."""
         need, ok = self.trf_positions()
         if not ok.all():
             at = int(np.flatnonzero(~ok)[0])
@@ -267,11 +268,12 @@ class ContractionPlan:
             raise fail("contract-trf", (self.trf.dims["element"].text(),),
                        element=self.trf.dims["element"].text(), lane=at // (T * P),
                        time=at // P % T, packet=at % P)
-        summed = self.summed_axes()
-        carried = {a for m in self.out.dims.values() for a in m.used_axes}
-        if summed & carried:
+        clash = sorted({a for a, lo, radix in self.summed_digits()
+                        for f in (f for m in self.out.dims.values() for f in m.factors)
+                        if f.axis == a and lo < f.lo * f.radix and f.lo < lo * radix})
+        if clash:
             raise fail("contract-reduce-axes", (self.engine.time.text(),),
-                       axes=", ".join(sorted(summed & carried)))
+                       axes=", ".join(clash))
 
     def trf_positions(self) -> tuple[np.ndarray, np.ndarray]:
         """Per position of :attr:`joint` where it holds an index: the TRF element the lane
@@ -316,13 +318,17 @@ class ContractionPlan:
         pos = np.where(found, elems[at] if keys.size else 0, -1)
         return pos, ~jh | (pos >= 0)
 
-    def summed_axes(self) -> set[str]:
-        """The axes of the digits the two reducers sum."""
+    def summed_digits(self) -> set[tuple[str, int, int]]:
+        """The digits ``(axis, lo, radix)`` the two reducers sum: the Packet Reducer's
+        tree and the Time terms the Time Reducer leaves out.  The result may carry other
+        digits of the same axis: its value there is a partial sum (a slice's share of a
+        sum the Inter-Slice Reducer completes, docs/decisions.md item 105)."""
         e = self.engine
         cut = split_inner(e.outer_packet, 1 << self.depth)[1]
         terms = e.outer_time.terms
         gone = [t for k, t in enumerate(terms) if k not in self.kept and t.size > 1]
-        return set(cut.used_axes) | {a for t in gone for a in t.used_axes}
+        return {(f.axis, f.lo, f.radix) for m in (cut, *gone) for f in m.factors
+                if f.axis is not None}
 
     # ---- cycles and MAC utilization ----------------------------------------------------
     def stages(self) -> list[dict[str, Any]]:

@@ -40,7 +40,10 @@ OPTIONS: dict[str, dict[str, tuple[tuple[str, ...] | None, bool]]] = {
     "switch": {"config": (None, True)},
     "commit_trim": {},
     "fetch_cast": {"to": (tuple(hw.DTYPE_BYTES), True)},
+    "inter_slice_reduce": {"op": (("Add", "AddSat", "Max", "Min", "Mul"), True)},
 }
+#: the engines whose output drops axes (a reduction): a kind of their own
+REDUCING = tuple(n for n in eng.ENGINES if getattr(eng.ENGINES[n], "reduces", False))
 
 
 def _switch_config(ctx, value: Any) -> dict[str, Any]:
@@ -115,14 +118,18 @@ class EngineSolved:
         return out
 
 
-class TensorUnitEngine(Kind):
-    names = tuple(eng.ENGINES)
-    keys = {n: key_sets({"source", "destination", *OPTIONS[n]},
+def _keys(names: tuple[str, ...]) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+    return {n: key_sets({"source", "destination", *OPTIONS[n]},
                         {"source", "destination", *(k for k, (_, req) in OPTIONS[n].items()
                                                      if req)})
-            for n in eng.ENGINES}
+            for n in names}
+
+
+class TensorUnitEngine(Kind):
+    names = tuple(n for n in eng.ENGINES if n not in REDUCING)
+    keys = _keys(names)
     solvable = True
-    graph_roles = {n: ROLES for n in eng.ENGINES}
+    graph_roles = {n: ROLES for n in names}
     graph_broadcast = True  # (a switch's output carries its broadcast axes)
     dtype_role = "source"
     output_word = "computed"
@@ -264,4 +271,26 @@ def given_text(kind: Kind, problem, solved: Solved, against: str) -> str:
                       out.plan.text(), check])
 
 
+class ReducingEngine(TensorUnitEngine):
+    """An engine whose output drops the axes it reduces (the Inter-Slice Reducer): the
+    destination carries the source's axes less those."""
+
+    names = REDUCING
+    keys = _keys(REDUCING)
+    graph_roles = {n: ROLES for n in REDUCING}
+    graph_same_axes = False  # (check_tensors checks what the destination carries)
+    graph_broadcast = False
+
+    def check_tensors(self, problem, plan: eng.EnginePlan, tensors: dict) -> None:
+        super().check_tensors(problem, plan, tensors)
+        from tcplan.executor.run import carried_axes
+        src, dst = tensors["source"], tensors["destination"]
+        if not set(carried_axes(dst, problem.axes)) < set(carried_axes(src, problem.axes)):
+            raise fail("bad-request", detail=f"op {problem.name}: {dst.name} carries "
+                       f"{carried_axes(dst, problem.axes)}; a reduction's output carries the "
+                       f"source's axes ({carried_axes(src, problem.axes)}) less those it "
+                       "reduces", fix=f"declare {dst.name} without the reduced axes")
+
+
 register(TensorUnitEngine())
+register(ReducingEngine())
