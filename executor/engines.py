@@ -142,7 +142,8 @@ def run_reduction(plan: EnginePlan, values: np.ndarray, axes: dict[str, int]
     red = reductions[op]
     exact = red(wide, axis=tuple(gone)) if gone else wide
     o_axes = {a: axes[a] for a in kept}
-    out_t = plan.out
+    # (the output on the input's units: engine-spatial held, ``m![1]`` and ``m![1 # 2]``)
+    out_t = plan.out.with_dims(chip=plan.inp.dims["chip"], cluster=plan.inp.dims["cluster"])
     lin, live = stream_index(out_t, o_axes)
     got = flits[live]
     due = np.asarray(exact).reshape(-1)[lin[live]]

@@ -794,3 +794,18 @@ destination: {slice: 'm![N, T / 16]', time: 'm![G, D / 8]', packet: 'm![D % 8]'}
     d = out.arrays["destination"]  # (N, T, G, D)
     want = np.einsum("nkjg,nkjd->nkgd", S.reshape(2, 4, 16, 2), W.reshape(2, 4, 16, 16))
     assert np.array_equal(d[:, ::16], want) and (d[:, 1::16] == 0).all()
+
+
+@pytest.mark.parametrize("cluster, refused", [("m![3]", True), ("m![1]", False),
+                                              ("m![1 # 4]", False)])
+def test_a_custom_broadcast_on_other_clusters(cluster, refused):
+    """Found by the fuzz campaign: an input on other units than the output's (Cluster
+    m![3]) is refused by name; m![1] and m![1 # 4] place the stream on the same units as the
+    output's m![1 # 2] and verify (a traceback before)."""
+    text = (GUIDE / "switch_custom_broadcast.yaml").read_text().replace(
+        "source: {cluster: 'm![1 # 2]'", f"source: {{cluster: '{cluster}'")
+    r = tcplan.verify(tcplan.loads(text, "p.yaml"))
+    if refused:
+        assert r.verified is False and "switch-custom" in str(r.error)
+    else:
+        assert r.verified is True

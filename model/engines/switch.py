@@ -34,7 +34,7 @@ from tcplan.model.mapping import LIVE, Mapping, axis, join, number, split_inner
 from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import Tensor
 
-from .base import layout_violations, register
+from .base import layout_violations, register, same_units
 
 #: each configuration: its parameters, and how many new broadcast axes its Slice takes
 CONFIGS: dict[str, tuple[tuple[str, ...], int]] = {
@@ -264,6 +264,11 @@ class CustomBroadcast:
 
     def _why(self, inp: Tensor, out: Tensor) -> str:
         s = inp.dims["slice"].size
+        for d in ("chip", "cluster"):
+            if not same_units(inp.dims[d], out.dims[d]):
+                return f"the output's {d.title()} {out.dims[d].text()} is not the input's " \
+                       f"{inp.dims[d].text()}: a switch moves a stream between the slices " \
+                       "of its cluster"
         if s % self.ring_size:
             return f"the ring of {self.ring_size} slices does not divide the Slice's {s}"
         if out.dims["slice"].size != s:
@@ -288,6 +293,8 @@ class CustomBroadcast:
         axes = sorted({a for d in ("slice", "time") for a in inp.dims[d].used_axes})
         sizes = {**inp.dims["slice"].axes, **inp.dims["time"].axes}
         s = inp.dims["slice"].size
+        # (the same units, _why checked: ``m![1]`` and ``m![1 # 2]`` alike, counted as in)
+        out = out.with_dims(chip=inp.dims["chip"], cluster=inp.dims["cluster"])
         k_in, live_in = _positions(inp, axes, sizes)
         k_out, live_out = _positions(out, axes, sizes)
         n_in, n_out = inp.dims["time"].size, out.dims["time"].size
