@@ -22,7 +22,7 @@ from tcplan.model.engines.contraction import ContractionPlan
 from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import TIER_DIMS, Tensor
 
-from .engines import check_holds, lay_out, stream_index
+from .engines import axis_digits, check_holds, held_values, lay_out, stream_index
 from .run import value_text
 
 U32 = 2.0 ** -24  # the unit roundoff of f32
@@ -171,24 +171,6 @@ def _split(x: np.ndarray, ax: list[str], parts: dict[str, tuple[np.ndarray, np.n
     return x.reshape(shape)
 
 
-def _digits(tensors, a: str) -> list[tuple[int, int]]:
-    """The digits ``(lo, radix)`` of axis ``a`` in the tensors' mappings."""
-    return sorted({(f.lo, f.radix) for t in tensors for m in t.dims.values()
-                   for f in m.factors if f.axis == a})
-
-
-def held_values(tensors, a: str, size: int) -> np.ndarray:
-    """The values of axis ``a`` that the digits the tensors hold of it reach (their sum:
-    the whole axis where the digits overlap or cover it)."""
-    digits = _digits(tensors, a)
-    if any(lo * radix > nxt for (lo, radix), (nxt, _) in zip(digits, digits[1:])):
-        return np.arange(size)  # (overlapping digits: every value)
-    v = np.zeros(1, np.int64)
-    for lo, radix in digits:
-        v = (v[:, None] + np.arange(radix, dtype=np.int64)[None] * lo).reshape(-1)
-    return np.sort(v[v < size])
-
-
 def operand(T: np.ndarray, t: Tensor, axes: dict[str, int],
             values: dict[str, np.ndarray]) -> np.ndarray:
     """``T`` (over the axes ``t`` carries) as ``t`` holds it, at ``values`` of each axis:
@@ -196,7 +178,7 @@ def operand(T: np.ndarray, t: Tensor, axes: dict[str, int],
     and no ``A % 8``), the value at the digits it holds, the others 0 (the one operand
     serves every value of the digits it lacks: a broadcast)."""
     kept = _carried(t, axes)
-    mine = {a: _digits((t,), a) for a in kept}
+    mine = {a: axis_digits((t,), a) for a in kept}
     index = []
     for a in kept:
         x = values[a]

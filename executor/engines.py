@@ -129,7 +129,7 @@ def run_reduction(plan: EnginePlan, values: np.ndarray, axes: dict[str, int]
     T = over_axes(values, have, axes)
     flits = plan.engine.run(lay_out(plan.inp, T, axes), plan.inp, plan.out)
     gone = [k for k, a in enumerate(axes) if a in have and a not in kept]
-    held = {k: _held_values(plan.inp, list(axes)[k], list(axes.values())[k]) for k in gone}
+    held = {k: held_values((plan.inp,), list(axes)[k], list(axes.values())[k]) for k in gone}
     sub = T
     for k in gone:
         sub = np.take(sub, held[k], axis=k)
@@ -171,6 +171,24 @@ def run_reduction(plan: EnginePlan, values: np.ndarray, axes: dict[str, int]
     return result, int(live.sum())
 
 
+def axis_digits(tensors, a: str) -> list[tuple[int, int]]:
+    """The digits ``(lo, radix)`` of axis ``a`` in the tensors' mappings."""
+    return sorted({(f.lo, f.radix) for t in tensors for m in t.dims.values()
+                   for f in m.factors if f.axis == a})
+
+
+def held_values(tensors, a: str, size: int) -> np.ndarray:
+    """The values of axis ``a`` that the digits the tensors hold of it reach (their sum:
+    the whole axis where the digits overlap or cover it)."""
+    digits = axis_digits(tensors, a)
+    if any(lo * radix > nxt for (lo, radix), (nxt, _) in zip(digits, digits[1:])):
+        return np.arange(size)  # (overlapping digits: every value)
+    v = np.zeros(1, np.int64)
+    for lo, radix in digits:
+        v = (v[:, None] + np.arange(radix, dtype=np.int64)[None] * lo).reshape(-1)
+    return np.sort(v[v < size])
+
+
 def _saturating_sum(x: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
     """``AddSat`` over ``axis`` in index order (the ring's slice order), each partial sum
     clipped to i32, in int64 arithmetic: saturation depends on the order."""
@@ -180,15 +198,6 @@ def _saturating_sum(x: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
     for v in x[1:]:
         acc = np.clip(acc + v, -2 ** 31, 2 ** 31 - 1)
     return acc
-
-
-def _held_values(t: Tensor, a: str, size: int) -> np.ndarray:
-    """The values of axis ``a`` a stream holds (its digits' reach)."""
-    v = np.zeros(1, np.int64)
-    for f in sorted({(f.lo, f.radix) for m in t.dims.values() for f in m.factors
-                     if f.axis == a}):
-        v = (v[:, None] + np.arange(f[1], dtype=np.int64)[None] * f[0]).reshape(-1)
-    return np.unique(v[v < size])
 
 
 def _reference_where_held(reference: Callable[[np.ndarray], np.ndarray], T: np.ndarray,

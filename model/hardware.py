@@ -161,6 +161,10 @@ CAST_ENGINE_CASTS = {"i32": ("i4", "i8", "i16"), "f32": ("f8e5m2", "f8e4m3", "bf
 FETCH_ADAPTER_CASTS = {"i8": ("i32",), "i16": ("i32",), "f8e4m3": ("f32",),
                        "f8e5m2": ("f32",), "bf16": ("f32",), "f32": ("bf16",)}
 FETCH_CAST_LATENCY = 2
+#: The Inter-Slice Reducer's operations by stream type (book: computing-tensors/
+#: vector-engine/inter-slice-reducer.md, InterSliceReduceOpI32 / OpF32).
+INTER_SLICE_REDUCE_OPS = {"i32": ("Add", "AddSat", "Max", "Min"),
+                          "f32": ("Add", "Max", "Min", "Mul")}
 #: Active TRF lanes a store may fill (book: computing-tensors/register-files.md: 1, 2, 4 or 8
 #: of the 8 lanes).
 TRF_LANE_COUNTS = (1, 2, 4, 8)

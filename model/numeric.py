@@ -262,12 +262,14 @@ def compare(op: str, value: Any, x: np.ndarray) -> np.ndarray:
 
 
 def reduce_op(op: str, acc: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """One step of an intra-slice reduce: ``AddSat`` (i32, saturating), ``Add`` (f32),
-    ``Max``, ``Min``."""
+    """One step of a reduction (the intra-slice and inter-slice reducers): ``AddSat`` (i32,
+    saturating), ``Add`` (f32, or i32 wrapping), ``Mul`` (f32), ``Max``, ``Min``, in the
+    stream's type."""
     if op == "AddSat":
         return _sat(acc.astype(np.int64) + x)
-    if op == "Add":
-        return (acc + x).astype(np.float32)
+    if op in ("Add", "Mul"):
+        with np.errstate(over="ignore"):  # (i32 wraps)
+            return (acc + x if op == "Add" else acc * x).astype(acc.dtype)
     return _fmax(acc, x) if op == "Max" else _fmin(acc, x)
 
 

@@ -20,13 +20,13 @@ import numpy as np
 
 from tcplan.model import hardware as hw
 from tcplan.model.mapping import Mapping
+from tcplan.model.numeric import reduce_op
 from tcplan.model.rules import Violation
 from tcplan.model.tiers import Tensor
 
 from .base import layout_violations, register
 
-#: the reducer's operations by stream type (the guide's InterSliceReduceOpI32 / OpF32)
-OPS = {"i32": ("Add", "AddSat", "Max", "Min"), "f32": ("Add", "Max", "Min", "Mul")}
+OPS = hw.INTER_SLICE_REDUCE_OPS
 WHY = {"time": "the Inter-Slice Reducer keeps Time (a promotion into the Slice is not "
        "modelled)", "packet": "the Inter-Slice Reducer keeps the Packet",
        "dtype": "the reducer keeps the type"}
@@ -100,7 +100,7 @@ class InterSliceReduce:
         v = values.reshape(units // r, r, time, packet)
         acc = v[:, 0].copy()
         for k in range(1, r):  # (around the ring, slice after slice)
-            acc = fold(self.op, acc, v[:, k])
+            acc = reduce_op(self.op, acc, v[:, k])
         return np.broadcast_to(acc[:, None], v.shape).reshape(units, time, packet).copy()
 
     def derived(self, inp: Tensor, out: Tensor) -> dict[str, int]:
@@ -109,19 +109,6 @@ class InterSliceReduce:
     def cycles(self, inp: Tensor, out: Tensor) -> int:
         flits = -(-inp.dims["packet"].size * inp.elem_bytes // hw.FLIT_BYTES)
         return inp.dims["time"].size * flits + self.group(inp, out)[0]
-
-
-def fold(op: str, acc: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """One step of the reduction, in the stream's type."""
-    if op == "AddSat":
-        return np.clip(acc.astype(np.int64) + x, -2 ** 31, 2 ** 31 - 1).astype(np.int32)
-    if op == "Add":
-        return (acc + x).astype(acc.dtype)  # (i32 wraps: numpy's int32 addition)
-    if op == "Mul":
-        return (acc * x).astype(acc.dtype)
-    if op == "Max":  # (f32: a NaN operand yields the other, IEEE maxNum)
-        return np.fmax(acc, x)
-    return np.fmin(acc, x)
 
 
 register(InterSliceReduce.name, InterSliceReduce)  # (the class: its ``reduces`` is read)

@@ -40,7 +40,8 @@ OPTIONS: dict[str, dict[str, tuple[tuple[str, ...] | None, bool]]] = {
     "switch": {"config": (None, True)},
     "commit_trim": {},
     "fetch_cast": {"to": (tuple(hw.DTYPE_BYTES), True)},
-    "inter_slice_reduce": {"op": (("Add", "AddSat", "Max", "Min", "Mul"), True)},
+    "inter_slice_reduce": {"op": (tuple(dict.fromkeys(
+        o for ops in hw.INTER_SLICE_REDUCE_OPS.values() for o in ops)), True)},
 }
 #: the engines whose output drops axes (a reduction): a kind of their own
 REDUCING = tuple(n for n in eng.ENGINES if getattr(eng.ENGINES[n], "reduces", False))
