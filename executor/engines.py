@@ -253,11 +253,21 @@ def widened(T: np.ndarray, to: str) -> np.ndarray:
     return np.where(u >= 1 << (bits - 1), u - (1 << bits), u).astype(NP_DTYPES[to])
 
 
+def relu_by_bits(T: np.ndarray) -> np.ndarray:
+    """A fused ReLU on f32 words: a word with its sign bit set becomes +0.0 unless its
+    exponent is all ones with a mantissa (a NaN, kept)."""
+    u = np.ascontiguousarray(T, np.float32).view(np.uint32)
+    nan = ((u >> 23) & 0xFF == 0xFF) & (u & 0x7FFFFF != 0)
+    return np.where((u >> 31 == 1) & ~nan, np.uint32(0), u).view(np.float32)
+
+
 def reference(plan: EnginePlan) -> Callable[[np.ndarray], np.ndarray]:
     """What the op computes over whole tensors: a move holds its input (Collect), a Cast
     narrows each element to its output type, a Fetch Adapter widens it (or narrows f32 to
     bf16)."""
     to, have = plan.out.dtype, plan.inp.dtype
+    if getattr(plan.engine, "relu", False):  # (the Commit Adapter's fused ReLU)
+        return lambda T: narrowed(relu_by_bits(T), to)
     if to == have:
         return lambda T: T
     from tcplan.model import hardware as hw

@@ -185,6 +185,12 @@ TRANSPOSE_BUFFER_COLUMNS = 16
 #: The Commit Adapter's trim keeps 8, 16, 24 or 32 bytes of each flit (book:
 #: computing-tensors/commit-adapter.md 'Trimming': D[valid_size] in bytes; 32: no trim).
 COMMIT_TRIM_BYTES = (8, 16, 24, 32)
+#: The Commit Adapter's casts (book: commit-adapter.md 'Type Casting': f32 -> bf16, plain or
+#: with a fused ReLU; furiosa-opt-std cast.rs ``CommitCast``) and the unit its converting
+#: write covers before the narrowing (furiosa-opt-lower-types COMMIT_BASE_SIZE: 8 bytes; an
+#: f32 -> bf16 cast reads a multiple of 8 x 2 bytes).
+COMMIT_ADAPTER_CASTS = {("f32", "bf16")}
+COMMIT_BASE_BYTES = 8
 CONTRACT_LANES = (1, 2, 4, 8)
 CONTRACT_PACKET_BYTES = (32, 64)
 CONTRACT_ACCUMULATOR = {"i8": "i32", "bf16": "f32", "f8e4m3": "f32", "f8e5m2": "f32"}

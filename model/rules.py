@@ -27,7 +27,8 @@ PROFILES = ("pseudo", "fetch", "commit", "dma")
 #: The Tensor Unit's engines between Fetch and Commit, each a profile of its own rules
 #: (model/engines/, one module each; issue 29).
 ENGINE_PROFILES = ("collect", "cast", "to_trf", "to_vrf", "transpose", "switch", "contract",
-                   "commit_trim", "fetch_cast", "inter_slice_reduce")
+                   "commit_trim", "fetch_cast", "inter_slice_reduce", "commit_cast",
+                   "commit_cast_relu")
 ALL_PROFILES = frozenset(PROFILES)  # (a rule's default: the sequencer's profiles)
 MODES = ("read", "write")
 #: what a rule constrains (the module that checks it): see ARCHITECTURE.md
@@ -819,6 +820,22 @@ RULES: dict[str, Rule] = _rules(
         "m![N] to m![N = 8])",
         "book: computing-tensors/commit-adapter.md ('Trimming'); docs/engines.md",
         profiles=frozenset({"commit_trim"}), scope="engine",
+    ),
+    Rule(
+        "commit-cast-types", "hardware", "the Commit Adapter casts f32 to bf16 only",
+        "{op}: the Commit Adapter casts {have} to {want}; it converts f32 to bf16 and "
+        "nothing else",
+        "narrow other types in the Cast Engine (cast: {{to: ...}}) before the trim",
+        "book: computing-tensors/commit-adapter.md ('Type Casting'); docs/engines.md",
+        profiles=frozenset({"commit_cast", "commit_cast_relu"}), scope="engine",
+    ),
+    Rule(
+        "commit-cast-width", "hardware", "a converting commit reads a multiple of 16 bytes",
+        "{op}: the trimmed packet {packet} is {bytes} B, not a multiple of {unit} B",
+        "trim the flit to {legal} before the cast",
+        "book: computing-tensors/commit-adapter.md ('Type Casting'); furiosa-opt-lower "
+        "config_commit_cast; docs/engines.md",
+        profiles=frozenset({"commit_cast", "commit_cast_relu"}), scope="engine",
     ),
     Rule(
         "contract-lanes", "hardware", "a contraction broadcasts over 1, 2, 4 or 8 lanes",

@@ -809,3 +809,90 @@ def test_a_custom_broadcast_on_other_clusters(cluster, refused):
         assert r.verified is False and "switch-custom" in str(r.error)
     else:
         assert r.verified is True
+
+
+# ---- the Commit Adapter's casts (book: computing-tensors/commit-adapter.md, 'Type Casting') --
+@pytest.mark.parametrize("name", ["commit_cast_example", "commit_cast_relu_example"])
+def test_the_guides_commit_casts(name):
+    """The guide's two casts: 8 f32 of Time m![N, C, H] (48 steps) to 8 bf16, one flit a
+    cycle; the ReLU clamps the guide's [-5.0, -0.1, 0.0, 3.7] to [0.0, 0.0, 0.0, 3.7], the
+    plain cast keeps them (as bf16 rounds them)."""
+    r = tcplan.solve(GUIDE / f"{name}.yaml")
+    assert r.status == "given" and r.verified is True and r.cycles == 48
+    row = np.array([-5.0, -0.1, 0.0, 3.7, 1.0, -1.0, 2.5, -2.5], np.float32)
+    out = tcplan.run(GUIDE / f"{name}.yaml", {"source": np.broadcast_to(row, (4, 3, 4, 8))})
+    d = out.arrays["destination"]
+    assert d.shape == (4, 3, 4, 8) and d.dtype.itemsize == 2
+    got = d[2, 1, 3].astype(np.float32).tolist()
+    if "relu" in name:
+        assert got == [0.0, 0.0, 0.0, 3.703125, 1.0, 0.0, 2.5, 0.0]
+    else:
+        assert got == [-5.0, -0.10009765625, 0.0, 3.703125, 1.0, -1.0, 2.5, -2.5]
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_commit_casts_agree_with_the_bits_on_every_kind_of_word(relu):
+    """The engine's cast (numpy: signbit, isnan, ml_dtypes) against the reference's (by bits:
+    the sign bit cleared to +0.0 unless the word is a NaN, then rounded by bits), on 2**20
+    random words and every boundary word: zeros of both signs, subnormals, infinities and
+    NaNs with their sign bit set."""
+    from tcplan.executor.engines import relu_by_bits
+    from tcplan.model.engines.commit_adapter import CommitCast, CommitCastRelu
+    rng = np.random.default_rng(7)
+    special = np.array([0, 0x80000000, 1, 0x80000001, 0x007FFFFF, 0x807FFFFF, 0x7F800000,
+                        0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001,
+                        0x3F808000, 0x3F818000, 0xBF808000], np.uint32)
+    words = np.concatenate([special, rng.integers(0, 1 << 32, 1 << 20, np.uint64
+                                                  ).astype(np.uint32)])
+    x = words.view(np.float32).reshape(1, 1, -1)
+    got = (CommitCastRelu if relu else CommitCast)("bf16").run(x)
+    want = narrowed(relu_by_bits(x) if relu else x, "bf16")
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+    if relu:  # (hand-worked: -0.0 and a negative subnormal to +0.0; a negative NaN kept)
+        assert got.view(np.uint16)[0, 0, 1] == 0 and got.view(np.uint16)[0, 0, 3] == 0
+        assert got.view(np.uint16)[0, 0, 9] == 0x7FC0
+
+
+def test_commit_cast_rules_by_name():
+    cast = ENGINES["commit_cast"](to="bf16")
+    ax = {"M": 4, "W": 8}
+    f32 = _stream(ax, "m![M]", "m![W]", "f32")
+    # an i32 stream: the adapter casts f32 to bf16 only
+    assert _codes(cast, _stream(ax, "m![M]", "m![W]", "i32"),
+                  _stream(ax, "m![M]", "m![W]", "bf16")) == {"commit-cast-types"}
+    assert _codes(ENGINES["commit_cast"](to="i8"), f32,
+                  _stream(ax, "m![M]", "m![W]", "i8")) == {"commit-cast-types"}
+    # 2 f32 (8 bytes) and 6 f32 (24 bytes): not a multiple of 16 bytes
+    for w in (2, 6):
+        a = {"M": 4, "W": w}
+        assert _codes(cast, _stream(a, "m![M]", "m![W]", "f32"),
+                      _stream(a, "m![M]", "m![W]", "bf16")) == {"commit-cast-width"}
+    # the same packet written split still holds what the input's does: it casts
+    assert lower(cast, f32, _stream(ax, "m![M]", "m![W / 2, W % 2]", "bf16")).cycles == 4
+    # a Time that moved: the layout the cast keeps, by name
+    assert "engine-layout" in _codes(cast, f32, _stream({"M": 4, "W": 8}, "m![1]",
+                                                        "m![W]", "bf16"))
+    # 4 f32 (16 bytes) casts
+    a = {"M": 4, "W": 4}
+    assert lower(cast, _stream(a, "m![M]", "m![W]", "f32"),
+                 _stream(a, "m![M]", "m![W]", "bf16")).cycles == 4
+
+
+def test_a_trim_and_relu_cast_path_in_a_graph():
+    """fetch -> collect -> commit_trim -> commit_cast_relu -> commit, as a kernel writes the
+    end of a main-context path: y holds relu(x) in bf16, bit for bit."""
+    text = PATH.replace("XB", "").replace(
+        "  - {name: cast_x, kind: cast, source: xc, destination: xb, to: bf16}\n",
+        "  - {name: trim_x, kind: commit_trim, source: xc, destination: xt}\n"
+        "  - {name: cast_x, kind: commit_cast_relu, source: xt, destination: xb, to: bf16}\n"
+    ).replace("packet: 'm![C % 8 # 16]'", "packet: 'm![C % 8]'").replace(
+        "  y: {tier: dm, slice: 'm![R]', element: 'm![C / 8, C % 8 # 16]', address: 4096}",
+        "  xt: {tier: stream, slice: 'm![R]', time: 'm![C / 8]', packet: 'm![C % 8]', "
+        "dtype: f32}\n  y: {tier: dm, slice: 'm![R]', element: 'm![C]', address: 4096}")
+    r = tcplan.solve(tcplan.loads(text, "p.yaml"))
+    assert r.status == "optimal" and r.verified is True, r.text()
+    xs = np.random.default_rng(3).standard_normal((64, 32)).astype(np.float32)
+    y = tcplan.run(tcplan.loads(text, "p.yaml"), {"x": xs}).arrays["y"]
+    import ml_dtypes
+    assert np.array_equal(y.view(np.uint16),
+                          np.maximum(xs, 0).astype(ml_dtypes.bfloat16).view(np.uint16))

@@ -40,6 +40,8 @@ OPTIONS: dict[str, dict[str, tuple[tuple[str, ...] | None, bool]]] = {
     "switch": {"config": (None, True)},
     "commit_trim": {},
     "fetch_cast": {"to": (tuple(hw.DTYPE_BYTES), True)},
+    "commit_cast": {"to": (tuple(hw.DTYPE_BYTES), True)},
+    "commit_cast_relu": {"to": (tuple(hw.DTYPE_BYTES), True)},
     "inter_slice_reduce": {"op": (tuple(dict.fromkeys(
         o for ops in hw.INTER_SLICE_REDUCE_OPS.values() for o in ops)), True)},
 }
