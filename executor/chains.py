@@ -13,7 +13,7 @@ from tcplan.model.numeric import NP
 from tcplan.model.rules import fail
 
 from .run import carried_axes, tensor_shape, tensor_values
-from .vector import bits_of, output_tensor, run_chain
+from .vector import bits_of, live_coordinates, output_tensor, run_chain
 
 EDGES = {
     "i32": [-(2**31), 2**31 - 1, 0, -1, 1, -(2**31) + 1, 2**31 - 2, 100, -100, 7],
@@ -50,14 +50,8 @@ def with_edges(axes: dict[str, int], dtype: str, seed: int,
 def held_parts(problem, an) -> list[np.ndarray]:
     """The input positions a chain reads (per group in pair mode), over all the axes."""
     axes = list(an.chain.axes)
-    arr = an.entry
-    live = (an.spatial_status[:, None, None] == LIVE) & arr.live[None]
-    S = live.shape[0]
     held = np.zeros(tensor_shape(an.chain.axes, "the input over every axis"), bool)
-    idx = tuple((an.spatial.get(a, np.zeros(S, np.int64))[:, None, None]
-                 + arr.cells.get(a, np.zeros(arr.status.shape, np.int64))[None])[live]
-                for a in axes)
-    held[idx] = True
+    held[live_coordinates(an, an.entry, list(an.chain.axes))[2]] = True
     pair = next((i.step.axis for i in an.infos if i.step.kind == "unzip"), None)
     if pair is None:
         return [held]
@@ -153,14 +147,8 @@ def run_vector(problem, an, seed: int, inputs: dict[str, np.ndarray] | None = No
 def input_coverage(an) -> np.ndarray:
     """Which output coordinates the input stream holds (the kept axes of its live cells)."""
     axes = [a for a in an.chain.axes if a not in an.dropped_axes]
-    arr = an.entry
-    live = (an.spatial_status[:, None, None] == LIVE) & arr.live[None]
-    S = live.shape[0]
     held = np.zeros(tuple(an.chain.axes[a] for a in axes), bool)
-    idx = tuple((an.spatial.get(a, np.zeros(S, np.int64))[:, None, None]
-                 + arr.cells.get(a, np.zeros(arr.status.shape, np.int64))[None])[live]
-                for a in axes)
-    held[idx] = True
+    held[live_coordinates(an, an.entry, axes)[2]] = True
     return held
 
 

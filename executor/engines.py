@@ -12,6 +12,7 @@ engine's two accounts of itself checked against each other.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, Callable
 
 import numpy as np
@@ -23,35 +24,86 @@ from tcplan.model.tiers import TIER_DIMS, Tensor
 
 from .run import axis_strides, carried_axes, constant_along, over_axes, value_text
 
+#: the last few streams' indices (a graph's op reads the stream the op before it made, with
+#: the same mappings): key -> (lin, held), both read-only
+_INDEX_CACHE: "OrderedDict[tuple, tuple[np.ndarray, np.ndarray]]" = OrderedDict()
+_INDEX_CACHE_SIZE = 6
+
+
 def stream_index(t: Tensor, axes: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`compute_stream_index`, remembered for the last few streams (the arrays are
+    read-only: callers share them)."""
+    key = (t.tier, tuple((d, m.raw, tuple(m.axes.items())) for d, m in t.dims.items()),
+           tuple(axes.items()))
+    hit = _INDEX_CACHE.get(key)
+    if hit is not None:
+        _INDEX_CACHE.move_to_end(key)
+        return hit
+    lin, held = compute_stream_index(t, axes)
+    lin.setflags(write=False)
+    held.setflags(write=False)
+    _INDEX_CACHE[key] = (lin, held)
+    if len(_INDEX_CACHE) > _INDEX_CACHE_SIZE:
+        _INDEX_CACHE.popitem(last=False)
+    return lin, held
+
+
+def compute_stream_index(t: Tensor, axes: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
     """Per position ``(units, *inner)`` of a stream (``time, packet``) or a register file's
     tensor (``lane, element`` or ``element``): the linear index into the tensor over
     ``axes`` (C order) and whether the position holds an element (live in every dimension,
     every coordinate inside its axis).  The index is linear in the coordinates, so it is
-    summed dimension by dimension, broadcast, the small dimensions first; an axis's
-    coordinate is summed over dimensions only where it spans several."""
+    summed dimension by dimension, broadcast: the units (chip, cluster, slice) apart from
+    the inner dimensions, and the two combined only on the units that hold something (a
+    stream on 32 slices of 512 costs its 32); the other units' rows are zeros, held
+    nowhere."""
     dims = TIER_DIMS[t.tier]
-    sizes = [t.dims[d].size for d in dims]
     strides = axis_strides(axes)
-    lin = np.zeros([1] * len(dims), np.int64)
-    held = np.ones([1] * len(dims), bool)
-    parts: dict[str, list[np.ndarray]] = {}
+    u_lin, u_held, u_parts = _level(t, dims[:3], strides)
+    i_lin, i_held, i_parts = _level(t, dims[3:], strides)
+    for a in set(u_parts) | set(i_parts):  # (an axis within one level: checked there)
+        if a not in i_parts:
+            u_held = u_held & (u_parts[a] < axes[a])
+        elif a not in u_parts:
+            i_held = i_held & (i_parts[a] < axes[a])
+    units = tuple(t.dims[d].size for d in dims[:3])
+    u_lin, u_held = (np.broadcast_to(x, units).reshape(-1) for x in (u_lin, u_held))
+    inner = tuple(t.dims[d].size for d in dims[3:])
+    i_lin, i_held = (np.broadcast_to(x, inner) for x in (i_lin, i_held))
+    live = np.flatnonzero(u_held)
+    pad = (slice(None),) + (None,) * i_lin.ndim  # (a unit's value over the inner dimensions)
+    held_live = np.broadcast_to(i_held[None], (live.size, *i_held.shape))
+    for a in set(u_parts) & set(i_parts):  # (an axis over both: checked per position)
+        held_live = held_live & ((np.broadcast_to(u_parts[a], units).reshape(-1)[live][pad] + i_parts[a][None])
+                                 < axes[a])
+    lin = np.zeros((u_lin.size, *i_lin.shape), np.int64)
+    held = np.zeros(lin.shape, bool)
+    lin[live] = u_lin[live][pad] + i_lin[None]
+    held[live] = held_live
+    return lin, held
+
+
+def _level(t: Tensor, dims: tuple[str, ...], strides: dict[str, int]
+           ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Over ``dims`` of ``t`` (broadcast, one array dimension each): the linear index's
+    part, whether every dimension is live, and each axis's coordinate summed over them."""
+    n = len(dims)
+    lin = np.zeros([1] * n, np.int64)
+    held = np.ones([1] * n, bool)
+    parts: dict[str, np.ndarray] = {}
     for k, d in enumerate(dims):
-        coords, status = t.dims[d].evaluate()
-        shape = [1] * len(dims)
-        shape[k] = sizes[k]
-        own = np.zeros(sizes[k], np.int64)
+        m = t.dims[d]
+        coords, status = m.evaluate()
+        shape = [1] * n
+        shape[k] = m.size
+        own = np.zeros(m.size, np.int64)
         for a, c in coords.items():
             own += c * strides[a]
-            parts.setdefault(a, []).append(c.reshape(shape))
+            c = c.reshape(shape)
+            parts[a] = parts[a] + c if a in parts else c
         lin = lin + own.reshape(shape)
         held = held & (status == LIVE).reshape(shape)
-    for a, cs in parts.items():
-        total = cs[0] if len(cs) == 1 else sum(cs[1:], cs[0])
-        held = held & (total < axes[a])
-    lin, held = np.broadcast_arrays(lin, held)
-    flat = (sizes[0] * sizes[1] * sizes[2], *sizes[3:])  # (chip, cluster and slice: units)
-    return lin.reshape(flat), held.reshape(flat)
+    return lin, held, parts
 
 
 def lay_out(stream: Tensor, T: np.ndarray, axes: dict[str, int],
@@ -65,12 +117,14 @@ def lay_out(stream: Tensor, T: np.ndarray, axes: dict[str, int],
 
 
 def check_holds(stream: Tensor, values: np.ndarray, T: np.ndarray, axes: dict[str, int],
-                what: str, index: tuple[np.ndarray, np.ndarray] | None = None) -> int:
+                what: str, index: tuple[np.ndarray, np.ndarray] | None = None,
+                units: np.ndarray | None = None) -> int:
     """Does every position of ``values`` that ``stream`` (or a register file's tensor) says
     holds an element hold ``T``'s, bit for bit?  Returns the positions checked; raises
     ``verify-mismatch`` at the first that does not (its unit and position, the value found
     and the one due; ``index``: the stream's :func:`stream_index`, where the caller has
-    it)."""
+    it; ``units``: which unit each row of ``values`` is, where they are a few of the
+    stream's)."""
     lin, held = index if index is not None else stream_index(stream, axes)
     if values.shape != lin.shape:
         raise TcplanError(Violation("verify-mismatch", (), {"detail": (
@@ -81,6 +135,8 @@ def check_holds(stream: Tensor, values: np.ndarray, T: np.ndarray, axes: dict[st
     bad = np.flatnonzero(got.view(bits) != due.view(bits))
     if bad.size:
         where = np.argwhere(held)[bad[0]]
+        if units is not None:
+            where[0] = units[where[0]]
         at = ", ".join(f"{d} {int(i)}" for d, i in zip(("unit", *TIER_DIMS[stream.tier][3:]),
                                                        where))
         raise TcplanError(Violation("verify-mismatch", (), {"detail": (
@@ -104,15 +160,24 @@ def run_engine(plan: EnginePlan, values: np.ndarray, axes: dict[str, int],
     have = carried_axes(plan.inp, axes)
     copies = [a for a in carried_axes(plan.out, axes) if a not in have]  # (a broadcast's)
     T = constant_along(over_axes(values, have, axes), axes, copies)
-    flits = plan.engine.run(lay_out(plan.inp, T, axes), plan.inp, plan.out)
     # (where the engine keeps the units, the output's Chip, Cluster or Slice places what the
     # input's does, engine-spatial says: its values are laid over the input's units; a
     # switch's Slice is its own, of the input's size)
-    out = plan.out.with_dims(**{d: plan.inp.dims[d] for d in SPATIAL
-                                if same_units(plan.inp.dims[d], plan.out.dims[d])})
-    index = stream_index(out, axes)
+    kept = {d: plan.inp.dims[d] for d in SPATIAL
+            if same_units(plan.inp.dims[d], plan.out.dims[d])}
+    out = plan.out.with_dims(**kept)
+    in_index, index = stream_index(plan.inp, axes), stream_index(out, axes)
+    rows = None
+    if len(kept) == len(SPATIAL):  # (every unit keeps its own: run on those holding data)
+        n = index[0].shape[0]
+        rows = np.flatnonzero(in_index[1].reshape(n, -1).any(axis=1)
+                              | index[1].reshape(n, -1).any(axis=1))
+        in_index = (in_index[0][rows], in_index[1][rows])
+        index = (index[0][rows], index[1][rows])
+    flits = plan.engine.run(lay_out(plan.inp, T, axes, in_index), plan.inp, plan.out)
     due = _reference_where_held(reference, T, index)
-    checked = check_holds(out, flits, due, axes, f"the {plan.engine.name} op's output", index)
+    checked = check_holds(out, flits, due, axes, f"the {plan.engine.name} op's output", index,
+                          rows)
     return due, checked
 
 
@@ -205,8 +270,12 @@ def _reference_where_held(reference: Callable[[np.ndarray], np.ndarray], T: np.n
     """``reference`` of ``T`` at the elements the output holds (zeros elsewhere: no unit
     holds them, no later op reads them): a stream on a few of an axis's values (one slice
     per 16th of a vocabulary) costs what it holds, not the whole tensor."""
+    if reference is identity:  # (a move: nothing to compute)
+        return T
     lin, held = index
-    at = np.unique(lin[held])
+    mark = np.zeros(T.size, bool)
+    mark[lin[held]] = True
+    at = np.flatnonzero(mark)
     if at.size == T.size:
         return reference(T)
     vals = reference(np.ascontiguousarray(T.reshape(-1)[at]))
@@ -253,6 +322,11 @@ def widened(T: np.ndarray, to: str) -> np.ndarray:
     return np.where(u >= 1 << (bits - 1), u - (1 << bits), u).astype(NP_DTYPES[to])
 
 
+def identity(T: np.ndarray) -> np.ndarray:
+    """A move's reference: what it reads."""
+    return T
+
+
 def relu_by_bits(T: np.ndarray) -> np.ndarray:
     """A fused ReLU on f32 words: a word with its sign bit set becomes +0.0 unless its
     exponent is all ones with a mantissa (a NaN, kept)."""
@@ -269,7 +343,7 @@ def reference(plan: EnginePlan) -> Callable[[np.ndarray], np.ndarray]:
     if getattr(plan.engine, "relu", False):  # (the Commit Adapter's fused ReLU)
         return lambda T: narrowed(relu_by_bits(T), to)
     if to == have:
-        return lambda T: T
+        return identity
     from tcplan.model import hardware as hw
     if hw.DTYPE_BYTES[to] > hw.DTYPE_BYTES[have]:
         return lambda T: widened(T, to)

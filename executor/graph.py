@@ -10,6 +10,7 @@ tensor is read back from the memories and compared with what it must hold, end t
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ def run_graph(g, gp, kinds: dict, seed: int = 0,
     the executor imports nothing of the planner).  ``inputs``: given tensors by name, and a
     chain op's VRF operands as ``OP.NAME``."""
     inputs = inputs or {}
+    clock = time.perf_counter()
     tensors = {n: g.tensor(n, gp.layout) for n in g.tensors}
     mem = Memories(extents(list(tensors.values())))
     values: dict[str, np.ndarray] = {}
@@ -36,7 +38,9 @@ def run_graph(g, gp, kinds: dict, seed: int = 0,
             values[n] = _given(g, gp, kinds, n, t, inputs.get(n), seed + k)
             if t.tier not in VALUE_TIERS:  # (a given stream: the Tensor Unit computed it)
                 place(mem, t, g.axes_of([n]), values[n])
+    seconds: dict[str, Any] = {"given": time.perf_counter() - clock, "ops": {}}
     for step, i in enumerate(g.order, 1):
+        clock = time.perf_counter()
         op, row = g.ops[i], gp.ops[i]
         reads = {r: values[op.roles[r]] for r in op.read_roles}
         reads.update({"vrf:" + k.split(".", 1)[1]: v for k, v in inputs.items()
@@ -52,13 +56,16 @@ def run_graph(g, gp, kinds: dict, seed: int = 0,
                 raise fail("verify-mismatch", detail=f"op {op.name} made {name} over a "
                            f"shape {np.shape(v)}, not its axes' {want}")
             values[name] = np.ascontiguousarray(v)
+        seconds["ops"][op.name] = time.perf_counter() - clock
         if progress is not None:
             progress("ops", step, len(g.order), op.name)
     checked = 0
+    clock = time.perf_counter()
     for n, t in tensors.items():  # end to end: what every tensor holds now
         if t.tier not in VALUE_TIERS:  # (a stream or register file: by the op making it)
             checked += verify(mem, t, g.axes_of([n]), values[n])["checked"]
-    return values, {"verified": True, "checked": checked,
+    seconds["end_to_end"] = time.perf_counter() - clock
+    return values, {"verified": True, "checked": checked, "seconds": seconds,
                     "method": "ran every op in topological order on one set of simulated "
                               "memories, each checked as it ran; then every tensor read "
                               "back against what it must hold (holding rule)"}

@@ -54,37 +54,40 @@ class ChainResult:
     keep: np.ndarray  # (S, T, P) bool: positions the filter let through
 
 
-def _place(an: Analysis, X: np.ndarray, arr: Arrangement) -> np.ndarray:
-    """The input stream's values: T at each live position (holding rule); padding lanes
-    hold zeros (Zero padding) or the Top pattern."""
-    axes = list(an.chain.axes)
-    S = len(an.spatial_status)
-    idx = []
-    live = (an.spatial_status[:, None, None] == LIVE) & arr.live[None]
-    for a in axes:
-        c = an.spatial.get(a, np.zeros(S, np.int64))[:, None, None] + \
-            arr.cells.get(a, np.zeros(arr.status.shape, np.int64))[None]
-        idx.append(np.where(live, np.minimum(c, an.chain.axes[a] - 1), 0))
-    vals = X[tuple(idx)] if axes else np.broadcast_to(X, live.shape)
-    bits = bits_of(np.asarray(vals, NP[an.chain.dtype])).copy()
-    zero = np.broadcast_to(arr.status[None] == ZERO, live.shape)
-    bits[zero] = 0
-    bits[~live & ~zero] = TOP_PATTERN
+def _place(an: Analysis, X: np.ndarray, arr: Arrangement, rows: np.ndarray) -> np.ndarray:
+    """The input stream's values on the live units ``rows``: T at each live position
+    (holding rule); padding lanes hold zeros (Zero padding) or the Top pattern."""
+    shape = (rows.size, *arr.status.shape)
+    bits = np.full(shape, TOP_PATTERN, np.uint32)
+    bits[:, arr.status == ZERO] = 0
+    cells = np.flatnonzero(arr.live)  # (the positions of a flit holding an element)
+    lin = np.zeros((rows.size, cells.size), np.int64)
+    stride = 1
+    for a in reversed(list(an.chain.axes)):  # (X's linear index, C order)
+        size = an.chain.axes[a]
+        c = an.spatial[a][rows][:, None] if a in an.spatial else np.zeros((1, 1), np.int64)
+        if a in arr.cells:
+            c = c + arr.cells[a].reshape(-1)[cells][None]
+        lin += np.minimum(c, size - 1) * stride
+        stride *= size
+    vals = np.asarray(X, NP[an.chain.dtype]).reshape(-1)[lin]
+    bits.reshape(rows.size, -1)[:, cells] = bits_of(vals)
     return bits
 
 
-def vrf_memory(an: Analysis, name: str, V: np.ndarray) -> np.ndarray:
-    """The VRF operand's per-slice memory (S, element positions), filled by the holding rule
-    from its mathematical tensor V (over the operand's own axes, in the problem's order)."""
+def vrf_memory(an: Analysis, name: str, V: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The VRF operand's memory on the live units ``rows`` (units, element positions),
+    filled by the holding rule from its mathematical tensor V (over the operand's own axes,
+    in the problem's order)."""
     t = an.chain.vrf[name]
     el = t.dims["element"]
     ec, es = el.evaluate()
     vaxes = carried_axes(t, an.chain.axes)
-    S = len(an.spatial_status)
+    S = rows.size
     idx = []
     for a in vaxes:
-        c = an.spatial.get(a, np.zeros(S, np.int64))[:, None] + \
-            ec.get(a, np.zeros(el.size, np.int64))[None, :]
+        c = an.spatial[a][rows][:, None] if a in an.spatial else np.zeros((S, 1), np.int64)
+        c = c + ec.get(a, np.zeros(el.size, np.int64))[None, :]
         idx.append(np.minimum(c, an.chain.axes[a] - 1))
     vals = V[tuple(idx)] if vaxes else np.broadcast_to(V, (S, el.size))
     bits = bits_of(np.asarray(vals, NP[t.dtype])).copy()
@@ -93,14 +96,16 @@ def vrf_memory(an: Analysis, name: str, V: np.ndarray) -> np.ndarray:
 
 
 def run_chain(an: Analysis, X: np.ndarray, vrf: dict[str, np.ndarray]) -> ChainResult:
-    """Execute an analysed chain on the input tensor X and the VRF operand tensors."""
+    """Execute an analysed chain on the input tensor X and the VRF operand tensors, on
+    the units holding data (the others' results, read by nothing, are the Top pattern,
+    kept nowhere)."""
     arr = an.entry
-    S = len(an.spatial_status)
+    rows = np.flatnonzero(an.spatial_status == LIVE)
+    S = rows.size
     limits.check(S * arr.T * arr.P, limits.SIM_MAX_ELEMENTS, "the chain's lanes (slices x "
                  "time x packet)", "elements", {"slices": S, "time": arr.T, "packet": arr.P})
-    lanes = [Lane(_place(an, X, arr), np.zeros((len(an.spatial_status), arr.T, arr.P),
-                                                 np.uint8))]
-    vrf_mem = {n: vrf_memory(an, n, V) for n, V in vrf.items() if n in an.chain.vrf}
+    lanes = [Lane(_place(an, X, arr, rows), np.zeros((S, arr.T, arr.P), np.uint8))]
+    vrf_mem = {n: vrf_memory(an, n, V, rows) for n, V in vrf.items() if n in an.chain.vrf}
     stash: np.ndarray | None = None
     keep = None
     dtype = an.chain.dtype
@@ -179,9 +184,13 @@ def run_chain(an: Analysis, X: np.ndarray, vrf: dict[str, np.ndarray]) -> ChainR
                     stash = None
         dtype = info.dtype
     out = lanes[0]
-    S, T, P = out.bits.shape
-    kept = np.ones((S, T, P), bool) if keep is None else keep
-    return ChainResult(out.bits, dtype, an.exit, kept)
+    T, P = out.bits.shape[1:]
+    units = len(an.spatial_status)
+    bits = np.full((units, T, P), TOP_PATTERN, np.uint32)
+    bits[rows] = out.bits
+    kept = np.zeros((units, T, P), bool)
+    kept[rows] = True if keep is None else keep
+    return ChainResult(bits, dtype, an.exit, kept)
 
 
 def _take_mask(mask: np.ndarray, src: np.ndarray) -> np.ndarray:
@@ -278,22 +287,33 @@ def _tag(st: Step, x: np.ndarray) -> np.ndarray:
 
 
 # ---- results as tensors -------------------------------------------------------------------
+def live_coordinates(an: Analysis, arr: Arrangement, axes: list[str],
+                     keep: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    """The live units (``rows``), which of their positions hold an element (``live``,
+    ``(rows, T, P)``; and ``keep`` there, where given) and each of ``axes``' coordinate at
+    those positions, in ``live``'s order."""
+    rows = np.flatnonzero(an.spatial_status == LIVE)
+    live = np.broadcast_to(arr.live[None], (rows.size, *arr.live.shape))
+    if keep is not None:
+        live = live & keep[rows]
+    none = np.zeros((1, 1, 1), np.int64)
+    idx = tuple(np.broadcast_to((an.spatial[a][rows][:, None, None] if a in an.spatial
+                                 else none)
+                                + arr.cells.get(a, np.zeros(arr.status.shape, np.int64))[None],
+                                live.shape)[live] for a in axes)
+    return rows, live, idx
+
+
 def output_tensor(an: Analysis, res: ChainResult) -> tuple[np.ndarray, np.ndarray]:
     """The output's mathematical tensor over the kept axes (problem order) and a mask of the
     coordinates some live output position wrote."""
     axes = [a for a in an.chain.axes if a not in an.dropped_axes]
     shape = tuple(an.chain.axes[a] for a in axes)
-    arr = res.arrangement
-    live = (an.spatial_status[:, None, None] == LIVE) & arr.live[None] & res.keep
-    S = live.shape[0]
-    idx = []
-    for a in axes:
-        c = an.spatial.get(a, np.zeros(S, np.int64))[:, None, None] + \
-            arr.cells.get(a, np.zeros(arr.status.shape, np.int64))[None]
-        idx.append(c[live])
+    rows, live, idx = live_coordinates(an, res.arrangement, axes, res.keep)
     out = np.zeros(shape, NP[res.dtype])
     written = np.zeros(shape, bool)
-    vals = as_(res.bits, res.dtype)[live]
+    vals = as_(res.bits[rows], res.dtype)[live]
     if axes:
         out[tuple(idx)] = vals
         written[tuple(idx)] = True

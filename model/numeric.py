@@ -275,7 +275,14 @@ def reduce_op(op: str, acc: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 def reduce_time(vals: np.ndarray, groups: list[np.ndarray], op: str, dtype: str
                 ) -> np.ndarray:
-    """Intra-slice reduce: per output time step, fold the input time steps in stream order."""
+    """Intra-slice reduce: per output time step, fold the input time steps in stream order
+    (groups of one length folded together: a step of the fold for all of them at once)."""
+    if len({len(g) for g in groups}) == 1:
+        at = np.array([list(g) for g in groups], np.int64)  # (groups, steps folded)
+        acc = vals[:, at[:, 0], :].copy()
+        for j in range(1, at.shape[1]):
+            acc = reduce_op(op, acc, vals[:, at[:, j], :])
+        return acc
     out = []
     for g in groups:
         acc = vals[:, g[0], :].copy()
