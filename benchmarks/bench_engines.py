@@ -11,13 +11,14 @@ the whole checked run (the stages, the numpy.einsum reference and the check), an
 ``numpy.einsum`` of the same operands in the same run, with the ratios (the issue's target:
 the checked run within 100x of numpy).  The best of ``--repeat`` runs (default 3).
 
-Then each Qwen3 function typed with its compute (problems/kernels/qwen3/: the projections)
-run whole on the user's x and W (``tcplan.run``: the graph planned, every DMA, Fetch,
-Commit and engine simulated over the memories and checked) beside numpy's ``W @ x``: what
-the simulation costs over the arithmetic alone (one run; the graph's planning included);
-and the functions with vector chains (qk_scaled, row_max, row_sum, masked_exp, norm,
-residual, rmsnorm, rope, mlp, forward) the same way, beside numpy computing each function's
-arithmetic on the same data.
+Then each Qwen3 function typed with its compute (problems/kernels/qwen3/: the projections
+on the user's x and W beside numpy's ``W @ x``; the functions with vector chains on seeded
+data beside numpy computing the function's arithmetic), planned once and run on data as
+``tcplan.run`` does (executor/graph.py ``run_graph``, every op simulated over the memories
+and checked), its seconds split: ``compute`` (the engine ops, the ratio beside it against
+numpy's), ``moves`` (DMA, Fetch, Commit and the given tensors placed), ``check`` (every
+tensor read back at the end) and ``plan``; the whole beside numpy's.  The best of
+``--repeat`` runs each.  ``--functions``: only the functions.
 """
 
 from __future__ import annotations
