@@ -74,8 +74,8 @@ def compute_stream_index(t: Tensor, axes: dict[str, int]) -> tuple[np.ndarray, n
     pad = (slice(None),) + (None,) * i_lin.ndim  # (a unit's value over the inner dimensions)
     held_live = np.broadcast_to(i_held[None], (live.size, *i_held.shape))
     for a in set(u_parts) & set(i_parts):  # (an axis over both: checked per position)
-        held_live = held_live & ((np.broadcast_to(u_parts[a], units).reshape(-1)[live][pad] + i_parts[a][None])
-                                 < axes[a])
+        per_unit = np.broadcast_to(u_parts[a], units).reshape(-1)[live][pad]
+        held_live = held_live & (per_unit + i_parts[a][None] < axes[a])
     lin = np.zeros((u_lin.size, *i_lin.shape), np.int64)
     held = np.zeros(lin.shape, bool)
     lin[live] = u_lin[live][pad] + i_lin[None]

@@ -896,3 +896,37 @@ def test_a_trim_and_relu_cast_path_in_a_graph():
     import ml_dtypes
     assert np.array_equal(y.view(np.uint16),
                           np.maximum(xs, 0).astype(ml_dtypes.bfloat16).view(np.uint16))
+
+
+@pytest.mark.parametrize("dims", [
+    {"cluster": "m![A / 3 # 2]", "slice": "m![B / 8, A % 3 # 4]", "time": "m![C, B % 8 / 2]",
+     "packet": "m![B % 2 # 4]"},
+    {"cluster": "m![1 # 2]", "slice": "m![B # 64 / 2]", "time": "m![A, C]",
+     "packet": "m![B # 64 % 2 # 8]"},
+    {"cluster": "m![A # 8 / 4]", "slice": "m![A # 8 % 4, C]", "time": "m![B # 48 / 8]",
+     "packet": "m![B # 48 % 8]"},
+])
+def test_a_streams_index_is_its_cells_one_by_one(dims):
+    """stream_index (units and inner dimensions apart, combined on the units holding data)
+    against Mapping.cell at every position: held where every dimension's cell is live and
+    every axis's summed coordinate is inside it; the index of those coordinates."""
+    import itertools
+    from tcplan.executor.engines import compute_stream_index
+    axes = {"A": 6, "B": 40, "C": 3}
+    t = Tensor("s", "stream", "i8", {d: parse(m, axes) for d, m in
+                                      {"chip": "m![1]", **dims}.items()})
+    lin, held = compute_stream_index(t, axes)
+    order = ("chip", "cluster", "slice", "time", "packet")
+    sizes = [t.dims[d].size for d in order]
+    for pos in itertools.product(*(range(n) for n in sizes)):
+        cells = [t.dims[d].cell(i) for d, i in zip(order, pos)]
+        unit = (pos[0] * sizes[1] + pos[1]) * sizes[2] + pos[2]
+        coord = {a: 0 for a in axes}
+        for c in cells:
+            for a, v in (c.index or {}).items():
+                coord[a] += v
+        want = all(c.status == "live" for c in cells) and all(
+            coord[a] < n for a, n in axes.items())
+        assert held[unit, pos[3], pos[4]] == want, pos
+        if want:
+            assert lin[unit, pos[3], pos[4]] == (coord["A"] * 40 + coord["B"]) * 3 + coord["C"]
