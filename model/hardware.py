@@ -87,6 +87,14 @@ COMMIT_ALIGN_BYTES = 8
 #: The Tensor Unit's two execution contexts (main and sub), each with its own Fetch and
 #: Commit sequencer; main-context accesses win a bank over sub-context ones.
 TU_CONTEXTS = ("main", "sub")
+#: The contexts a kernel's operations are scheduled on: the Tensor Unit's two and the DMA's
+#: (book: scheduling/schedule.md 'Execution contexts').
+SCHEDULE_CONTEXTS = ("main", "sub", "dma")
+#: What the Vector Engine serves, one context at a time (book: scheduling/schedule.md 'a
+#: main-context Vector Engine operation and a sub-context Vector Engine operation cannot
+#: occupy that resource simultaneously'): its chains, the Cast Engine on top of it
+#: (commit-adapter.md 'Type Casting': a cast 'occupies' it) and its Inter-Slice Reducer.
+VECTOR_ENGINE_OPS = ("chain", "vector", "expression", "cast", "inter_slice_reduce")
 
 # --- DMA engines (docs/hardware.md section 6 and R8) -----------------------------
 #: One DMA engine per DMN pair: 4 per cluster, 8 per chip.

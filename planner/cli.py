@@ -12,6 +12,7 @@ import gc
 import json
 import logging
 import os
+import pathlib
 import re
 import sys
 from typing import Any, Iterable, Iterator, Mapping, Sequence, TextIO
@@ -187,6 +188,10 @@ def _verb_solve(sub) -> None:
                     help="solver worker threads (default 1: deterministic)")
     so.add_argument("--seed", type=_seed, default=0,
                     help="solver seed and seed of the verification data")
+    so.add_argument("--trace", metavar="FILE.json",
+                    help="also write a graph's schedule to FILE.json in the Trace Event "
+                         "Format (Perfetto, chrome://tracing): one track per context (main, "
+                         "sub, DMA), a bar per task, an arrow per hazard; 1 us per cycle")
 
 
 def _verb_explain(sub) -> None:
@@ -232,8 +237,9 @@ def _verb_batch(sub) -> None:
                          "the problems missing from it")
 
 
-PLOT_HELP = ("also draw the plan of a DMA or PCIe problem to FILE (.svg or .png; needs "
-             "matplotlib: pip install 'tcplan[plot]'): per chip, the HBM requests, first row "
+PLOT_HELP = ("also draw the plan of a DMA or PCIe problem, or a graph's schedule (a row "
+             "per context, a bar per task, an arrow per hazard), to FILE (.svg or .png; needs "
+             "matplotlib: pip install 'tcplan[plot]'); a transfer's: per chip, the HBM requests, first row "
              "opens and row re-opens of every channel and bank (a heatmap, with per-channel "
              "totals); each DMA engine's commands on a timeline in cycles (start-up, read, "
              "write), with the total cycles and the bottleneck marked; the bytes and cycles "
@@ -275,7 +281,8 @@ def _pictures(args: argparse.Namespace, result: Any) -> int:
                                 ("--report", getattr(args, "report", None), write_report)):
         if target is None:
             continue
-        if not (result.breakdown or {}).get("engines"):
+        if not plot.drawable(result) or (flag == "--report" and not (
+                result.breakdown or {}).get("engines")):
             LOG.warning("%s: nothing written: %s has no timed plan", flag,
                         result.problem.name)
             continue
@@ -539,12 +546,47 @@ def _cmd_verify(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
 
 def _cmd_solve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     _pictures_asked(args)
+    _trace_asked(args)
     with _progress(stderr) as progress:
         solved = api.solve(load_problem(args.problem), time_limit=args.time_limit,
                            workers=args.workers, seed=args.seed, verify=args.verify,
                            progress=progress)
     print(json.dumps(solved.to_json()) if args.json else solved.text(), file=stdout)
-    return _pictures(args, solved) or solved.exit_code
+    return _pictures(args, solved) or _trace(args, solved) or solved.exit_code
+
+
+def _trace_asked(args: argparse.Namespace) -> None:
+    """Before any work: ``--trace`` names a .json file and the problem has a schedule."""
+    if args.trace is None:
+        return
+    if not str(args.trace).lower().endswith(".json"):
+        raise fail("bad-request", detail=f"--trace {str(args.trace)[:200]}: a trace is "
+                   "written as JSON", fix="name the file NAME.json")
+    problem = load_problem(args.problem)
+    if not kind_of(problem).scheduled:
+        raise fail("bad-request", detail=f"--trace writes a schedule of contexts; "
+                   f"{problem.name} is a {problem.kind} problem, which has none",
+                   fix="use --trace on a graph (kind: graph)")
+
+
+def _trace(args: argparse.Namespace, solved: Any) -> int:
+    """After the verb's output: the schedule as a Chrome trace (nothing to write without a
+    plan: a warning)."""
+    if args.trace is None:
+        return EXIT_OK
+    schedule = getattr(solved.plan, "schedule", None)
+    if schedule is None:
+        LOG.warning("--trace: nothing written: %s has no schedule", solved.problem.name)
+        return EXIT_OK
+    from .plot import write_file
+    try:
+        path = write_file(pathlib.Path(args.trace),
+                          json.dumps(schedule.trace(), indent=1).encode(), "--trace")
+    except TcplanError as err:
+        LOG.error("%s", _format_error(err))
+        return _exit_for(err)
+    LOG.info("--trace: wrote %s", path)
+    return EXIT_OK
 
 
 def _cmd_explain(args: argparse.Namespace, stdout: TextIO) -> int:

@@ -40,7 +40,7 @@ def op_roles() -> dict[str, dict[str, tuple[bool, bool]]]:
 
 #: a tensor's keys in a graph beside those of a tensor in any problem
 GRAPH_TENSOR_KEYS = {"given", "axes"}
-OBJECTIVES = ("sum", "critical_path")
+OBJECTIVES = ("sum", "critical_path", "makespan")
 
 
 @dataclass
@@ -101,6 +101,8 @@ class Graph:
     objective: str
     dag: Any = None  # networkx.DiGraph over op indexes; edges carry the tensor
     order: list[int] = field(default_factory=list)  # a topological order of the ops
+    #: each memory tensor's tier and bytes ``[lo, hi)`` in a unit (``_disjoint``)
+    spans: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     _problems: dict = field(default_factory=dict, repr=False)
 
     def free(self) -> list[str]:
@@ -147,7 +149,8 @@ def load_graph(ctx: _Ctx, data: dict) -> Graph:
     objective = data.get("objective", "sum")
     if objective not in OBJECTIVES:
         raise doc.error(("objective",), f"{objective!r} is not an objective",
-                        "objective: sum (every op's cycles) or critical_path")
+                        "objective: sum (every op's cycles), critical_path or makespan (the "
+                        "schedule on the main, sub and DMA contexts)")
     base = {"dtype": ctx.dtype, "chips": ctx.chips, "axes": ctx.axes}
     tensors = _tensors(ctx, data.get("tensors"))
     ops = _ops(doc, data.get("ops"), tensors)
@@ -184,27 +187,54 @@ def _disjoint(g: Graph) -> None:
     cluster, slice) it spans, the bytes from its address over its Element (its largest
     candidate's, when free: a padded order reaches further).  Every layout spans units from
     index 0 up, so two tensors of a tier meet exactly when those byte ranges do.  A register
-    file's tensors may share bytes when one's last use comes before the other's first."""
-    spans: dict[str, list[tuple[int, int, str]]] = {}
+    file's tensors may share bytes when one's last use comes before the other's first
+    (:func:`shared_bytes`).  Records each tensor's span (``g.spans``)."""
     life = _lifetimes(g)
+    g.spans = _spans(g)
+    seen: list[str] = []
+    for n, (tier, lo, hi) in g.spans.items():
+        for other in seen:
+            o_tier, a, b = g.spans[other]
+            if o_tier != tier or not (lo < b and a < hi):
+                continue
+            if tier in REUSED_TIERS and (life[n][1] < life[other][0] or
+                                         life[other][1] < life[n][0]):
+                continue  # (one is done with before the other is written)
+            raise g.doc.error(("tensors", n, "address") if "address" in g.tensors[n].spec
+                              else ("tensors", n), f"{n} ({tier} bytes {lo:,} to {hi:,}) "
+                              f"overlaps {other} (bytes {a:,} to {b:,}) in the same "
+                              "units", f"give {n} address: {b} or above")
+        seen.append(n)
+
+
+def _spans(g: Graph) -> dict[str, tuple[str, int, int]]:
+    """Each memory tensor's tier and the bytes it reaches in a unit, ``[lo, hi)`` (a free
+    one's furthest candidate: a padded order reaches further); streams hold none."""
+    out = {}
     for n, t in g.tensors.items():
         objs = [g.tensor(n, {n: c}) for c in t.candidates] if t.candidates else \
             [g.tensor(n, {})]
         obj = objs[0]
         if obj.tier == "stream":
             continue  # a Tensor Unit stream holds no bytes of a memory
-        lo = obj.address  # (a padded candidate reaches further: the furthest counts)
-        hi = lo + max(o.dims["element"].size for o in objs) * obj.elem_bytes
-        for a, b, other in spans.get(obj.tier, []):
-            if obj.tier in REUSED_TIERS and (life[n][1] < life[other][0] or
-                                             life[other][1] < life[n][0]):
-                continue  # (one is done with before the other is written)
-            if lo < b and a < hi:
-                raise g.doc.error(("tensors", n, "address") if "address" in t.spec else
-                                  ("tensors", n), f"{n} ({obj.tier} bytes {lo:,} to {hi:,}) "
-                                  f"overlaps {other} (bytes {a:,} to {b:,}) in the same "
-                                  "units", f"give {n} address: {b} or above")
-        spans.setdefault(obj.tier, []).append((lo, hi, n))
+        lo = obj.address
+        out[n] = (obj.tier, lo, lo + max(o.dims["element"].size for o in objs) *
+                  obj.elem_bytes)
+    return out
+
+
+def shared_bytes(g: Graph) -> list[tuple[str, str]]:
+    """The pairs of tensors that share bytes (a register file reused), the one used first
+    first: its last use comes before the other's first in the graph's order."""
+    life = _lifetimes(g)
+    out = []
+    names = list(g.spans)
+    for k, n in enumerate(names):
+        for other in names[k + 1:]:
+            (tier, lo, hi), (o_tier, a, b) = g.spans[n], g.spans[other]
+            if tier == o_tier and lo < b and a < hi:
+                out.append((n, other) if life[n][1] < life[other][0] else (other, n))
+    return out
 
 
 def _tensors(ctx: _Ctx, spec: Any) -> dict[str, GraphTensor]:

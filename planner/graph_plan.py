@@ -5,8 +5,12 @@
    expression's chains), giving its modelled cycles or the rule that rejects it.
 2. **Choose**: one CP-SAT model picks one layout per free tensor and one evaluated
    combination per op, consistent with the layouts, minimizing the graph's cycles: the sum
-   over ops (``objective: sum``, the default), or the critical path through the dependency
-   DAG (``objective: critical_path``: ops without a path between them overlap).
+   over ops (``objective: sum``, the default), the critical path through the dependency
+   DAG (``objective: critical_path``: ops without a path between them overlap), or the
+   makespan of the schedule on the three contexts (``objective: makespan``,
+   planner/schedule.py: the same model, its durations the choice's).
+4. **Schedule**: the chosen plan's schedule (its makespan, each context's busy time, the
+   critical path), whatever the objective.
 3. **Explain**: each op's "has a plan" is an assumption literal; an infeasible model's
    core, shrunk by deletion, is a minimal set of ops whose layout needs conflict.
 
@@ -83,9 +87,12 @@ class GraphPlan:
     evaluations: int = 0
     times: dict[str, float] = field(default_factory=dict)
     unmodelled: list[str] = field(default_factory=list)  # ops whose cycles count 0
+    schedule: Any = None  # planner/schedule.py Schedule of the chosen plan
 
     @property
     def cycles(self) -> int:
+        if self.objective == "makespan" and self.schedule is not None:
+            return self.schedule.makespan
         return self.sum_cycles if self.objective == "sum" else self.critical_path_cycles
 
     def to_json(self) -> dict[str, Any]:
@@ -95,6 +102,8 @@ class GraphPlan:
                 "critical_path_cycles": self.critical_path_cycles,
                 "critical_path": self.critical_path, "unmodelled": self.unmodelled,
                 "layouts": self.layout,
+                **({"schedule": self.schedule.to_json()} if self.schedule is not None
+                   else {}),
                 "ops": [{"op": r.problem.name, "kind": r.problem.kind, "cycles": r.cycles,
                          "layout": r.layout, "proven": r.proven,
                          **({"plan": r.plan.to_json()} if hasattr(r.plan, "to_json")
@@ -187,6 +196,10 @@ def choose(g: Graph, table: dict[int, list[OpChoice]], objective: str | None = N
         for i in finish:
             m.add(span >= finish[i])
         m.minimize(span * (hi + 1) + total)  # the path, then the sum
+    elif objective == "makespan":
+        hi = sum(max((r.cost for _, r in rows), default=0) for rows in y.values())
+        span = _makespan(g, m, y, cyc, hi)
+        m.minimize(span * (hi + 1) + total)  # the makespan, then the sum
     else:
         m.minimize(total)
     m.add_assumptions(list(runs.values()))
@@ -208,6 +221,31 @@ def choose(g: Graph, table: dict[int, list[OpChoice]], objective: str | None = N
                            sum(len(r) for r in table.values()),
                            unmodelled=[op.name for op in g.ops
                                        if chosen[op.index].cycles is None]), proven)
+
+
+def _makespan(g: Graph, m, y: dict[int, list[tuple[Any, OpChoice]]], cyc: dict[int, Any],
+              hi: int):
+    """The schedule's model (planner/schedule.py ``add_schedule``) over the choice: a
+    task's duration the largest of its ops' chosen cycles, its share of the bank-access
+    limit its ops' chosen plans'."""
+    from .registry import kinds
+    from .schedule import add_schedule, hazards_of, tasks_of
+    tasks = tasks_of(g)
+    durations, bank = [], []
+    top = 0
+    for t in tasks:
+        d = m.new_int_var(0, hi, f"cycles {t.name}")
+        m.add_max_equality(d, [cyc[i] for i in t.ops])
+        durations.append(d)
+        most = max((kinds()[g.ops[i].kind].graph_bank_accesses(r.plan)
+                    for i in t.ops for _, r in y[i]), default=0)
+        b = m.new_int_var(0, most, f"bank {t.name}")
+        for i in t.ops:
+            m.add(b >= sum(lit * kinds()[g.ops[i].kind].graph_bank_accesses(r.plan)
+                           for lit, r in y[i]))
+        bank.append(b)
+        top += most if t.context != "dma" else 0
+    return add_schedule(m, tasks, hazards_of(g, tasks), durations, bank, top, hi).makespan
 
 
 def _solver(time_limit: float, seed: int):
@@ -296,8 +334,13 @@ def plan_graph(g: Graph, opts) -> JointChoice:
     t1 = time.perf_counter()
     out = choose(g, table, None, opts.time_limit, opts.seed)
     if isinstance(out, Found):
-        out.record.times = {"evaluate": round(t1 - t0, 3),
-                            "choose": round(time.perf_counter() - t1, 3)}
+        t2 = time.perf_counter()
+        from .schedule import schedule_of
+        out.record.schedule = schedule_of(g, out.record, opts.time_limit, opts.seed)
+        if out.record.schedule.status != "optimal" and g.objective == "makespan":
+            out.record.status = "feasible"
+        out.record.times = {"evaluate": round(t1 - t0, 3), "choose": round(t2 - t1, 3),
+                            "schedule": round(time.perf_counter() - t2, 3)}
     return out
 
 

@@ -75,13 +75,17 @@ def check_path(path: str | os.PathLike, flag: str = "--plot") -> pathlib.Path:
 
 
 def check_problem(problem, flag: str = "--plot") -> None:
-    """A problem whose plan can be drawn: a DMA or PCIe transfer, one hop."""
+    """A problem whose plan can be drawn: a DMA or PCIe transfer, one hop, or (``--plot``)
+    a graph's schedule."""
     from .kinds import kind_of
+    if flag == "--plot" and kind_of(problem).scheduled:
+        return
     if not kind_of(problem).pictures:
         raise fail("bad-request", detail=f"{flag} draws {WHAT}; {problem.name} is a "
                    f"{problem.kind} problem, which has none",
-                   fix=f"use {flag} on a dma or pcie problem (tcplan verify prints this "
-                   "kind's cycles)")
+                   fix=f"use {flag} on a dma or pcie problem" + (
+                       " or a graph" if flag == "--plot" else "") + " (tcplan verify prints "
+                   "this kind's cycles)")
     from .dma_spec import DmaSpec
     hops = problem.spec.hops if isinstance(problem.spec, DmaSpec) else 1
     if hops > 1:
@@ -490,10 +494,21 @@ def draw(path: str | os.PathLike, breakdown: dict[str, Any], sides: tuple[str, s
     return save(fig, path, flag)
 
 
+def drawable(result) -> bool:
+    """Has the result something to draw: a DMA's timed plan, or a graph's schedule?"""
+    if getattr(result.plan, "schedule", None) is not None:
+        return True
+    return bool((result.breakdown or {}).get("engines"))
+
+
 def plot_result(result, path: str | os.PathLike, flag: str = "--plot") -> pathlib.Path:
     """Draw the plan of a ``SolveResult`` or ``VerifyResult`` (planner/api.py) to ``path``;
     a solve's lower bound is marked on the timeline."""
     check(result.problem, path, flag)
+    from .kinds import kind_of
+    if kind_of(result.problem).scheduled:  # (a graph: its schedule)
+        from .schedule_plot import schedule_figure
+        return save(schedule_figure(result.plan.schedule, result.problem.name), path, flag)
     b = breakdown_of(result, flag)
     return draw(path, b, sides_of(result.problem, result.plan), result.problem.name,
                 result.lower_bound, flag)

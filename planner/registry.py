@@ -28,6 +28,8 @@ method             what it does
                    Fetch and Commit of its DM tensors)
 ``execute``        run a graph's op on the graph's shared memories
 ``given_values``   seed data for a given tensor the op reads, when random bits will not do
+``graph_context``  the context the op is scheduled on (main, sub, dma; planner/schedule.py),
+                   with ``graph_resources``, ``graph_bank_accesses`` and ``graph_mac_use``
 ``graph_summary``  what a graph's plan says of the op beside its cycles
 ``lower_bound``    the cycles no plan of the op's problem beats (a graph reports it per op)
 ``trace_warnings`` the placement rules a tensor breaks (``tcplan trace``)
@@ -40,6 +42,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
+from tcplan.model import hardware as hw
 from tcplan.model import tiers
 from tcplan.model.rules import TcplanError, fail
 
@@ -151,6 +154,28 @@ class Kind:
     #: op reads a stream of its own type); None: the op's ``dtype:``, else the graph's
     dtype_role: str | None = None
     pictures = False  # `--plot` / `--report` draw its plan (planner/plot.py: a DMA's breakdown)
+    scheduled = False  # its plan has a schedule of contexts (`--trace`; planner/schedule.py)
+
+    # -- as a graph's op in the schedule (planner/schedule.py) --------------------------------
+    def graph_context(self, data: dict) -> str | None:
+        """The context the op runs on (main, sub or dma), from its keys as written; None:
+        the context of the Tensor Unit path its streams join (main for an op alone)."""
+        return None
+
+    def graph_resources(self, name: str) -> frozenset[str]:
+        """What the op of kind ``name`` holds besides its context: the Vector Engine for
+        the ops it serves (hardware.VECTOR_ENGINE_OPS)."""
+        return frozenset({"vector engine"}) if name in hw.VECTOR_ENGINE_OPS else frozenset()
+
+    def graph_bank_accesses(self, plan) -> int:
+        """The op's consecutive accesses to one DM bank: its share of the limit of 64 across
+        contexts running at once (0: none)."""
+        return 0
+
+    def graph_mac_use(self, plan) -> float:
+        """The multiplier-cycles the op keeps busy (its cycles times its MAC utilization; 0
+        for an op without a contraction)."""
+        return 0.0
 
     def load(self, ctx, data: dict, kind: str, tensors: dict) -> Any:
         """Read the kind's keys of ``data`` (checked against ``keys``): its tensors into

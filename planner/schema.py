@@ -73,7 +73,7 @@ def _kind_properties(kind: str) -> dict[str, Any]:
         from .graph import op_roles
         return {"tensors": {"type": "object", "additionalProperties": _graph_tensor(),
                             "minProperties": 1},
-                "objective": {"enum": ["sum", "critical_path"]},
+                "objective": {"enum": ["sum", "critical_path", "makespan"]},
                 "ops": {"type": "array", "minItems": 1, "items": {
                     "type": "object", "required": ["kind"],
                     "properties": {"name": {"type": "string"},

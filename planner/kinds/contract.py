@@ -70,6 +70,9 @@ class Contract(Kind):
     dtype_role = "source"
     output_word = "computed"
 
+    def graph_mac_use(self, plan: ContractionPlan) -> float:
+        return plan.cycles * plan.mac_utilization
+
     def load(self, ctx, data: dict, kind: str, tensors: dict) -> ContractSpec:
         engine = _stages(ctx, data["stages"])
         src = ctx.tensor(("source",), data["source"], "source", tier="stream")

@@ -20,6 +20,12 @@ from ..registry import Kind, Options, Solved, key_sets, register
 
 class Dma(Kind):
     names = ("dma", "pcie")
+
+    def graph_context(self, data: dict) -> str:
+        return "dma"
+
+    def graph_bank_accesses(self, plan) -> int:
+        return 1  # (the guide's cumulative example counts a DMA's one)
     keys = {"dma": key_sets({"source", "destination", "stream", "engine_at", "bounds", "hops"},
                             {"source", "destination"}),
             "pcie": key_sets({"source", "destination", "stream", "bounds"},

@@ -33,6 +33,7 @@ def _graph(problem: Problem[GraphSpec]) -> "Graph":
 
 class GraphKind(Kind):
     names = ("graph",)
+    scheduled = True
     keys = {"graph": key_sets({"tensors", "ops", "objective"}, {"tensors", "ops"})}
     solvable = True
     output_word = "graph tensor"
@@ -103,6 +104,7 @@ def _breakdown(gp) -> dict[str, Any]:
             "unmodelled": gp.unmodelled,
             "critical_path_cycles": gp.critical_path_cycles,
             "critical_path": gp.critical_path,
+            **({"schedule": gp.schedule.to_json()} if gp.schedule is not None else {}),
             "ops": [{"op": r.problem.name, "kind": r.problem.kind, "cycles": r.cycles,
                      "layout": r.layout} for r in gp.ops]}
 
@@ -148,6 +150,8 @@ class GraphSolved:
                "verified": self.verified, "checked": self.checked, "check": self.check,
                "evaluations": gp.evaluations, "solve_time": self.solve_time,
                "times": self.times, "tu_paths": [t.to_json() for t in self.paths]}
+        if gp.schedule is not None:
+            out["schedule"] = gp.schedule.to_json()
         if self.error is not None:
             out["error"] = self.error.to_json()
         return out
@@ -216,6 +220,8 @@ def graph_text(problem, gp) -> str:
         lines.append("  (cycles not modelled, counted 0: " + ", ".join(gp.unmodelled) + ")")
     from ..pipeline import tu_paths
     lines += [p.text() for p in tu_paths(g, gp)]
+    if gp.schedule is not None:
+        lines.append(gp.schedule.text())
     return "\n".join(lines)
 
 

@@ -37,6 +37,13 @@ class _RunsAlone(Kind):
     there; its cycles are not modelled (docs/graphs.md)."""
 
     graph_same_axes = False
+
+    def graph_context(self, data: dict) -> str:
+        return "dma"
+
+    def graph_bank_accesses(self, plan) -> int:
+        return 1  # (a DMA's, as the guide's cumulative example counts it)
+
     #: per name: graph role -> the key of the tensor in what ``run`` takes and returns
     run_keys: dict[str, dict[str, str]] = {}
 

@@ -91,6 +91,12 @@ class TensorUnitMove(Kind):
                    "commit": {"stream": (True, True), "destination": (False, True)}}
     graph_broadcast = True  # a Fetch's stream may repeat what it reads (a broadcast read)
 
+    def graph_context(self, data: dict) -> str:
+        return str(data.get("context", "main"))
+
+    def graph_bank_accesses(self, plan) -> int:
+        return plan.bank_run  # (model/tu.py: its longest run on one DM bank)
+
     output_word = "moved"
 
     def load(self, ctx, data: dict, kind: str, tensors: dict) -> TuSpec:

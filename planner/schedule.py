@@ -1,0 +1,351 @@
+"""A graph's ops scheduled on the three contexts (book: scheduling/schedule.md; issue 30,
+item 3; docs/graphs.md 'The schedule').
+
+The main context drives the Tensor Unit, the sub context its register-file loads, the DMA
+context the moves between HBM and DM.  Each context runs its operations one at a time;
+operations of different contexts overlap unless
+
+* a **hazard** orders them: a reader waits for the writer of its tensor (read after
+  write); where two tensors share bytes (a register file reused, docs/decisions.md item
+  104), the second's writer waits for the first's readers (write after read) and writer
+  (write after write);
+* a **shared resource** does: the Vector Engine, which a chain, the Cast Engine and the
+  Inter-Slice Reducer occupy, serves one context at a time;
+* the **bank-access limit** does: while a DMA runs, the consecutive accesses of every
+  running Fetch and Commit to one DM bank, and the DMA's own, must stay below 64 in total
+  (the guide's 'cumulative' limit; a DMA counts 1).
+
+A Tensor Unit path (a Fetch, the engines its stream passes, a Commit or a register-file
+store: planner/pipeline.py) is one task, its cycles the pipeline's (its slowest op).  CP-SAT
+places every task: one interval each, one ``NoOverlap`` per context and per shared
+resource, a cumulative for the bank limit, the hazards as precedences; it minimizes the
+makespan, then the sum of the starts (every task as early as the makespan allows).
+:func:`add_schedule` is that model's one helper, shared by the schedule of a chosen plan
+(:func:`schedule_of`) and by a graph's joint choice under ``objective: makespan``
+(planner/graph_plan.py), where the durations are the choice's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import networkx as nx
+
+from tcplan.model import hardware as hw
+
+#: the contexts, in the order a schedule prints them (book: scheduling/schedule.md)
+CONTEXTS = hw.SCHEDULE_CONTEXTS
+
+
+@dataclass(frozen=True)
+class Task:
+    """Ops scheduled as one: a Tensor Unit path or an op alone (``ops``: graph indexes in
+    the graph's order), its context and the resources it holds besides its context."""
+
+    name: str
+    ops: tuple[int, ...]
+    context: str
+    resources: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """Task ``after`` waits for task ``before`` to end, because of ``tensor``."""
+
+    before: int
+    after: int
+    kind: str  # "read after write", "write after read", "write after write"
+    tensor: str
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A task placed: its start, cycles and share of the bank-access limit."""
+
+    task: Task
+    start: int
+    cycles: int
+    bank_accesses: int
+
+    @property
+    def end(self) -> int:
+        return self.start + self.cycles
+
+
+@dataclass(frozen=True)
+class Wait:
+    """One step of the critical path: the task, and what it waited for (``after``: the
+    task ending as it starts; ``why``: the hazard, context or resource; both None for
+    the path's first task)."""
+
+    task: str
+    after: str | None
+    why: str | None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    timed: tuple[Timed, ...]
+    hazards: tuple[Hazard, ...]
+    makespan: int
+    status: str  # "optimal" or "feasible" (the time limit cut the proof)
+    critical: tuple[Wait, ...]
+    mac_use: float  # multiplier-cycles busy, summed over contractions (utilization x cycles)
+
+    def busy(self) -> dict[str, int]:
+        """Per context, the cycles a task runs on it."""
+        out = {c: 0 for c in CONTEXTS}
+        for t in self.timed:
+            out[t.task.context] += t.cycles
+        return out
+
+    @property
+    def mac_utilization(self) -> float:
+        """The multipliers' use over the makespan (0 without a contraction)."""
+        return self.mac_use / self.makespan if self.makespan else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"makespan": self.makespan, "status": self.status, "busy": self.busy(),
+                "mac_utilization": round(self.mac_utilization, 6),
+                "tasks": [{"task": t.task.name, "context": t.task.context,
+                           "start": t.start, "cycles": t.cycles, "end": t.end,
+                           "ops": list(t.task.ops), "bank_accesses": t.bank_accesses,
+                           "resources": sorted(t.task.resources)} for t in self.timed],
+                "hazards": [{"before": self.timed[h.before].task.name,
+                             "after": self.timed[h.after].task.name, "kind": h.kind,
+                             "tensor": h.tensor} for h in self.hazards],
+                "critical_path": [{"task": w.task, "after": w.after, "why": w.why}
+                                  for w in self.critical]}
+
+    def text(self) -> str:
+        busy = self.busy()
+        head = (f"  schedule: makespan {self.makespan:,} cycles ({self.status}); busy "
+                + ", ".join(f"{c} {busy[c]:,}" for c in CONTEXTS)
+                + (f"; MAC utilization over the makespan {self.mac_utilization:.4f}"
+                   if self.mac_use else ""))
+        rows = [f"    {t.task.context:<4} {t.start:>9,} .. {t.end:>9,}  {t.task.name}"
+                for t in sorted(self.timed, key=lambda t: (t.start, CONTEXTS.index(
+                    t.task.context)))]
+        path = [f"      {w.task}" + ("" if w.why is None else f" (waits: {w.why})")
+                for w in self.critical]
+        return "\n".join([head, *rows, "    critical path, first to last:", *path])
+
+    def trace(self) -> dict[str, Any]:
+        """The schedule in the Trace Event Format (Perfetto, chrome://tracing): one thread
+        per context, a complete event per task, a flow arrow per hazard.  Timestamps are
+        cycles (the format's unit is the microsecond: one cycle shows as 1 us)."""
+        tid = {c: k + 1 for k, c in enumerate(CONTEXTS)}
+        ev: list[dict[str, Any]] = [{"name": "process_name", "ph": "M", "pid": 1,
+                                     "args": {"name": "tcplan schedule"}}]
+        ev += [{"name": "thread_name", "ph": "M", "pid": 1, "tid": tid[c],
+                "args": {"name": f"{c} context"}} for c in CONTEXTS]
+        for t in self.timed:
+            ev.append({"name": t.task.name, "cat": t.task.context, "ph": "X", "pid": 1,
+                       "tid": tid[t.task.context], "ts": t.start, "dur": t.cycles,
+                       "args": {"cycles": t.cycles, "ops": list(t.task.ops),
+                                "bank_accesses": t.bank_accesses}})
+        for k, h in enumerate(self.hazards):
+            a, b = self.timed[h.before], self.timed[h.after]
+            common = {"name": f"{h.kind} {h.tensor}", "cat": "hazard", "pid": 1, "id": k}
+            ev.append({**common, "ph": "s", "tid": tid[a.task.context], "ts": a.end - (
+                1 if a.cycles else 0)})
+            ev.append({**common, "ph": "f", "bp": "e", "tid": tid[b.task.context],
+                       "ts": b.start})
+        return {"traceEvents": ev, "displayTimeUnit": "ns",
+                "otherData": {"makespan_cycles": self.makespan, "status": self.status}}
+
+
+# ---- the tasks and their hazards (of a graph, whatever its layouts) -------------------------
+def tasks_of(g) -> list[Task]:
+    """The graph's tasks: each Tensor Unit path (ops linked by stream tensors) one task on
+    its Fetch's context, every other op a task of its own on its kind's context."""
+    from .registry import kinds
+    streams = {n for n, t in g.tensors.items() if t.spec.get("tier") == "stream"}
+    links: nx.Graph = nx.Graph()
+    links.add_nodes_from(op.index for op in g.ops)
+    writer = {t: op.index for op in g.ops for t in op.writes if t in streams}
+    for op in g.ops:
+        for t in op.reads:
+            if t in writer:
+                links.add_edge(writer[t], op.index)
+    rank = {i: k for k, i in enumerate(g.order)}
+    out = []
+    for part in sorted(nx.connected_components(links), key=lambda p: min(rank[i] for i in p)):
+        ops = tuple(sorted(part, key=rank.__getitem__))
+        said = {kinds()[g.ops[i].kind].graph_context(g.ops[i].data) for i in ops} - {None}
+        context = "dma" if "dma" in said else "sub" if said == {"sub"} else "main"
+        resources = frozenset(r for i in ops for r in kinds()[g.ops[i].kind].graph_resources(
+            g.ops[i].kind))
+        name = g.ops[ops[0]].name if len(ops) == 1 else \
+            f"{g.ops[ops[0]].name} -> {g.ops[ops[-1]].name}"
+        out.append(Task(name, ops, context, resources))
+    return out
+
+
+def hazards_of(g, tasks: Sequence[Task]) -> list[Hazard]:
+    """Read after write on every memory tensor; write after read and write after write
+    between tensors sharing bytes (a register file reused), in the graph's order."""
+    from .graph import shared_bytes
+    of = {i: k for k, t in enumerate(tasks) for i in t.ops}
+    writer: dict[str, int] = {}
+    readers: dict[str, set[int]] = {}
+    for op in g.ops:
+        for t in op.writes:
+            writer[t] = of[op.index]
+        for t in op.reads:
+            readers.setdefault(t, set()).add(of[op.index])
+    out: dict[tuple[int, int], Hazard] = {}
+
+    def add(a: int, b: int, kind: str, tensor: str) -> None:
+        if a != b and (a, b) not in out:
+            out[(a, b)] = Hazard(a, b, kind, tensor)
+
+    for t, w in writer.items():
+        for r in sorted(readers.get(t, ())):
+            add(w, r, "read after write", t)
+    for first, second in shared_bytes(g):  # (first's last use before second's first)
+        if second not in writer:
+            continue
+        for r in sorted(readers.get(first, ())):
+            add(r, writer[second], "write after read", first)
+        if first in writer:
+            add(writer[first], writer[second], "write after write", first)
+    return list(out.values())
+
+
+# ---- the model ----------------------------------------------------------------------------
+@dataclass
+class ScheduleVars:
+    """What :func:`add_schedule` adds: each task's start and end, and the makespan."""
+
+    starts: list[Any]
+    ends: list[Any]
+    makespan: Any
+
+
+def add_schedule(m, tasks: Sequence[Task], hazards: Sequence[Hazard], durations: Sequence[Any],
+                 bank: Sequence[Any], bank_total: int, horizon: int) -> ScheduleVars:
+    """The schedule's constraints on ``m`` (a CP-SAT model): an interval per task of
+    ``durations[k]`` (an int or a linear expression), one ``NoOverlap`` per context and per
+    shared resource, the hazards as precedences, and the bank-access limit as a cumulative:
+    a Fetch or Commit task demands its ``bank[k]`` accesses, a DMA task ``bank_total + 1``
+    against a capacity of ``63 + bank_total`` (``bank_total`` >= the sum of every Tensor
+    Unit task's demand): with a DMA running the Tensor Unit's accesses may sum to 62 (63
+    with the DMA's one), with none they are free."""
+    starts, ends, intervals = [], [], []
+    for k, t in enumerate(tasks):
+        s = m.new_int_var(0, horizon, f"start {t.name}")
+        e = m.new_int_var(0, horizon, f"end {t.name}")
+        intervals.append(m.new_interval_var(s, durations[k], e, f"run {t.name}"))
+        starts.append(s)
+        ends.append(e)
+    groups: dict[str, list[int]] = {}
+    for k, t in enumerate(tasks):
+        groups.setdefault("context " + t.context, []).append(k)
+        for r in t.resources:
+            groups.setdefault(r, []).append(k)
+    for ks in groups.values():
+        if len(ks) > 1:
+            m.add_no_overlap([intervals[k] for k in ks])
+    for h in hazards:
+        m.add(starts[h.after] >= ends[h.before])
+    limit = hw.DM_BANK_STARVATION_ACCESSES - 1
+    if bank_total and any(t.context == "dma" for t in tasks):
+        demands = [bank_total + 1 if t.context == "dma" else bank[k]
+                   for k, t in enumerate(tasks)]
+        m.add_cumulative(intervals, demands, limit + bank_total)
+    span = m.new_int_var(0, horizon, "makespan")
+    if ends:
+        m.add_max_equality(span, ends)
+    return ScheduleVars(starts, ends, span)
+
+
+def schedule_of(g, gp, time_limit: float = 10.0, seed: int = 0) -> Schedule:
+    """The schedule of a planned graph (``gp``: each op's plan and cycles): the least
+    makespan under the model, its tasks as early as that allows."""
+    from ortools.sat.python import cp_model
+
+    from .registry import kinds
+    tasks = tasks_of(g)
+    hazards = hazards_of(g, tasks)
+    cycles = [max((gp.ops[i].cost for i in t.ops), default=0) for t in tasks]
+    bank = [max((kinds()[g.ops[i].kind].graph_bank_accesses(gp.ops[i].plan) for i in t.ops
+                 if gp.ops[i].plan is not None), default=0) for t in tasks]
+    horizon = sum(cycles)
+    m = cp_model.CpModel()
+    v = add_schedule(m, tasks, hazards, cycles, bank,
+                     sum(b for b, t in zip(bank, tasks) if t.context != "dma"), horizon)
+    m.minimize(v.makespan * (len(tasks) * horizon + 1) + sum(v.starts))
+    sv = cp_model.CpSolver()
+    sv.parameters.max_time_in_seconds = max(time_limit, 0.01)
+    sv.parameters.num_workers = 1
+    sv.parameters.random_seed = seed
+    st = sv.solve(m)
+    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # pragma: no cover - one after
+        starts = _in_order(g, tasks, hazards, cycles)    # another always fits the horizon
+    else:
+        starts = [sv.value(s) for s in v.starts]
+    timed = tuple(Timed(t, starts[k], cycles[k], bank[k]) for k, t in enumerate(tasks))
+    span = max((t.end for t in timed), default=0)
+    mac = sum(kinds()[g.ops[i].kind].graph_mac_use(gp.ops[i].plan) for i in range(len(g.ops))
+              if gp.ops[i].plan is not None)
+    return Schedule(timed, tuple(hazards), span,
+                    "optimal" if st == cp_model.OPTIMAL else "feasible",
+                    critical_path(timed, hazards), mac)
+
+
+def _in_order(g, tasks: Sequence[Task], hazards: Sequence[Hazard], cycles: Sequence[int]
+              ) -> list[int]:
+    """Every task after the one before (a schedule that always exists)."""
+    starts, t = [], 0
+    for c in cycles:
+        starts.append(t)
+        t += c
+    return starts
+
+
+def critical_path(timed: Sequence[Timed], hazards: Sequence[Hazard]) -> tuple[Wait, ...]:
+    """From the last task to end back to a task starting at 0: at each step the task ending
+    as the current one starts and what orders them (a hazard first, then the context, a
+    shared resource, the bank limit)."""
+    if not timed:
+        return ()
+    by_hazard = {(h.before, h.after): h for h in hazards}
+    k = max(range(len(timed)), key=lambda i: (timed[i].end, -i))
+    steps: list[Wait] = []
+    seen = {k}
+    while True:
+        cur = timed[k]
+        found = None
+        if cur.start > 0:
+            for j, t in enumerate(timed):
+                if j in seen or t.end != cur.start or not t.cycles:
+                    continue
+                why = _why(j, k, timed, by_hazard)
+                if why is not None and (found is None or why[0] < found[0]):
+                    found = (why[0], j, why[1])
+        if found is None:
+            steps.append(Wait(cur.task.name, None, None))
+            break
+        _, j, text = found
+        steps.append(Wait(cur.task.name, timed[j].task.name, text))
+        seen.add(j)
+        k = j
+    return tuple(reversed(steps))
+
+
+def _why(j: int, k: int, timed: Sequence[Timed], by_hazard: dict) -> tuple[int, str] | None:
+    a, b = timed[j].task, timed[k].task
+    h = by_hazard.get((j, k))
+    if h is not None:
+        return 0, f"{h.kind} {h.tensor}"
+    if a.context == b.context:
+        return 1, f"{a.context} context"
+    shared = sorted(a.resources & b.resources)
+    if shared:
+        return 2, shared[0]
+    if "dma" in (a.context, b.context) and (timed[j].bank_accesses or
+                                             timed[k].bank_accesses):
+        return 3, "bank-access limit"
+    return None
