@@ -691,6 +691,20 @@ RULES: dict[str, Rule] = _rules(
         "planner/layout.py, planner/chains.py", scope="planner",
     ),
     Rule(
+        "contraction-no-mapping", "hardware", "a contraction has a mapping every rule allows",
+        "no mapping of {einsum} meets every rule ({candidates} candidates): each breaks one "
+        "of {rules}",
+        "change what the rules name: free a fixed dimension, or pad or split an axis",
+        "planner/contraction_search.py; docs/contractions.md", scope="planner",
+    ),
+    Rule(
+        "contraction-fixed", "hardware", "what a contraction fixes is a mapping tcplan plans",
+        "no candidate mapping of the contraction holds {fixed} (of {candidates} candidates)",
+        "fix a dimension as a candidate holds it (docs/contractions.md, 'The candidates'), "
+        "or leave it free",
+        "planner/contraction_search.py; docs/contractions.md", scope="planner",
+    ),
+    Rule(
         "graph-no-layout", "hardware", "a graph's shared tensors have layouts every op plans",
         "no choice of the free tensors' layouts plans the ops {ops} together: {detail}",
         "{remedy}",

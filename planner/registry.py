@@ -269,11 +269,7 @@ def key_sets(extra: set[str], required: set[str]) -> tuple[frozenset[str], froze
 
 #: what real kernels do that tcplan does not express yet, with the reason (docs/kernels.md):
 #: a problem or a graph op of one of these kinds is refused at its line, saying so
-UNMODELLED: dict[str, str] = {
-    "contraction": "a contraction planned whole from its einsum (its mappings free) is the "
-                   "next issue's; the Contraction Engine op with its stages given is "
-                   "kind: contract (docs/engines.md)",
-}
+UNMODELLED: dict[str, str] = {}
 
 
 def refuse_unmodelled(doc, keys: tuple, kind: str) -> None:

@@ -106,6 +106,13 @@ def _value(key: str) -> dict[str, Any]:
         "steps": {"type": "array", "items": {"type": "object", "properties": {
             "op": {"enum": list(STEP_OPS)}}}},
         "tensors": {"type": "object", "description": "named tensors (per kind below)"},
+        "einsum": {"type": "string", "pattern": "^[^,]+,[^,]+->.+$",
+                   "description": "a contraction: the streamed operand, the TRF operand -> "
+                                  "the result, a letter per axis (docs/contractions.md)"},
+        "fix": {"type": "object", "additionalProperties": False,
+                "properties": {d: _MAPPING for d in ("cluster", "slice", "time", "packet",
+                                                     "lane", "element")},
+                "description": "a contraction's dimensions fixed (docs/contractions.md)"},
         "stages": {"type": "object", "description": "a contraction's stages (docs/engines.md)",
                    "required": ["outer", "packet", "time", "lane"],
                    "additionalProperties": False, "properties": {

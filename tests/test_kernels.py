@@ -12,13 +12,10 @@ from tcplan.model.rules import TcplanError
 from tcplan.planner.kinds import UNMODELLED
 
 
-@pytest.mark.parametrize("kind", ["contraction"])
-def test_an_unmodelled_engine_as_a_problem_is_refused_at_its_line(kind):
-    with pytest.raises(TcplanError) as e:
-        tcplan.loads(f"format: 1\nkind: {kind}\naxes: {{A: 4}}\n", "k.yaml")
-    msg = e.value.to_json()["message"]
-    assert e.value.code == "bad-problem" and msg.startswith("k.yaml:2:7: kind:")
-    assert "not modelled" in msg and UNMODELLED[kind] in msg and "docs/kernels.md" in msg
+def test_nothing_is_refused_as_unmodelled_any_more():
+    """Every engine of the kernels is an op or a problem kind now (``contraction``, the
+    last, planned whole from its einsum: tests/test_contraction_planning.py)."""
+    assert UNMODELLED == {}
 
 
 GRAPH = """kind: graph
@@ -32,12 +29,13 @@ ops:
 """
 
 
-def test_an_unmodelled_engine_as_a_graph_op_is_refused_at_its_line():
+def test_a_contraction_is_not_a_graph_op_yet_and_says_so_at_its_line():
+    """A contraction planned whole is a problem of its own; in a graph its op is the
+    engine's, ``contract`` (docs/contractions.md)."""
     with pytest.raises(TcplanError) as e:
         tcplan.loads(GRAPH, "g.yaml")
     msg = e.value.to_json()["message"]
-    assert msg.startswith("g.yaml:8:") and "'contraction' is not modelled" in msg
-    assert "kind: contract" in msg
+    assert msg.startswith("g.yaml:8:") and "'contraction' is not a graph op" in msg
 
 
 def test_a_trf_tensor_is_filled_by_the_collect_engine_not_a_dma():
@@ -525,15 +523,20 @@ def test_row_sum_compute_costs_by_hand():
 @pytest.mark.slow
 @pytest.mark.parametrize("path", FREE, ids=lambda p: p.stem)
 def test_each_kernel_function_with_free_layouts(path):
-    """The same graph with its DM and HBM layouts free: it solves and verifies, every op at
-    its bound, never slower than the kernel's own layouts (which are among its candidates)."""
+    """The same graph with its DM and HBM layouts free, planned for its makespan on the
+    three contexts: it solves and verifies, every op at its bound, its makespan never
+    longer than the kernel's own layouts' schedule (they are among its candidates), nor
+    its ops' sum."""
     free = tcplan.solve(path)
     typed = tcplan.solve(path.with_name(path.stem[: -len("_free")] + ".yaml"), verify="none")
     assert free.status == typed.status
     if free.status == "optimal":
         assert free.verified is True
+        f, t = free.to_json(), typed.to_json()
         if typed.cycles is None:  # only unmodelled ops (a scatter): no figure either way
             assert free.cycles is None
         else:
-            assert free.cycles <= typed.cycles
-        _at_bound(free.to_json())
+            assert f["objective"] == "makespan" and free.cycles == f["schedule"]["makespan"]
+            assert f["schedule"]["makespan"] <= t["schedule"]["makespan"]
+            assert f["sum_cycles"] <= t["sum_cycles"]
+        _at_bound(f)

@@ -13,7 +13,7 @@ from tcplan.planner.spec import load_problem
 KINDS = ("layout", "sequence", "dma", "pcie", "fetch", "commit", "redistribute", "gather",
          "scatter", "vector", "lane_fold", "expression", "graph", "collect", "cast",
          "to_trf", "to_vrf", "transpose", "switch", "contract", "commit_trim", "chain", "fetch_cast",
-         "inter_slice_reduce", "commit_cast", "commit_cast_relu")
+         "inter_slice_reduce", "commit_cast", "commit_cast_relu", "contraction")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -4,4 +4,4 @@ REGISTRY, kind_of``)."""
 
 from ..registry import (REGISTRY, UNMODELLED, Kind, Options, Solved, key_sets, kind_of,  # noqa: F401
                         kinds, refuse_unmodelled, register)
-from . import basic, chains, contract, dma, engines, graph, moves, tu  # noqa: E402,F401 - each registers its kinds
+from . import basic, chains, contract, contraction, dma, engines, graph, moves, tu  # noqa: E402,F401 - each registers its kinds

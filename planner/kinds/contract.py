@@ -149,16 +149,7 @@ class Contract(Kind):
                 raise
             return 1, {"problem": problem.name, "feasible": False,
                        "conflict": [_item(v.rule, v.to_json()) for v in err.violations]}
-        util = plan.mac_utilization
-        binding = [] if util >= 1 else [{
-            "title": f"MAC utilization {util:.4f}",
-            "detail": f"{plan.useful_products:,} useful products in "
-                      f"{plan.engine.outer_time.size:,} cycles of the multipliers (a "
-                      "contracted axis in Time, or a packet or lanes left part empty, leaves "
-                      "multipliers idle)"}]
-        return 0, {"problem": problem.name, "feasible": True, "cycles": plan.cycles,
-                   "lower_bound": plan.cycles, "mac_utilization": round(util, 6),
-                   "bottleneck": plan.breakdown()["bottleneck"], "binding": binding}
+        return 0, feasible(problem.name, plan)
 
     def inputs(self, problem) -> tuple[str, ...]:
         return ("source", "trf")
@@ -188,6 +179,22 @@ class Contract(Kind):
         summed away), as the graph holds every tensor."""
         out, _ = self._run(problem, plan, values["source"], values["trf"])
         return {"destination": out}
+
+
+def feasible(name: str, plan: ContractionPlan, binding: list | None = None
+             ) -> dict[str, Any]:
+    """What ``explain`` says of a contraction with a plan: its cycles, its bottleneck and
+    what binds (the multipliers it leaves idle; ``binding``: more to say first)."""
+    util = plan.mac_utilization
+    idle = [] if util >= 1 else [{
+        "title": f"MAC utilization {util:.4f}",
+        "detail": f"{plan.useful_products:,} useful products in "
+                  f"{plan.engine.outer_time.size:,} cycles of the multipliers (a "
+                  "contracted axis in Time, or a packet or lanes left part empty, leaves "
+                  "multipliers idle)"}]
+    return {"problem": name, "feasible": True, "cycles": plan.cycles,
+            "lower_bound": plan.cycles, "mac_utilization": round(util, 6),
+            "bottleneck": plan.breakdown()["bottleneck"], "binding": (binding or []) + idle}
 
 
 register(Contract())

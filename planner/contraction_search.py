@@ -1,0 +1,365 @@
+"""A contraction's mapping searched (issue 30, items 1-2; docs/contractions.md): an einsum
+``SW,TW->R`` (the streamed operand, the TRF operand, the result) placed on the Tensor Unit.
+
+The **candidates** are every mapping of this family (docs/contractions.md 'The candidates'):
+
+* the contracted axis ``K`` in the Packet (``K % F`` in each flit, ``F`` a flit's elements,
+  ``K / F`` innermost in Time; or ``K # F`` when ``K < F``), the Outer packing one or two
+  flits, or in Time (``1 # F`` a flit: one product per lane a cycle);
+* the TRF-only axis (``N``) in the Lane, ``1, 2, 4`` or ``8`` of it, the rest on slices;
+* every other axis split into a spatial part (its outer digit, on Cluster and Slice:
+  512 units, the two clusters taken when the spatial part is even) and a Time part;
+  a batch axis (in both operands and the result) wholly spatial;
+* the Lane Folder interleaved or sequential.
+
+Each candidate is checked by the Contraction Engine's own model (model/engines/
+contraction.py ``Contraction.lower``: every rule of its stages) and costed by its cycles
+per slice on the main context, every slice at once, the TRF operand loaded beforehand (as
+``kind: contract`` has it; its load, ``to_trf`` in the sub context, is reported: the moves
+around the contraction are docs/decisions.md item 108's).  One CP-SAT model chooses: a
+Boolean per candidate, exactly one, each rule an assumption literal that excludes the
+candidates breaking it; it minimizes the cycles, then the multipliers' engaged cycles
+(units x the Outer's packets: the plan that wastes fewest), then the units.  An infeasible
+model's core, shrunk by deletion, is a minimal set of rules every candidate breaks one of.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from tcplan.model import hardware as hw
+from tcplan.model.engines.contraction import MODES, Contraction, ContractionPlan
+from tcplan.model.engines.base import flit_elements
+from tcplan.model.lane import fold
+from tcplan.model.mapping import Mapping, parse
+from tcplan.model.rules import TcplanError, Violation, fail
+from tcplan.model.tiers import Tensor
+
+UNITS = hw.CLUSTERS_PER_CHIP * hw.SLICES_PER_CLUSTER  # a chip's slices: 512
+#: the dimensions a problem may fix (``fix:``): the stream's and the TRF's
+FIXABLE = ("cluster", "slice", "time", "packet", "lane", "element")
+
+
+@dataclass(frozen=True)
+class Einsum:
+    """The einsum's three axis lists and its axes' roles."""
+
+    stream: tuple[str, ...]
+    trf: tuple[str, ...]
+    result: tuple[str, ...]
+
+    @property
+    def contracted(self) -> tuple[str, ...]:
+        return tuple(a for a in self.stream if a in self.trf and a not in self.result)
+
+    @property
+    def batch(self) -> tuple[str, ...]:
+        return tuple(a for a in self.stream if a in self.trf and a in self.result)
+
+    @property
+    def stream_only(self) -> tuple[str, ...]:
+        return tuple(a for a in self.stream if a not in self.trf)
+
+    @property
+    def trf_only(self) -> tuple[str, ...]:
+        return tuple(a for a in self.trf if a not in self.stream)
+
+    def text(self) -> str:
+        return f"{''.join(self.stream)},{''.join(self.trf)}->{''.join(self.result)}"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One mapping of the contraction: the texts of every dimension, the stages."""
+
+    dims: dict[str, str]  # cluster, slice, time, packet (the stream); lane, element (TRF)
+    outer: tuple[str, str]  # the Outer's OutTime, OutPacket
+    time_out: str  # the Time Reducer's OutTime
+    mode: str  # the Lane Folder's
+    units: int  # the units holding data (the spatial parts' product)
+    k_in: str  # "packet" or "time": where the contracted axis sits
+    flits: int  # the stream's flits per slice: the Stream Adapter takes one a cycle
+
+    def describe(self) -> str:
+        return ", ".join(f"{d} {self.dims[d]}" for d in FIXABLE) + f", lane mode {self.mode}"
+
+
+@dataclass
+class Evaluated:
+    """A candidate checked: its plan and makespan, or the rules it breaks."""
+
+    candidate: Candidate
+    plan: ContractionPlan | None = None
+    trf_load: int = 0
+    violations: tuple[Violation, ...] = ()
+
+    @property
+    def cycles(self) -> int:
+        assert self.plan is not None
+        return self.plan.cycles
+
+    @property
+    def engaged(self) -> int:
+        """Multiplier engagements: every unit's Outer packets (each engages all of a
+        slice's multipliers, useful or not)."""
+        assert self.plan is not None
+        return self.candidate.units * self.plan.engine.outer_time.size
+
+
+# ---- the candidates ---------------------------------------------------------------------
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _split(axis: str, size: int, spatial: int) -> tuple[str | None, str | None]:
+    """``axis`` cut into its spatial part (outer, ``spatial`` values) and its time part
+    (inner): the two digits' texts, None where a part is 1."""
+    if spatial == size:
+        return axis, None
+    if spatial == 1:
+        return None, axis
+    rest = size // spatial
+    return f"{axis} / {rest}", f"{axis} % {rest}"
+
+
+def _m(digits: list[str], pad: int | None = None) -> str:
+    body = ", ".join(digits) if digits else "1"
+    return f"m![{body} # {pad}]" if pad is not None else f"m![{body}]"
+
+
+def _spatial(digits: list[tuple[str, int]]) -> tuple[str, str] | None:
+    """Cluster and Slice of the spatial digits (outermost first), the two clusters taken
+    when the first digit is even; None when they hold more than a chip's units."""
+    u = 1
+    for _, s in digits:
+        u *= s
+    if u > UNITS:
+        return None
+    if digits and digits[0][1] % 2 == 0 and u > 1:
+        (text, s), rest = digits[0], digits[1:]
+        half = s // 2
+        cluster = f"m![{text} / {half}]" if half > 1 else f"m![{text}]"
+        inner = ([f"{text} % {half}"] if half > 1 else []) + [t for t, _ in rest]
+        if u // 2 > hw.SLICES_PER_CLUSTER:
+            return None
+        return cluster, _m(inner, hw.SLICES_PER_CLUSTER) if u // 2 < \
+            hw.SLICES_PER_CLUSTER else _m(inner)
+    if u > hw.SLICES_PER_CLUSTER:
+        return None
+    return "m![1 # 2]", _m([t for t, _ in digits], hw.SLICES_PER_CLUSTER) if u < \
+        hw.SLICES_PER_CLUSTER else _m([t for t, _ in digits])
+
+
+def _k_options(k: str, size: int, f: int) -> Iterator[tuple[str, list[str], str, str, str]]:
+    """Where the contracted axis goes: (the stream's Packet, its Time digits innermost, the
+    Outer's packet, the time digit the Outer packs away or "", "packet" / "time")."""
+    if size <= f:
+        packet = k if size == f else f"{k} # {f}"
+        yield f"m![{packet}]", [], f"m![{packet}]", "", "packet"
+    elif size % f == 0:
+        rest = size // f
+        yield f"m![{k} % {f}]", [f"{k} / {f}"], f"m![{k} % {f}]", "", "packet"
+        if rest % 2 == 0:  # (PackSize 2: two flits a packet)
+            inner = f"{k} / {f}"
+            yield (f"m![{k} % {f}]", [inner], f"m![{k} % {2 * f}]", inner, "packet")
+    yield f"m![1 # {f}]", [k], f"m![1 # {f}]", "", "time"
+
+
+def candidates(e: Einsum, axes: dict[str, int], dtype: str) -> Iterator[Candidate]:
+    """Every candidate of the family (module docstring)."""
+    (k,) = e.contracted
+    f = flit_elements(dtype)
+    free = [a for a in e.stream if a not in (k,)]  # (stream-only and batch, stream order)
+    lane_axis = e.trf_only[0] if e.trf_only else None
+    lanes = [n for n in hw.CONTRACT_LANES if lane_axis is None and n == 1 or
+             lane_axis is not None and axes[lane_axis] % n == 0]
+    for spatial in itertools.product(*(_divisors(axes[a]) for a in free)):
+        if any(s != axes[a] for a, s in zip(free, spatial) if a in e.batch):
+            continue  # (a batch axis is wholly spatial: the TRF holds it per slice)
+        for lane in lanes:
+            yield from _with_lane(e, axes, dtype, k, f, free, spatial, lane_axis, lane)
+
+
+def _with_lane(e: Einsum, axes: dict[str, int], dtype: str, k: str, f: int,
+               free: list[str], spatial: tuple[int, ...], lane_axis: str | None,
+               lane: int) -> Iterator[Candidate]:
+    digits, times = [], []
+    for a, s in zip(free, spatial):
+        sp, tm = _split(a, axes[a], s)
+        if sp is not None:
+            digits.append((sp, s))
+        if tm is not None:
+            times.append(tm)
+    lane_text = "m![1]"
+    if lane_axis is not None:
+        n = axes[lane_axis]
+        lane_text = f"m![{lane_axis} % {lane}]" if lane < n else f"m![{lane_axis}]"
+        if lane < n:  # (the rest of it on slices: the stream broadcast over them)
+            digits.append((f"{lane_axis} / {lane}", n // lane))
+    place = _spatial(digits)
+    if place is None:
+        return
+    units = 1
+    for _, s in digits:
+        units *= s
+    steps = 1
+    for a, s in zip(free, spatial):
+        steps *= axes[a] // s
+    for packet, k_times, outer_packet, packed, where in _k_options(k, axes[k], f):
+        time = times + k_times
+        outer_time = [t for t in time if t != packed] if packed else time
+        if packed:  # (the packed digit of 2 flits leaves K / 2F in Time)
+            rest = axes[k] // (2 * f)
+            outer_time = times + ([f"{k} / {2 * f}"] if rest > 1 else [])
+        for mode in MODES:
+            yield Candidate(
+                {"cluster": place[0], "slice": place[1], "time": _m(time),
+                 "packet": packet, "lane": lane_text, "element": _m([k])},
+                (_m(outer_time), outer_packet), _m(times), mode, units, where,
+                steps * (axes[k] if where == "time" else max(1, axes[k] // f)))
+
+
+# ---- a candidate checked ------------------------------------------------------------------
+def evaluate(c: Candidate, e: Einsum, axes: dict[str, int], dtype: str) -> Evaluated:
+    """The candidate lowered by the Contraction Engine's model, or the rules it breaks."""
+    try:
+        src, trf, out, engine = tensors_of(c, e, axes, dtype)
+        plan = engine.lower(src, trf, out, axes)
+    except TcplanError as err:
+        if err.kind == "input":
+            raise
+        return Evaluated(c, violations=tuple(err.violations))
+    flits = trf.dims["lane"].size * trf.dims["element"].size // flit_elements(dtype)
+    return Evaluated(c, plan, max(1, flits))
+
+
+def tensors_of(c: Candidate, e: Einsum, axes: dict[str, int], dtype: str
+               ) -> tuple[Tensor, Tensor, Tensor, Contraction]:
+    """The stream, the TRF, the result stream and the engine of a candidate."""
+    def m(text: str) -> Mapping:
+        return parse(text, axes)
+    spatial = {"chip": m("m![1]"), "cluster": m(c.dims["cluster"]),
+               "slice": m(c.dims["slice"])}
+    src = Tensor("stream", "stream", dtype, {**spatial, "time": m(c.dims["time"]),
+                                             "packet": m(c.dims["packet"])})
+    trf = Tensor("trf", "trf", dtype, {**spatial, "lane": m(c.dims["lane"]),
+                                       "element": m(c.dims["element"])})
+    engine = Contraction(m(c.outer[0]), m(c.outer[1]), m("m![1]"), m(c.time_out), c.mode)
+    lf = fold(axes, trf.dims["lane"], engine.time, engine.packet, c.mode)
+    acc = hw.CONTRACT_ACCUMULATOR.get(dtype, dtype)
+    out = Tensor("result", "stream", acc, {**spatial, "time": lf.out_time,
+                                           "packet": lf.out_packet})
+    return src, trf, out, engine
+
+
+def matches(c: Candidate, fixed: dict[str, Mapping], axes: dict[str, int]) -> bool:
+    """Does the candidate hold what each fixed dimension holds?"""
+    from tcplan.model.mapping import same_holding
+    return all(same_holding(parse(c.dims[d], axes), m) for d, m in fixed.items())
+
+
+# ---- the search ---------------------------------------------------------------------------
+def search(e: Einsum, axes: dict[str, int], dtype: str, fixed: dict[str, Mapping],
+           time_limit: float = 10.0, seed: int = 0) -> "Choice":
+    """Every candidate that holds the fixed dimensions, evaluated in the order of its lower
+    bound (its stream's flits: the Stream Adapter takes one a cycle) until the bound
+    passes the best cycles found (no candidate left can reach them), then chosen."""
+    every = list(candidates(e, axes, dtype))
+    pool = sorted((c for c in every if matches(c, fixed, axes)),
+                  key=lambda c: (c.flits, c.units))
+    if not pool:  # (what the problem fixes no candidate holds: that is the conflict)
+        text = ", ".join(f"{d} {m.text()}" for d, m in fixed.items())
+        v = fail("contraction-fixed", (text,), fixed=text,
+                 candidates=len(every)).violations[0]
+        return Choice(None, 0, ("contraction-fixed",), (v,), True, 0)
+    rows: list[Evaluated] = []
+    best: int | None = None
+    for c in pool:
+        if best is not None and c.flits > best:
+            break  # (every candidate after this one takes more cycles than the best)
+        r = evaluate(c, e, axes, dtype)
+        rows.append(r)
+        if r.plan is not None and (best is None or r.cycles < best):
+            best = r.cycles
+    out = choose(rows, time_limit, seed)
+    return Choice(out.best, len(rows), out.core, out.examples, out.proven, len(pool))
+
+
+# ---- the choice ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Choice:
+    """The search's outcome: the best candidate (None when every one breaks a rule), how
+    many were evaluated, and the minimal rules that leave none."""
+
+    best: Evaluated | None
+    evaluated: int
+    core: tuple[str, ...] = ()
+    examples: tuple[Violation, ...] = ()
+    proven: bool = True
+    candidates: int = 0  # the candidates holding the fixed dimensions
+
+
+def choose(rows: list[Evaluated], time_limit: float = 10.0, seed: int = 0) -> Choice:
+    """CP-SAT over the candidates: exactly one, none that breaks an enforced rule (each
+    rule an assumption literal), the least cycles, then the fewest engaged multipliers,
+    then the fewest units."""
+    from ortools.sat.python import cp_model
+    m = cp_model.CpModel()
+    rules = sorted({v.rule for r in rows for v in r.violations})
+    enforced = {r: m.new_bool_var(f"enforce {r}") for r in rules}
+    pick = [m.new_bool_var(f"candidate {k}") for k in range(len(rows))]
+    m.add_exactly_one(pick)
+    for lit, r in zip(pick, rows):
+        for v in {v.rule for v in r.violations}:
+            m.add_implication(lit, enforced[v].Not())
+    units = max((r.candidate.units for r in rows), default=1) + 1
+    engaged = max((r.engaged for r in rows if r.plan is not None), default=1) + 1
+    m.minimize(sum(lit * ((r.cycles * engaged + r.engaged) * units + r.candidate.units)
+                   for lit, r in zip(pick, rows) if r.plan is not None))
+    m.add_assumptions(list(enforced.values()))
+    sv = _solver(time_limit, seed)
+    st = sv.solve(m)
+    if st == cp_model.INFEASIBLE:
+        core = _core(m, enforced, sv, time_limit, seed)
+        return Choice(None, len(rows), tuple(core), _examples(rows, core))
+    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return Choice(None, len(rows), proven=False)
+    best = next(r for lit, r in zip(pick, rows) if sv.value(lit))
+    return Choice(best, len(rows), proven=st == cp_model.OPTIMAL)
+
+
+def _solver(time_limit: float, seed: int):
+    from ortools.sat.python import cp_model
+    sv = cp_model.CpSolver()
+    sv.parameters.max_time_in_seconds = max(time_limit, 0.01)
+    sv.parameters.num_workers = 1
+    sv.parameters.random_seed = seed
+    return sv
+
+
+def _core(m, enforced: dict[str, Any], sv, time_limit: float, seed: int) -> list[str]:
+    """A minimal set of rules no candidate escapes (the solver's core, shrunk by
+    deletion)."""
+    from ortools.sat.python import cp_model
+    found = set(sv.sufficient_assumptions_for_infeasibility())
+    core = [r for r, lit in enforced.items() if lit.index in found] or list(enforced)
+    k = 0
+    while k < len(core):
+        trial = core[:k] + core[k + 1:]
+        m.clear_assumptions()
+        m.add_assumptions([enforced[r] for r in trial])
+        if _solver(time_limit, seed).solve(m) == cp_model.INFEASIBLE:
+            core = trial
+        else:
+            k += 1
+    return core
+
+
+def _examples(rows: list[Evaluated], core: list[str]) -> tuple[Violation, ...]:
+    """One violation of each core rule, as a candidate broke it."""
+    out = []
+    for rule in core:
+        out.append(next(v for r in rows for v in r.violations if v.rule == rule))
+    return tuple(out)

@@ -1,0 +1,265 @@
+"""A contraction planned whole from its einsum (``kind: contraction``; issue 30, items 1, 2
+and 5; planner/contraction_search.py; docs/contractions.md).
+
+The problem names the einsum (``einsum: 'VMK,NK->VMN'``: the streamed operand, the TRF
+operand, the result, one letter per axis of ``axes``) and optionally fixes dimensions of
+the mapping (``fix: {packet: 'm![1 # 16]'}``); tcplan chooses the rest (the streamed
+operand's Cluster, Slice, Time and Packet, the TRF's Lane and Element, the stages' outputs
+and the Lane Folder's mode), proves the choice optimal over the candidates under the
+Contraction Engine's cycle model, runs it on data against ``numpy.einsum``, and explains a
+contraction with no mapping by a minimal set of named rules.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tcplan.model import hardware as hw
+from tcplan.model.engines.contraction import ContractionPlan
+from tcplan.model.mapping import Mapping
+from tcplan.model.rules import TcplanError, fail
+
+from .. import contraction_search as cs
+from ..problem import Problem
+from ..registry import Kind, Options, Solved, key_sets, register
+from ..render import EXIT_OK, EXIT_RULE
+from .contract import Contract, feasible
+from .engines import EngineSolved
+
+
+@dataclass(frozen=True)
+class ContractionSpec:
+    """The einsum and the dimensions the problem fixes (the rest are free)."""
+
+    einsum: cs.Einsum
+    fixed: dict[str, Mapping] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ContractionSolved(EngineSolved):
+    """A contraction's solve: the engine op's record, and how the search went."""
+
+    evaluated: int = 0
+    candidates: int = 0
+    trf_load: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        out["search"] = {"candidates": self.candidates, "evaluated": self.evaluated,
+                         "trf_load_cycles": self.trf_load}
+        out["mapping"] = _mapping(self.plan)
+        return out
+
+
+def _mapping(plan: ContractionPlan) -> dict[str, str]:
+    """The chosen mapping's dimensions, as a problem would fix them."""
+    s, t = plan.src.dims, plan.trf.dims
+    return {"cluster": s["cluster"].text(), "slice": s["slice"].text(),
+            "time": s["time"].text(), "packet": s["packet"].text(),
+            "lane": t["lane"].text(), "element": t["element"].text(),
+            "lane_mode": plan.engine.mode}
+
+
+def _einsum(ctx, text: Any, axes: dict[str, int]) -> cs.Einsum:
+    """``'VMK,NK->VMN'``: each letter an axis; one contracted axis, at most one axis only
+    the TRF operand carries, the result the operands' axes less the contracted one."""
+    keys = ("einsum",)
+    example = "einsum: 'VMK,NK->VMN' (the streamed operand, the TRF operand -> the result)"
+    if not isinstance(text, str) or text.count("->") != 1 or text.split("->")[0].count(
+            ",") != 1:
+        raise ctx.doc.error(keys, "expected two operands and a result", example)
+    left, result = (p.replace(" ", "") for p in text.split("->"))
+    stream, trf = left.split(",")
+    for letter in stream + trf + result:
+        if letter not in axes:
+            raise ctx.doc.error(keys, f"{letter!r} is not an axis (each letter names one "
+                                "of axes:)", example)
+    for part in (stream, trf, result):
+        if len(set(part)) != len(part):
+            raise ctx.doc.error(keys, f"{part!r} names an axis twice", example)
+    e = cs.Einsum(tuple(stream), tuple(trf), tuple(result))
+    want = [a for a in dict.fromkeys(stream + trf) if a not in e.contracted]
+    if len(e.contracted) != 1 or sorted(result) != sorted(want):
+        raise ctx.doc.error(keys, f"{text!r}: tcplan plans a contraction of one axis both "
+                            "operands carry and the result does not, the result carrying "
+                            "every other axis", example)
+    if len(e.trf_only) > 1:
+        raise ctx.doc.error(keys, f"{text!r}: the TRF operand carries {len(e.trf_only)} "
+                            "axes the streamed one does not; tcplan plans one (its Lane)",
+                            example)
+    return e
+
+
+class Contraction(Kind):
+    names = ("contraction",)
+    keys = {"contraction": key_sets({"einsum", "fix"}, {"einsum"})}
+    solvable = True
+    output_word = "computed"
+
+    def load(self, ctx, data: dict, kind: str, tensors: dict) -> ContractionSpec:
+        e = _einsum(ctx, data["einsum"], ctx.axes)
+        fix = data.get("fix") or {}
+        if not isinstance(fix, dict):
+            raise ctx.doc.error(("fix",), "expected dimensions and their mappings",
+                                "fix: {packet: 'm![1 # 16]'}")
+        fixed = {}
+        for d, text in fix.items():
+            if d not in cs.FIXABLE:
+                raise ctx.doc.error(("fix", d), f"{d!r} is not a dimension a contraction "
+                                    "fixes", "one of " + ", ".join(cs.FIXABLE), at_key=True)
+            fixed[d] = ctx.mapping(("fix", d), text, d)
+        return ContractionSpec(e, fixed)
+
+    def _search(self, problem: Problem[ContractionSpec], opts: Options | None = None
+                ) -> cs.Choice:
+        o = opts or Options()
+        return cs.search(problem.spec.einsum, problem.axes, problem.dtype,
+                         problem.spec.fixed, o.time_limit, o.seed)
+
+    def lower(self, problem: Problem[ContractionSpec]) -> ContractionPlan:
+        out = self._search(problem)
+        if out.best is None or out.best.plan is None:
+            raise _no_mapping(problem, out)
+        return out.best.plan
+
+    def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
+        out = self._search(problem, opts)
+        if out.best is None or out.best.plan is None:
+            raise _no_mapping(problem, out)
+        return out.best.plan, out.best.cycles, out.proven
+
+    def lower_bound(self, problem, plan) -> int | None:
+        return plan.cycles
+
+    def verify(self, problem, plan: ContractionPlan, seed: int, progress=None
+               ) -> dict[str, Any]:
+        return Contract.verify(Contract(), problem, plan, seed)  # (its stream and TRF)
+
+    def _run(self, problem, plan: ContractionPlan, S, W):
+        return Contract._run(Contract(), problem, plan, S, W)
+
+    def verify_lines(self, report: dict[str, Any]) -> list[str]:
+        return Contract.verify_lines(Contract(), report)
+
+    def solve(self, problem: Problem[ContractionSpec], opts: Options) -> Solved:
+        t0 = _time.perf_counter()
+        out = self._search(problem, opts)
+        if out.best is None or out.best.plan is None:
+            return Solved.no_plan(problem.name, _no_mapping(problem, out),
+                                  None if out.proven else "unknown")
+        plan, t1 = out.best.plan, _time.perf_counter()
+        verified, checked, error = None, 0, None
+        if opts.verify != "none":
+            try:
+                verified, checked = True, self.verify(problem, plan, opts.seed)["checked"]
+            except TcplanError as err:
+                verified, error = False, err
+        record = ContractionSolved(
+            problem.name, plan, verified, checked,
+            {"plan": round(t1 - t0, 3), "verify": round(_time.perf_counter() - t1, 3)},
+            error, "optimal" if out.proven else "feasible", out.evaluated, out.candidates,
+            out.best.trf_load)
+        return Solved(record, plan, exit=EXIT_RULE if verified is False else EXIT_OK)
+
+    def solve_text(self, problem, solved: Solved) -> str:
+        r = solved.record
+        if solved.error is not None or not isinstance(r, ContractionSolved):
+            return Kind.solve_text(self, problem, solved)
+        check = ("not verified (--verify none)" if r.verified is None else
+                 f"verified: {r.checked:,} positions against numpy.einsum" if r.verified
+                 else f"NOT verified: {r.error.message if r.error else ''}")
+        m = _mapping(r.plan)
+        return "\n".join([
+            f"{problem.name}: {problem.spec.einsum.text()}, {r.cycles:,} cycles ({r.status}"
+            f" over {r.candidates:,} candidate mappings, {r.evaluated:,} evaluated, the "
+            "others bounded out)",
+            "  mapping: " + ", ".join(f"{d} {v}" for d, v in m.items()),
+            f"  the TRF's load (to_trf, sub context): {r.trf_load:,} cycles, before it",
+            r.plan.text(), check])
+
+    def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
+        from ..explain import _item
+        out = self._search(problem)
+        if out.best is None or out.best.plan is None:
+            return EXIT_RULE, {"problem": problem.name, "feasible": False, "conflict": [
+                _item(v.rule, v.to_json()) for v in out.examples]}
+        return EXIT_OK, feasible(problem.name, out.best.plan, _why(problem, out.best))
+
+    def inputs(self, problem) -> tuple[str, ...]:
+        return ("source", "trf")
+
+    def run(self, problem, plan: ContractionPlan, inputs: dict, seed: int) -> dict:
+        """The operands in the einsum's letter order (``source``: the streamed one,
+        ``trf``), the result (``destination``) in the result's."""
+        e = problem.spec.einsum
+        given = {role: _to_plan(inputs[role], letters, t, problem.axes, role)
+                 for role, letters, t in (("source", e.stream, plan.src),
+                                          ("trf", e.trf, plan.trf)) if role in inputs}
+        out = Contract.run(Contract(), problem, plan, given, seed)
+        return {"source": _from_plan(out["source"], plan.src, e.stream, problem.axes),
+                "trf": _from_plan(out["trf"], plan.trf, e.trf, problem.axes),
+                "destination": _from_plan(out["destination"], plan.out, e.result,
+                                          problem.axes)}
+
+
+def _to_plan(arr, letters: tuple[str, ...], t, axes: dict[str, int], role: str):
+    """A user's operand over its einsum letters as the plan's tensor holds it: over the
+    axes the tensor carries, in the axes block's order, constant along the ones it holds
+    as copies (the TRF on slices of the stream's axes)."""
+    import numpy as np
+
+    from tcplan.executor.run import carried_axes
+    want = tuple(axes[a] for a in letters)
+    if np.shape(arr) != want:
+        raise fail("bad-request", detail=f"--input {role}: expected shape {want} "
+                   f"({', '.join(letters)}), got {np.shape(arr)}",
+                   fix="save the operand with numpy.save over its einsum letters")
+    carried = carried_axes(t, axes)
+    order = [a for a in carried if a in letters]
+    x = np.transpose(np.asarray(arr), [letters.index(a) for a in order])
+    shape = [axes[a] if a in letters else 1 for a in carried]
+    return np.ascontiguousarray(np.broadcast_to(x.reshape(shape),
+                                                tuple(axes[a] for a in carried)))
+
+
+def _from_plan(arr, t, letters: tuple[str, ...], axes: dict[str, int]):
+    """A plan's tensor (over the axes it carries) over the einsum's letters (the first
+    copy of an axis it holds as copies)."""
+    import numpy as np
+
+    from tcplan.executor.run import carried_axes
+    carried = carried_axes(t, axes)
+    x = np.asarray(arr)[tuple(slice(None) if a in letters else 0 for a in carried)]
+    kept = [a for a in carried if a in letters]
+    return np.transpose(x, [kept.index(a) for a in letters])
+
+
+def _why(problem, best: cs.Evaluated) -> list[dict[str, str]]:
+    """What binds the best mapping, in words: where the contracted axis sits and the
+    multipliers that leaves busy, the dimensions the problem fixed."""
+    plan, c = best.plan, best.candidate
+    assert plan is not None
+    (k,) = problem.spec.einsum.contracted
+    per_lane = hw.CONTRACT_PACKET_BYTES[-1] // hw.DTYPE_BYTES[problem.dtype]
+    out = [{"title": f"{k} in Time: 1 of {per_lane} multipliers busy" if c.k_in == "time"
+            else f"{k} in the Packet: the Packet Reducer's tree sums it",
+            "detail": f"the stream carries {c.flits:,} flits a slice on {c.units:,} units; "
+                      f"cycles {plan.cycles:,}"}]
+    if problem.spec.fixed:
+        out.append({"title": "fixed: " + ", ".join(f"{d} {m.text()}" for d, m in
+                                                   problem.spec.fixed.items()),
+                    "detail": "the search kept only the mappings that hold these"})
+    return out
+
+
+def _no_mapping(problem, out: cs.Choice) -> TcplanError:
+    if not out.proven and not out.core:
+        return fail("plan-time-limit", limit="the solver's", lowered=out.evaluated)
+    rules = ", ".join(f"[{v.rule}] {v.message[:140]}" for v in out.examples)
+    return fail("contraction-no-mapping", (problem.spec.einsum.text(),),
+                einsum=problem.spec.einsum.text(), candidates=out.candidates, rules=rules)
+
+
+register(Contraction())
