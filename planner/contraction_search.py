@@ -195,9 +195,10 @@ def _with_lane(e: Einsum, axes: dict[str, int], dtype: str, k: str, f: int,
     lane_text = "m![1]"
     if lane_axis is not None:
         n = axes[lane_axis]
-        lane_text = f"m![{lane_axis} % {lane}]" if lane < n else f"m![{lane_axis}]"
+        if lane > 1:
+            lane_text = f"m![{lane_axis} % {lane}]" if lane < n else f"m![{lane_axis}]"
         if lane < n:  # (the rest of it on slices: the stream broadcast over them)
-            digits.append((f"{lane_axis} / {lane}", n // lane))
+            digits.append((f"{lane_axis} / {lane}" if lane > 1 else lane_axis, n // lane))
     place = _spatial(digits)
     if place is None:
         return

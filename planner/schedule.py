@@ -283,7 +283,7 @@ def schedule_of(g, gp, time_limit: float = 10.0, seed: int = 0) -> Schedule:
     sv.parameters.random_seed = seed
     st = sv.solve(m)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # pragma: no cover - one after
-        starts = _in_order(g, tasks, hazards, cycles)    # another always fits the horizon
+        starts = _in_order(cycles)                        # another always fits the horizon
     else:
         starts = [sv.value(s) for s in v.starts]
     timed = tuple(Timed(t, starts[k], cycles[k], bank[k]) for k, t in enumerate(tasks))
@@ -295,9 +295,9 @@ def schedule_of(g, gp, time_limit: float = 10.0, seed: int = 0) -> Schedule:
                     critical_path(timed, hazards), mac)
 
 
-def _in_order(g, tasks: Sequence[Task], hazards: Sequence[Hazard], cycles: Sequence[int]
-              ) -> list[int]:
-    """Every task after the one before (a schedule that always exists)."""
+def _in_order(cycles: Sequence[int]) -> list[int]:
+    """Every task after the one before, in the graph's order (a schedule that always
+    exists: a writer comes before its readers, a first user before a second)."""
     starts, t = [], 0
     for c in cycles:
         starts.append(t)

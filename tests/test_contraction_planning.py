@@ -227,3 +227,31 @@ def test_the_plan_runs_on_the_users_data():
     got = tcplan.run(p, {"source": a, "trf": b}).arrays["destination"]
     assert np.array_equal(got, np.einsum("mk,nk->mn", a.astype(np.int64),
                                          b.astype(np.int64)).astype(np.int32))
+
+
+LIBRARY = sorted((ROOT / "problems/contractions").glob("*.yaml"))
+
+
+def test_the_library_has_the_issues_contractions():
+    """GEMV and GEMM shapes of the Qwen3 layers, batched matmuls, q-k and p-v products."""
+    assert len(LIBRARY) >= 10
+    kinds = {tcplan.load(p).spec.einsum.text() for p in LIBRARY}
+    assert {"K,NK->N", "MK,NK->MN", "VMK,NK->VMN", "HD,HTD->HT", "HT,HDT->HD"} <= kinds
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", LIBRARY, ids=lambda p: p.stem)
+def test_each_library_contraction_plans_proves_and_verifies(path):
+    """Each solves optimal and verified (meeting its expect block); where its candidates
+    are few, the plan's cycles are every candidate's least (each lowered apart)."""
+    from tcplan.planner.expect import expectations
+    p = tcplan.load(path)
+    r = tcplan.solve(p)
+    assert r.status == "optimal" and r.verified is True, r.text()
+    row = expectations(p, r.to_json(), r.exit_code)
+    assert row["ok"], row["why"]
+    every = [c for c in cs.candidates(p.spec.einsum, p.axes, p.dtype)
+             if cs.matches(c, p.spec.fixed, p.axes)]
+    if len(every) <= 50:
+        rows = [cs.evaluate(c, p.spec.einsum, p.axes, p.dtype) for c in every]
+        assert r.cycles == min(x.cycles for x in rows if x.plan is not None)

@@ -230,3 +230,24 @@ def test_a_graphs_schedule_is_drawn(tmp_path):
     for word in ("main context", "sub context", "dma context", "load_w", "store_z",
                  "makespan"):
         assert word in svg, word
+
+
+def test_a_kernel_functions_trace_holds_every_task_on_its_context(tmp_path):
+    """mlp_forward's schedule as a trace: every op of the graph in exactly one task event,
+    each event inside the makespan on its context's track, the tracks' events apart."""
+    from tcplan.planner.cli import main
+    path = ROOT / "problems/kernels/qwen3/mlp_forward_free.yaml"
+    out = tmp_path / "mlp.json"
+    assert main(["solve", str(path), "--verify", "none", "--trace", str(out)]) == 0
+    trace = json.loads(out.read_text())
+    span = trace["otherData"]["makespan_cycles"]
+    events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    ops = [i for e in events for i in e["args"]["ops"]]
+    assert sorted(ops) == list(range(len(tcplan.load(path).spec.graph.ops)))
+    by_track: dict[int, list] = {}
+    for e in events:
+        assert 0 <= e["ts"] and e["ts"] + e["dur"] <= span
+        by_track.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"]))
+    for spans in by_track.values():
+        spans = sorted(s for s in spans if s[1] > s[0])
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
