@@ -85,6 +85,9 @@ BANK_RUN_CAP = 1 << 40
 #: one is excluded from its model: planner/tu_search.py).
 TU_SEARCH_MAX_PLANS = 200
 PLANNER = "the graph planner"
+#: Candidate mappings a contraction's search generates (planner/contraction_search.py): the
+#: product over its free axes of their divisors, times the lane and packing choices.
+CONTRACTION_MAX_CANDIDATES = 200_000
 
 
 class NumberTooLong(ValueError):

@@ -699,7 +699,8 @@ RULES: dict[str, Rule] = _rules(
     ),
     Rule(
         "contraction-fixed", "hardware", "what a contraction fixes is a mapping tcplan plans",
-        "no candidate mapping of the contraction holds {fixed} (of {candidates} candidates)",
+        "the contraction's mappings that hold {fixed} (of {candidates} candidates) break the "
+        "rules named beside it, or there are none",
         "fix a dimension as a candidate holds it (docs/contractions.md, 'The candidates'), "
         "or leave it free",
         "planner/contraction_search.py; docs/contractions.md", scope="planner",

@@ -8,28 +8,32 @@ The **candidates** are every mapping of this family (docs/contractions.md 'The c
   flits, or in Time (``1 # F`` a flit: one product per lane a cycle);
 * the TRF-only axis (``N``) in the Lane, ``1, 2, 4`` or ``8`` of it, the rest on slices;
 * every other axis split into a spatial part (its outer digit, on Cluster and Slice:
-  512 units, the two clusters taken when the spatial part is even) and a Time part;
-  a batch axis (in both operands and the result) wholly spatial;
+  512 units, the two clusters taken by the first even spatial digit's outer half) and a
+  Time part; a batch axis (in both operands and the result) wholly spatial;
 * the Lane Folder interleaved or sequential.
 
 Each candidate is checked by the Contraction Engine's own model (model/engines/
 contraction.py ``Contraction.lower``: every rule of its stages) and costed by its cycles
 per slice on the main context, every slice at once, the TRF operand loaded beforehand (as
 ``kind: contract`` has it; its load, ``to_trf`` in the sub context, is reported: the moves
-around the contraction are docs/decisions.md item 108's).  One CP-SAT model chooses: a
-Boolean per candidate, exactly one, each rule an assumption literal that excludes the
-candidates breaking it; it minimizes the cycles, then the multipliers' engaged cycles
-(units x the Outer's packets: the plan that wastes fewest), then the units.  An infeasible
-model's core, shrunk by deletion, is a minimal set of rules every candidate breaks one of.
+around the contraction are docs/decisions.md item 108's).  The search evaluates the
+candidates in the order of a lower bound (the stream's flits) until it passes the best
+cycles found, and keeps the least (cycles, then the multipliers' engaged cycles: units x
+the Outer's packets, the plan that wastes fewest, then the units).  When every candidate
+breaks a rule, one CP-SAT model (a Boolean per candidate, exactly one; each rule an
+assumption literal that forbids the candidates breaking it) is infeasible, and its core,
+shrunk by deletion, is a minimal set of rules every candidate breaks one of.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 from tcplan.model import hardware as hw
+from tcplan.model import limits
 from tcplan.model.engines.contraction import MODES, Contraction, ContractionPlan
 from tcplan.model.engines.base import flit_elements
 from tcplan.model.lane import fold
@@ -110,7 +114,8 @@ class Evaluated:
 
 # ---- the candidates ---------------------------------------------------------------------
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    from tcplan.model.arith import divisors
+    return sorted(divisors(n))
 
 
 def _split(axis: str, size: int, spatial: int) -> tuple[str | None, str | None]:
@@ -131,14 +136,17 @@ def _m(digits: list[str], pad: int | None = None) -> str:
 
 def _spatial(digits: list[tuple[str, int]]) -> tuple[str, str] | None:
     """Cluster and Slice of the spatial digits (outermost first), the two clusters taken
-    when the first digit is even; None when they hold more than a chip's units."""
+    by the first even digit's outer half where one is even; None when they hold more than
+    a chip's units."""
     u = 1
     for _, s in digits:
         u *= s
     if u > UNITS:
         return None
-    if digits and digits[0][1] % 2 == 0 and u > 1:
-        (text, s), rest = digits[0], digits[1:]
+    even = next((k for k, (_, s) in enumerate(digits) if s % 2 == 0), None)
+    if even is not None:
+        text, s = digits[even]
+        rest = digits[:even] + digits[even + 1:]
         half = s // 2
         cluster = f"m![{text} / {half}]" if half > 1 else f"m![{text}]"
         inner = ([f"{text} % {half}"] if half > 1 else []) + [t for t, _ in rest]
@@ -175,7 +183,13 @@ def candidates(e: Einsum, axes: dict[str, int], dtype: str) -> Iterator[Candidat
     lane_axis = e.trf_only[0] if e.trf_only else None
     lanes = [n for n in hw.CONTRACT_LANES if lane_axis is None and n == 1 or
              lane_axis is not None and axes[lane_axis] % n == 0]
-    for spatial in itertools.product(*(_divisors(axes[a]) for a in free)):
+    splits = {a: _divisors(axes[a]) if a not in e.batch else [axes[a]] for a in free}
+    count = 6 * len(lanes) * math.prod(len(d) for d in splits.values())
+    limits.check(count, limits.CONTRACTION_MAX_CANDIDATES, "the contraction's candidate "
+                 "mappings", "candidates", {f"axis {a}": len(d) for a, d in splits.items()},
+                 "the contraction search", "give the axes fewer divisors (pad one to a "
+                 "power of two) or fix a dimension")
+    for spatial in itertools.product(*(splits[a] for a in free)):
         if any(s != axes[a] for a, s in zip(free, spatial) if a in e.batch):
             continue  # (a batch axis is wholly spatial: the TRF holds it per slice)
         for lane in lanes:
@@ -210,7 +224,7 @@ def _with_lane(e: Einsum, axes: dict[str, int], dtype: str, k: str, f: int,
         steps *= axes[a] // s
     for packet, k_times, outer_packet, packed, where in _k_options(k, axes[k], f):
         time = times + k_times
-        outer_time = [t for t in time if t != packed] if packed else time
+        outer_time = time
         if packed:  # (the packed digit of 2 flits leaves K / 2F in Time)
             rest = axes[k] // (2 * f)
             outer_time = times + ([f"{k} / {2 * f}"] if rest > 1 else [])
@@ -274,7 +288,7 @@ def search(e: Einsum, axes: dict[str, int], dtype: str, fixed: dict[str, Mapping
         text = ", ".join(f"{d} {m.text()}" for d, m in fixed.items())
         v = fail("contraction-fixed", (text,), fixed=text,
                  candidates=len(every)).violations[0]
-        return Choice(None, 0, ("contraction-fixed",), (v,), True, 0)
+        return Choice(None, 0, ("contraction-fixed",), (v,), True, len(every))
     rows: list[Evaluated] = []
     best: int | None = None
     for c in pool:
@@ -285,6 +299,13 @@ def search(e: Einsum, axes: dict[str, int], dtype: str, fixed: dict[str, Mapping
         if r.plan is not None and (best is None or r.cycles < best):
             best = r.cycles
     out = choose(rows, time_limit, seed)
+    if out.best is None and out.core and fixed and \
+            search(e, axes, dtype, {}, time_limit, seed).best is not None:
+        text = ", ".join(f"{d} {m.text()}" for d, m in fixed.items())
+        v = fail("contraction-fixed", (text,), fixed=text,
+                 candidates=len(every)).violations[0]  # (freed, the rules are met)
+        return Choice(None, len(rows), ("contraction-fixed",) + out.core,
+                      (v,) + out.examples, True, len(pool))
     return Choice(out.best, len(rows), out.core, out.examples, out.proven, len(pool))
 
 
@@ -303,9 +324,20 @@ class Choice:
 
 
 def choose(rows: list[Evaluated], time_limit: float = 10.0, seed: int = 0) -> Choice:
-    """CP-SAT over the candidates: exactly one, none that breaks an enforced rule (each
-    rule an assumption literal), the least cycles, then the fewest engaged multipliers,
-    then the fewest units."""
+    """The best candidate that breaks no rule: the least cycles, then the fewest engaged
+    multipliers, then the fewest units (a least element of an explicit list, exact); when
+    every one breaks a rule, :func:`conflict` names a minimal set of the rules."""
+    ok = [r for r in rows if r.plan is not None]
+    if ok:
+        best = min(ok, key=lambda r: (r.cycles, r.engaged, r.candidate.units))
+        return Choice(best, len(rows))
+    return conflict(rows, time_limit, seed)
+
+
+def conflict(rows: list[Evaluated], time_limit: float = 10.0, seed: int = 0) -> Choice:
+    """CP-SAT over the candidates: exactly one chosen, each rule an assumption literal that
+    forbids the candidates breaking it; infeasible, its core shrunk by deletion is a
+    minimal set of rules every candidate breaks one of."""
     from ortools.sat.python import cp_model
     m = cp_model.CpModel()
     rules = sorted({v.rule for r in rows for v in r.violations})
@@ -315,20 +347,13 @@ def choose(rows: list[Evaluated], time_limit: float = 10.0, seed: int = 0) -> Ch
     for lit, r in zip(pick, rows):
         for v in {v.rule for v in r.violations}:
             m.add_implication(lit, enforced[v].Not())
-    units = max((r.candidate.units for r in rows), default=1) + 1
-    engaged = max((r.engaged for r in rows if r.plan is not None), default=1) + 1
-    m.minimize(sum(lit * ((r.cycles * engaged + r.engaged) * units + r.candidate.units)
-                   for lit, r in zip(pick, rows) if r.plan is not None))
     m.add_assumptions(list(enforced.values()))
     sv = _solver(time_limit, seed)
     st = sv.solve(m)
     if st == cp_model.INFEASIBLE:
         core = _core(m, enforced, sv, time_limit, seed)
         return Choice(None, len(rows), tuple(core), _examples(rows, core))
-    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return Choice(None, len(rows), proven=False)
-    best = next(r for lit, r in zip(pick, rows) if sv.value(lit))
-    return Choice(best, len(rows), proven=st == cp_model.OPTIMAL)
+    return Choice(None, len(rows), proven=False)  # (the time limit, or no candidate)
 
 
 def _solver(time_limit: float, seed: int):

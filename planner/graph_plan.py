@@ -205,6 +205,8 @@ def choose(g: Graph, table: dict[int, list[OpChoice]], objective: str | None = N
     m.add_assumptions(list(runs.values()))
     sv = _solver(time_limit, seed)
     st = sv.solve(m)
+    if st == cp_model.MODEL_INVALID:  # pragma: no cover - the model's own mistake
+        raise RuntimeError(f"the joint choice's model is invalid: {m.validate()}")
     if st == cp_model.INFEASIBLE:
         core = _conflict(g, m, runs, sv, time_limit, seed)
         return NoPlan(conflict_error(g, table, core), conflict_of(table, core))
@@ -227,7 +229,7 @@ def _makespan(g: Graph, m, y: dict[int, list[tuple[Any, OpChoice]]], cyc: dict[i
               hi: int):
     """The schedule's model (planner/schedule.py ``add_schedule``) over the choice: a
     task's duration the largest of its ops' chosen cycles, its share of the bank-access
-    limit its ops' chosen plans'."""
+    limit the sum of its ops' chosen plans' (a path's Fetch and Commit run at once)."""
     from .registry import kinds
     from .schedule import add_schedule, hazards_of, tasks_of
     tasks = tasks_of(g)
@@ -237,12 +239,11 @@ def _makespan(g: Graph, m, y: dict[int, list[tuple[Any, OpChoice]]], cyc: dict[i
         d = m.new_int_var(0, hi, f"cycles {t.name}")
         m.add_max_equality(d, [cyc[i] for i in t.ops])
         durations.append(d)
-        most = max((kinds()[g.ops[i].kind].graph_bank_accesses(r.plan)
-                    for i in t.ops for _, r in y[i]), default=0)
-        b = m.new_int_var(0, most, f"bank {t.name}")
-        for i in t.ops:
-            m.add(b >= sum(lit * kinds()[g.ops[i].kind].graph_bank_accesses(r.plan)
-                           for lit, r in y[i]))
+        accesses = {i: [kinds()[g.ops[i].kind].graph_bank_accesses(r.plan) for _, r in y[i]]
+                    for i in t.ops}
+        most = sum(max(a, default=0) for a in accesses.values())
+        b = m.new_int_var(0, most, f"bank {t.name}")  # (a cumulative's demand: one variable)
+        m.add(b == sum(lit * a for i in t.ops for (lit, _), a in zip(y[i], accesses[i])))
         bank.append(b)
         top += most if t.context != "dma" else 0
     return add_schedule(m, tasks, hazards_of(g, tasks), durations, bank, top, hi).makespan

@@ -494,6 +494,15 @@ def draw(path: str | os.PathLike, breakdown: dict[str, Any], sides: tuple[str, s
     return save(fig, path, flag)
 
 
+@_styled
+def schedule_figure(schedule, title: str = ""):
+    """A graph's schedule (planner/schedule_plot.py): a row per context."""
+    from . import schedule_plot
+    fig = _new(schedule_plot.height())
+    schedule_plot.draw_schedule(fig, schedule, title)
+    return fig
+
+
 def drawable(result) -> bool:
     """Has the result something to draw: a DMA's timed plan, or a graph's schedule?"""
     if getattr(result.plan, "schedule", None) is not None:
@@ -507,7 +516,6 @@ def plot_result(result, path: str | os.PathLike, flag: str = "--plot") -> pathli
     check(result.problem, path, flag)
     from .kinds import kind_of
     if kind_of(result.problem).scheduled:  # (a graph: its schedule)
-        from .schedule_plot import schedule_figure
         return save(schedule_figure(result.plan.schedule, result.problem.name), path, flag)
     b = breakdown_of(result, flag)
     return draw(path, b, sides_of(result.problem, result.plan), result.problem.name,

@@ -77,7 +77,8 @@ class Timed:
 class Wait:
     """One step of the critical path: the task, and what it waited for (``after``: the
     task ending as it starts; ``why``: the hazard, context or resource; both None for
-    the path's first task)."""
+    the path's first task: it starts at 0, or (a schedule not proven, with gaps) nothing
+    ends as it starts)."""
 
     task: str
     after: str | None
@@ -152,14 +153,15 @@ class Schedule:
                 1 if a.cycles else 0)})
             ev.append({**common, "ph": "f", "bp": "e", "tid": tid[b.task.context],
                        "ts": b.start})
-        return {"traceEvents": ev, "displayTimeUnit": "ns",
+        return {"traceEvents": ev,
                 "otherData": {"makespan_cycles": self.makespan, "status": self.status}}
 
 
 # ---- the tasks and their hazards (of a graph, whatever its layouts) -------------------------
 def tasks_of(g) -> list[Task]:
     """The graph's tasks: each Tensor Unit path (ops linked by stream tensors) one task on
-    its Fetch's context, every other op a task of its own on its kind's context."""
+    the sub context when every Fetch or Commit of it that names a context names sub, else
+    the main; every other op a task of its own on its kind's context."""
     from .registry import kinds
     streams = {n for n, t in g.tensors.items() if t.spec.get("tier") == "stream"}
     links: nx.Graph = nx.Graph()
@@ -211,7 +213,25 @@ def hazards_of(g, tasks: Sequence[Task]) -> list[Hazard]:
             add(r, writer[second], "write after read", first)
         if first in writer:
             add(writer[first], writer[second], "write after write", first)
+    _acyclic(tasks, list(out.values()))
     return list(out.values())
+
+
+def _acyclic(tasks: Sequence[Task], hazards: list[Hazard]) -> None:
+    """Tasks that wait for each other cannot run: two Tensor Unit paths, each reading
+    what the other writes (a stream joins ops into one path that the graph's order keeps
+    apart)."""
+    dag: nx.DiGraph = nx.DiGraph()
+    dag.add_edges_from((h.before, h.after, {"tensor": h.tensor}) for h in hazards)
+    try:
+        cycle = nx.find_cycle(dag)
+    except nx.NetworkXNoCycle:
+        return
+    from tcplan.model.rules import fail
+    names = " -> ".join(f"{tasks[a].name} ({dag.edges[a, b]['tensor']})" for a, b in cycle)
+    raise fail("bad-request", detail=f"the graph's Tensor Unit paths wait for each other: "
+               f"{names}", fix="split the stream that joins them into two (one Fetch each), "
+               "so that each path runs whole before the other")
 
 
 # ---- the model ----------------------------------------------------------------------------
@@ -270,38 +290,66 @@ def schedule_of(g, gp, time_limit: float = 10.0, seed: int = 0) -> Schedule:
     tasks = tasks_of(g)
     hazards = hazards_of(g, tasks)
     cycles = [max((gp.ops[i].cost for i in t.ops), default=0) for t in tasks]
-    bank = [max((kinds()[g.ops[i].kind].graph_bank_accesses(gp.ops[i].plan) for i in t.ops
-                 if gp.ops[i].plan is not None), default=0) for t in tasks]
-    horizon = sum(cycles)
-    m = cp_model.CpModel()
-    v = add_schedule(m, tasks, hazards, cycles, bank,
-                     sum(b for b, t in zip(bank, tasks) if t.context != "dma"), horizon)
-    m.minimize(v.makespan * (len(tasks) * horizon + 1) + sum(v.starts))
-    sv = cp_model.CpSolver()
-    sv.parameters.max_time_in_seconds = max(time_limit, 0.01)
-    sv.parameters.num_workers = 1
-    sv.parameters.random_seed = seed
-    st = sv.solve(m)
-    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # pragma: no cover - one after
-        starts = _in_order(cycles)                        # another always fits the horizon
-    else:
-        starts = [sv.value(s) for s in v.starts]
+    bank = [sum(kinds()[g.ops[i].kind].graph_bank_accesses(gp.ops[i].plan) for i in t.ops
+                if gp.ops[i].plan is not None) for t in tasks]
+    starts, proven = _place(tasks, hazards, cycles, bank, time_limit, seed)
     timed = tuple(Timed(t, starts[k], cycles[k], bank[k]) for k, t in enumerate(tasks))
     span = max((t.end for t in timed), default=0)
     mac = sum(kinds()[g.ops[i].kind].graph_mac_use(gp.ops[i].plan) for i in range(len(g.ops))
               if gp.ops[i].plan is not None)
-    return Schedule(timed, tuple(hazards), span,
-                    "optimal" if st == cp_model.OPTIMAL else "feasible",
+    return Schedule(timed, tuple(hazards), span, "optimal" if proven else "feasible",
                     critical_path(timed, hazards), mac)
 
 
-def _in_order(cycles: Sequence[int]) -> list[int]:
-    """Every task after the one before, in the graph's order (a schedule that always
-    exists: a writer comes before its readers, a first user before a second)."""
-    starts, t = [], 0
-    for c in cycles:
-        starts.append(t)
-        t += c
+def _place(tasks: Sequence[Task], hazards: Sequence[Hazard], cycles: Sequence[int],
+           bank: Sequence[int], time_limit: float, seed: int) -> tuple[list[int], bool]:
+    """The starts: the least makespan first, then (that makespan kept) the least sum of
+    the starts, two solves (one weighted objective would overflow on long kernels); the
+    tasks one after another in hazard order when the time limit stops the first."""
+    from ortools.sat.python import cp_model
+    horizon = sum(cycles)
+    total = sum(b for b, t in zip(bank, tasks) if t.context != "dma")
+    m = cp_model.CpModel()
+    v = add_schedule(m, tasks, hazards, cycles, bank, total, horizon)
+    m.minimize(v.makespan)
+    sv = _solver(time_limit, seed)
+    st = sv.solve(m)
+    if st == cp_model.MODEL_INVALID:  # pragma: no cover - the model's own mistake
+        raise RuntimeError(f"the schedule's model is invalid: {m.validate()}")
+    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return _in_order(tasks, hazards, cycles), False
+    span = sv.value(v.makespan)
+    for s, start in zip(v.starts, [sv.value(s) for s in v.starts]):
+        m.add_hint(s, start)
+    m.add(v.makespan <= span)
+    m.minimize(sum(v.starts))
+    sv2 = _solver(time_limit, seed)
+    st2 = sv2.solve(m)
+    if st2 in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return [sv2.value(s) for s in v.starts], st == cp_model.OPTIMAL
+    return [sv.value(s) for s in v.starts], st == cp_model.OPTIMAL  # pragma: no cover
+
+
+def _solver(time_limit: float, seed: int):
+    from ortools.sat.python import cp_model
+    sv = cp_model.CpSolver()
+    sv.parameters.max_time_in_seconds = max(time_limit, 0.01)
+    sv.parameters.num_workers = 1
+    sv.parameters.random_seed = seed
+    return sv
+
+
+def _in_order(tasks: Sequence[Task], hazards: Sequence[Hazard], cycles: Sequence[int]
+              ) -> list[int]:
+    """Every task after the one before, in an order of the hazards (a schedule that
+    always exists: :func:`hazards_of` refuses a cycle)."""
+    dag: nx.DiGraph = nx.DiGraph()
+    dag.add_nodes_from(range(len(tasks)))
+    dag.add_edges_from((h.before, h.after) for h in hazards)
+    starts, t = [0] * len(tasks), 0
+    for k in nx.lexicographical_topological_sort(dag):
+        starts[k] = t
+        t += cycles[k]
     return starts
 
 
@@ -320,7 +368,7 @@ def critical_path(timed: Sequence[Timed], hazards: Sequence[Hazard]) -> tuple[Wa
         found = None
         if cur.start > 0:
             for j, t in enumerate(timed):
-                if j in seen or t.end != cur.start or not t.cycles:
+                if j in seen or t.end != cur.start:
                     continue
                 why = _why(j, k, timed, by_hazard)
                 if why is not None and (found is None or why[0] < found[0]):
@@ -345,7 +393,18 @@ def _why(j: int, k: int, timed: Sequence[Timed], by_hazard: dict) -> tuple[int, 
     shared = sorted(a.resources & b.resources)
     if shared:
         return 2, shared[0]
-    if "dma" in (a.context, b.context) and (timed[j].bank_accesses or
-                                             timed[k].bank_accesses):
+    if _over_the_bank_limit(j, k, timed):
         return 3, "bank-access limit"
     return None
+
+
+def _over_the_bank_limit(j: int, k: int, timed: Sequence[Timed]) -> bool:
+    """Would task ``k`` starting while task ``j`` still ran break the bank-access limit
+    (with a DMA running at ``k``'s start, or ``k`` one)?"""
+    at = timed[k].start
+    running = [i for i, t in enumerate(timed) if t.start <= at < t.end and i != k] + [j, k]
+    if not any(timed[i].task.context == "dma" for i in running):
+        return False
+    used = sum(1 if timed[i].task.context == "dma" else timed[i].bank_accesses
+               for i in set(running))
+    return used > hw.DM_BANK_STARVATION_ACCESSES - 1

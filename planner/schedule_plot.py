@@ -2,28 +2,27 @@
 row per context (main, sub, DMA), each task a bar from its start to its end with its name,
 an arrow per hazard from the end of the task written to the start of the task that waits,
 the critical path's tasks outlined, the makespan marked.  A pure function of the
-:class:`~planner.schedule.Schedule`; drawn and written by planner/plot.py's canvas and
-``save`` (matplotlib, the ``plot`` extra)."""
+:class:`~planner.schedule.Schedule` and a figure (planner/plot.py makes the canvas, applies
+its style and writes the file: it imports this module, not the other way round)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .plot import RC, _new, require_matplotlib
 from .schedule import CONTEXTS
 
 _COLOR = {"main": "#4878d0", "sub": "#6acc64", "dma": "#ee854a"}
 _CRITICAL, _ARROW = "#d62728", "#505050"
 
 
-def schedule_figure(schedule, title: str = ""):
-    """The schedule on one row per context."""
-    with require_matplotlib().rc_context(RC):
-        return _draw(schedule, title)
+def height() -> float:
+    """The figure's height in inches: a row per context."""
+    return 1.2 + 0.9 * len(CONTEXTS)
 
 
-def _draw(schedule, title: str):
-    fig = _new(1.2 + 0.9 * len(CONTEXTS))
+def draw_schedule(fig, schedule, title: str = ""):
+    """The schedule on ``fig`` (an empty figure of :func:`height`), one row per
+    context."""
     ax = fig.add_subplot()
     row = {c: len(CONTEXTS) - 1 - k for k, c in enumerate(CONTEXTS)}
     critical = {w.task for w in schedule.critical}

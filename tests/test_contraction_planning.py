@@ -95,15 +95,17 @@ def _mappings(e, axes, dtype, k, f, free, spatial, n_axis, lane):
     if n_axis is not None and lane < axes[n_axis]:
         space.append((f"{n_axis} / {lane}", axes[n_axis] // lane))
     units = int(np.prod([s for _, s in space])) if space else 1
-    if units > 512 or (units > 256 and space[0][1] % 2):
+    even = [i for i, (_, s) in enumerate(space) if s % 2 == 0]
+    if units > 512 or (units > 256 and not even):
         return
-    if units > 256:
-        first, s = space[0]
+    if even:  # (both clusters: any even part's outer half; the cycles are a slice's)
+        first, s = space[even[-1]]
         cluster = f"m![{first} / {s // 2}]" if s > 2 else f"m![{first}]"
-        rest = ([f"{first} % {s // 2}"] if s > 2 else []) + [t for t, _ in space[1:]]
+        rest = ([f"{first} % {s // 2}"] if s > 2 else []) + [
+            t for i, (t, _) in enumerate(space) if i != even[-1]]
     else:
         cluster, rest = "m![1 # 2]", [t for t, _ in space]
-    n_slices = units // 2 if units > 256 else units
+    n_slices = units // 2 if even else units
     slice_ = "m![" + (", ".join(rest) or "1") + (" # 256]" if n_slices < 256 else "]")
     lane_t = "m![1]" if n_axis is None else (
         f"m![{n_axis} % {lane}]" if lane < axes[n_axis] else f"m![{n_axis}]")
@@ -255,3 +257,19 @@ def test_each_library_contraction_plans_proves_and_verifies(path):
     if len(every) <= 50:
         rows = [cs.evaluate(c, p.spec.einsum, p.axes, p.dtype) for c in every]
         assert r.cycles == min(x.cycles for x in rows if x.plan is not None)
+
+
+def test_the_plan_does_not_depend_on_the_einsums_letter_order():
+    """V = 3 (odd) first or second: the two clusters are taken by M's half either way."""
+    axes = {"V": 3, "M": 256, "N": 8, "K": 32}
+    a = tcplan.solve(tcplan.loads(_problem("VMK,VNK->VMN", axes), "a.yaml"), verify="none")
+    b = tcplan.solve(tcplan.loads(_problem("MVK,VNK->MVN", axes), "b.yaml"), verify="none")
+    assert a.cycles == b.cycles and a.to_json()["plan"]["breakdown"]["mac_utilization"] == \
+        b.to_json()["plan"]["breakdown"]["mac_utilization"]
+
+
+def test_too_many_candidates_is_a_size_limit():
+    with pytest.raises(TcplanError) as e:
+        cs.search(cs.Einsum(("A", "B", "C", "D", "K"), ("N", "K"), ("A", "B", "C", "D", "N")),
+                  {"A": 720, "B": 720, "C": 720, "D": 720, "N": 8, "K": 32}, "bf16", {})
+    assert e.value.code == "size-limit" and "candidate" in e.value.message

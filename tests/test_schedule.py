@@ -251,3 +251,48 @@ def test_a_kernel_functions_trace_holds_every_task_on_its_context(tmp_path):
     for spans in by_track.values():
         spans = sorted(s for s in spans if s[1] > s[0])
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+
+
+# ---- the critical path's reasons, and a cycle of paths ------------------------------------
+def _timed(specs, hazards=()):
+    """Tasks (name, context, cycles, bank accesses) placed by the schedule's own model."""
+    from tcplan.planner.schedule import Timed, _place
+    tasks = [Task(n, (k,), c, frozenset()) for k, (n, c, _, _) in enumerate(specs)]
+    cycles = [d for _, _, d, _ in specs]
+    bank = [b for _, _, _, b in specs]
+    starts, proven = _place(tasks, list(hazards), cycles, bank, 10.0, 0)
+    assert proven
+    return tuple(Timed(t, s, d, b) for t, s, d, b in zip(tasks, starts, cycles, bank))
+
+
+def test_a_task_held_back_by_the_bank_limit_says_so():
+    """A DMA of 100 cycles; two Tensor Unit tasks of 40 accesses each cannot both run
+    beside it (81 > 63): the second waits for the first, for the bank-access limit."""
+    from tcplan.planner.schedule import critical_path
+    timed = _timed([("dma", "dma", 100, 1), ("j", "main", 30, 40), ("k", "sub", 80, 40)])
+    at = {t.task.name: t for t in timed}
+    assert max(at["j"].start, at["k"].start) >= min(at["j"].end, at["k"].end)
+    path = critical_path(timed, [])
+    assert path[-1].why == "bank-access limit", path
+
+
+def test_the_critical_path_passes_through_a_task_of_no_cycles():
+    """load (100, DMA) -> gather (0 cycles: not modelled) -> use (10): the path names both
+    hazards, not a bank limit."""
+    from tcplan.planner.schedule import critical_path
+    hz = [Hazard(0, 1, "read after write", "rows"), Hazard(1, 2, "read after write", "g")]
+    timed = _timed([("load", "dma", 100, 1), ("gather", "dma", 0, 1), ("use", "main", 10, 0)],
+                   hz)
+    path = critical_path(timed, hz)
+    assert [(w.task, w.why) for w in path] == [
+        ("load", None), ("gather", "read after write rows"), ("use", "read after write g")]
+
+
+def test_paths_waiting_for_each_other_are_refused():
+    from tcplan.model.rules import TcplanError
+    from tcplan.planner.schedule import _acyclic
+    tasks = [_task("a", "main"), _task("b", "main")]
+    with pytest.raises(TcplanError) as e:
+        _acyclic(tasks, [Hazard(0, 1, "read after write", "x"),
+                         Hazard(1, 0, "read after write", "y")])
+    assert e.value.code == "bad-request" and "wait for each other" in e.value.message

@@ -91,8 +91,8 @@ class TensorUnitMove(Kind):
                    "commit": {"stream": (True, True), "destination": (False, True)}}
     graph_broadcast = True  # a Fetch's stream may repeat what it reads (a broadcast read)
 
-    def graph_context(self, data: dict) -> str:
-        return str(data.get("context", "main"))
+    def graph_context(self, data: dict) -> str | None:
+        return data.get("context")  # (absent: the path's, main unless all say sub)
 
     def graph_bank_accesses(self, plan) -> int:
         return plan.bank_run  # (model/tu.py: its longest run on one DM bank)
