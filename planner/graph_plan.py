@@ -231,8 +231,8 @@ def _makespan(g: Graph, m, y: dict[int, list[tuple[Any, OpChoice]]], cyc: dict[i
     task's duration the largest of its ops' chosen cycles, its share of the bank-access
     limit the sum of its ops' chosen plans' (a path's Fetch and Commit run at once)."""
     from .registry import kinds
-    from .schedule import add_schedule, hazards_of, tasks_of
-    tasks = tasks_of(g)
+    from .schedule import add_schedule, tasks_and_hazards
+    tasks, hazards = tasks_and_hazards(g)
     durations, bank = [], []
     top = 0
     for t in tasks:
@@ -246,7 +246,7 @@ def _makespan(g: Graph, m, y: dict[int, list[tuple[Any, OpChoice]]], cyc: dict[i
         m.add(b == sum(lit * a for i in t.ops for (lit, _), a in zip(y[i], accesses[i])))
         bank.append(b)
         top += most if t.context != "dma" else 0
-    return add_schedule(m, tasks, hazards_of(g, tasks), durations, bank, top, hi).makespan
+    return add_schedule(m, tasks, hazards, durations, bank, top, hi).makespan
 
 
 def _solver(time_limit: float, seed: int):

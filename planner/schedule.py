@@ -177,12 +177,17 @@ def tasks_of(g) -> list[Task]:
         ops = tuple(sorted(part, key=rank.__getitem__))
         said = {kinds()[g.ops[i].kind].graph_context(g.ops[i].data) for i in ops} - {None}
         context = "dma" if "dma" in said else "sub" if said == {"sub"} else "main"
-        resources = frozenset(r for i in ops for r in kinds()[g.ops[i].kind].graph_resources(
-            g.ops[i].kind))
+        resources = _resources(g, ops)
         name = g.ops[ops[0]].name if len(ops) == 1 else \
             f"{g.ops[ops[0]].name} -> {g.ops[ops[-1]].name}"
         out.append(Task(name, ops, context, resources))
     return out
+
+
+def _resources(g, ops: Sequence[int]) -> frozenset[str]:
+    from .registry import kinds
+    return frozenset(r for i in ops for r in kinds()[g.ops[i].kind].graph_resources(
+        g.ops[i].kind))
 
 
 def hazards_of(g, tasks: Sequence[Task]) -> list[Hazard]:
@@ -213,25 +218,30 @@ def hazards_of(g, tasks: Sequence[Task]) -> list[Hazard]:
             add(r, writer[second], "write after read", first)
         if first in writer:
             add(writer[first], writer[second], "write after write", first)
-    _acyclic(tasks, list(out.values()))
     return list(out.values())
 
 
-def _acyclic(tasks: Sequence[Task], hazards: list[Hazard]) -> None:
-    """Tasks that wait for each other cannot run: two Tensor Unit paths, each reading
-    what the other writes (a stream joins ops into one path that the graph's order keeps
-    apart)."""
-    dag: nx.DiGraph = nx.DiGraph()
-    dag.add_edges_from((h.before, h.after, {"tensor": h.tensor}) for h in hazards)
-    try:
-        cycle = nx.find_cycle(dag)
-    except nx.NetworkXNoCycle:
-        return
-    from tcplan.model.rules import fail
-    names = " -> ".join(f"{tasks[a].name} ({dag.edges[a, b]['tensor']})" for a, b in cycle)
-    raise fail("bad-request", detail=f"the graph's Tensor Unit paths wait for each other: "
-               f"{names}", fix="split the stream that joins them into two (one Fetch each), "
-               "so that each path runs whole before the other")
+def tasks_and_hazards(g) -> tuple[list[Task], list[Hazard]]:
+    """The tasks and their hazards, none waiting for itself: where paths wait for each
+    other (a stream read by two ops the graph's order keeps apart, each path reading what
+    the other writes), the paths of the cycle are cut into their ops, one task each, the
+    streams between them ordered as any tensor (read after write): the graph's order, no
+    longer pipelined."""
+    tasks = tasks_of(g)
+    while True:
+        hazards = hazards_of(g, tasks)
+        dag: nx.DiGraph = nx.DiGraph()
+        dag.add_edges_from((h.before, h.after) for h in hazards)
+        try:
+            cycle = nx.find_cycle(dag)
+        except nx.NetworkXNoCycle:
+            return tasks, hazards
+        cut = {a for a, _ in cycle} | {b for _, b in cycle}
+        tasks = [t for k, t in enumerate(tasks) if k not in cut] + [
+            Task(g.ops[i].name, (i,), tasks[k].context, _resources(g, (i,)))
+            for k in sorted(cut) for i in tasks[k].ops]
+        rank = {i: n for n, i in enumerate(g.order)}
+        tasks.sort(key=lambda t: min(rank[i] for i in t.ops))
 
 
 # ---- the model ----------------------------------------------------------------------------
@@ -247,9 +257,10 @@ class ScheduleVars:
 def add_schedule(m, tasks: Sequence[Task], hazards: Sequence[Hazard], durations: Sequence[Any],
                  bank: Sequence[Any], bank_total: int, horizon: int) -> ScheduleVars:
     """The schedule's constraints on ``m`` (a CP-SAT model): an interval per task of
-    ``durations[k]`` (an int or a linear expression), one ``NoOverlap`` per context and per
-    shared resource, the hazards as precedences, and the bank-access limit as a cumulative:
-    a Fetch or Commit task demands its ``bank[k]`` accesses, a DMA task ``bank_total + 1``
+    ``durations[k]`` (an int or a variable), one ``NoOverlap`` per context and per shared
+    resource, the hazards as precedences, and the bank-access limit as a cumulative: a
+    Tensor Unit task demands its ``bank[k]`` accesses (an int or a variable: a cumulative's
+    demand is one), a DMA task ``bank_total + 1``
     against a capacity of ``63 + bank_total`` (``bank_total`` >= the sum of every Tensor
     Unit task's demand): with a DMA running the Tensor Unit's accesses may sum to 62 (63
     with the DMA's one), with none they are free."""
@@ -287,8 +298,7 @@ def schedule_of(g, gp, time_limit: float = 10.0, seed: int = 0) -> Schedule:
     from ortools.sat.python import cp_model
 
     from .registry import kinds
-    tasks = tasks_of(g)
-    hazards = hazards_of(g, tasks)
+    tasks, hazards = tasks_and_hazards(g)
     cycles = [max((gp.ops[i].cost for i in t.ops), default=0) for t in tasks]
     bank = [sum(kinds()[g.ops[i].kind].graph_bank_accesses(gp.ops[i].plan) for i in t.ops
                 if gp.ops[i].plan is not None) for t in tasks]
@@ -342,7 +352,7 @@ def _solver(time_limit: float, seed: int):
 def _in_order(tasks: Sequence[Task], hazards: Sequence[Hazard], cycles: Sequence[int]
               ) -> list[int]:
     """Every task after the one before, in an order of the hazards (a schedule that
-    always exists: :func:`hazards_of` refuses a cycle)."""
+    always exists: :func:`tasks_and_hazards` leaves no cycle)."""
     dag: nx.DiGraph = nx.DiGraph()
     dag.add_nodes_from(range(len(tasks)))
     dag.add_edges_from((h.before, h.after) for h in hazards)
