@@ -184,6 +184,22 @@ def tasks_of(g) -> list[Task]:
     return out
 
 
+def _reusing_within(g, tasks: Sequence[Task]) -> set[int]:
+    """The paths of more than one op that write a tensor over the bytes of one they also
+    read or write earlier (a write after read or after write inside one pipeline): cut
+    into their ops, the graph's order keeps them apart."""
+    from .graph import shared_bytes
+    of = {i: k for k, t in enumerate(tasks) for i in t.ops}
+    touch: dict[str, set[int]] = {}
+    for op in g.ops:
+        for t in op.roles.values():
+            touch.setdefault(t, set()).add(of[op.index])
+    writers = {t: of[op.index] for op in g.ops for t in op.writes}
+    return {writers[second] for first, second in shared_bytes(g)
+            if second in writers and writers[second] in touch.get(first, set())
+            and len(tasks[writers[second]].ops) > 1}
+
+
 def _resources(g, ops: Sequence[int]) -> frozenset[str]:
     from .registry import kinds
     return frozenset(r for i in ops for r in kinds()[g.ops[i].kind].graph_resources(
@@ -224,7 +240,8 @@ def hazards_of(g, tasks: Sequence[Task]) -> list[Hazard]:
 def tasks_and_hazards(g) -> tuple[list[Task], list[Hazard]]:
     """The tasks and their hazards, none waiting for itself: where paths wait for each
     other (a stream read by two ops the graph's order keeps apart, each path reading what
-    the other writes), the paths of the cycle are cut into their ops, one task each, the
+    the other writes), or a path writes over bytes it reads earlier (a register file
+    reused inside one pipeline), the paths are cut into their ops, one task each, the
     streams between them ordered as any tensor (read after write): the graph's order, no
     longer pipelined."""
     tasks = tasks_of(g)
@@ -234,9 +251,11 @@ def tasks_and_hazards(g) -> tuple[list[Task], list[Hazard]]:
         dag.add_edges_from((h.before, h.after) for h in hazards)
         try:
             cycle = nx.find_cycle(dag)
+            cut = {a for a, _ in cycle} | {b for _, b in cycle}
         except nx.NetworkXNoCycle:
-            return tasks, hazards
-        cut = {a for a, _ in cycle} | {b for _, b in cycle}
+            cut = _reusing_within(g, tasks)
+            if not cut:
+                return tasks, hazards
         tasks = [t for k, t in enumerate(tasks) if k not in cut] + [
             Task(g.ops[i].name, (i,), tasks[k].context, _resources(g, (i,)))
             for k in sorted(cut) for i in tasks[k].ops]

@@ -305,3 +305,17 @@ def test_paths_waiting_for_each_other_are_cut_into_their_ops():
     for h in s["hazards"]:
         assert at[h["after"]]["start"] >= at[h["before"]]["end"], h
     assert at["store_w2"]["start"] >= at["matmul"]["end"]
+
+
+def test_a_path_writing_over_bytes_it_wrote_is_cut():
+    """In the two-weights graph, one path stores the collected weight into wt and wt2 (the
+    same TRF bytes): a write after write inside one pipeline, which the schedule cuts into
+    the path's ops."""
+    import sys
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_engines import _two_weights
+    from tcplan.planner.schedule import _reusing_within, tasks_of
+    g = tcplan.loads(_two_weights(False), "g.yaml").spec.graph
+    tasks = tasks_of(g)
+    cut = _reusing_within(g, tasks)
+    assert [tasks[k].name for k in cut] == ["fetch_w -> store_w2"]
