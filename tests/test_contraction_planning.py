@@ -56,6 +56,7 @@ def test_k_forced_into_time_keeps_one_multiplier_of_32_and_explain_says_so():
     words = x.text()
     assert x.exit_code == 0 and "K in Time: 1 of 32 multipliers busy" in words
     assert "MAC utilization 0.0312" in words and "fixed: packet m![1 # 16]" in words
+    assert "with them free the best takes 9 cycles at MAC utilization 1.0000" in words
 
 
 # ---- against a brute force ---------------------------------------------------------------

@@ -238,7 +238,8 @@ def _from_plan(arr, t, letters: tuple[str, ...], axes: dict[str, int]):
 
 def _why(problem, best: cs.Evaluated) -> list[dict[str, str]]:
     """What binds the best mapping, in words: where the contracted axis sits and the
-    multipliers that leaves busy, the dimensions the problem fixed."""
+    multipliers that leaves busy, the dimensions the problem fixed and what they cost
+    (the best mapping with them free)."""
     plan, c = best.plan, best.candidate
     assert plan is not None
     (k,) = problem.spec.einsum.contracted
@@ -248,9 +249,13 @@ def _why(problem, best: cs.Evaluated) -> list[dict[str, str]]:
             "detail": f"the stream carries {c.flits:,} flits a slice on {c.units:,} units; "
                       f"cycles {plan.cycles:,}"}]
     if problem.spec.fixed:
+        free = cs.search(problem.spec.einsum, problem.axes, problem.dtype, {}).best
+        cost = ("" if free is None or free.plan is None else
+                f"; with them free the best takes {free.cycles:,} cycles at MAC utilization "
+                f"{free.plan.mac_utilization:.4f} ({free.candidate.describe()})")
         out.append({"title": "fixed: " + ", ".join(f"{d} {m.text()}" for d, m in
                                                    problem.spec.fixed.items()),
-                    "detail": "the search kept only the mappings that hold these"})
+                    "detail": "the search kept only the mappings that hold these" + cost})
     return out
 
 
