@@ -41,6 +41,8 @@ from tcplan.model.mapping import Mapping, parse
 from tcplan.model.rules import TcplanError, Violation, fail
 from tcplan.model.tiers import Tensor
 
+from .cpsat import solver
+
 UNITS = hw.CLUSTERS_PER_CHIP * hw.SLICES_PER_CLUSTER  # a chip's slices: 512
 #: the dimensions a problem may fix (``fix:``): the stream's and the TRF's
 FIXABLE = ("cluster", "slice", "time", "packet", "lane", "element")
@@ -348,21 +350,13 @@ def conflict(rows: list[Evaluated], time_limit: float = 10.0, seed: int = 0) -> 
         for v in {v.rule for v in r.violations}:
             m.add_implication(lit, enforced[v].Not())
     m.add_assumptions(list(enforced.values()))
-    sv = _solver(time_limit, seed)
+    sv = solver(time_limit, seed)
     st = sv.solve(m)
     if st == cp_model.INFEASIBLE:
         core = _core(m, enforced, sv, time_limit, seed)
         return Choice(None, len(rows), tuple(core), _examples(rows, core))
     return Choice(None, len(rows), proven=False)  # (the time limit, or no candidate)
 
-
-def _solver(time_limit: float, seed: int):
-    from ortools.sat.python import cp_model
-    sv = cp_model.CpSolver()
-    sv.parameters.max_time_in_seconds = max(time_limit, 0.01)
-    sv.parameters.num_workers = 1
-    sv.parameters.random_seed = seed
-    return sv
 
 
 def _core(m, enforced: dict[str, Any], sv, time_limit: float, seed: int) -> list[str]:
@@ -376,7 +370,7 @@ def _core(m, enforced: dict[str, Any], sv, time_limit: float, seed: int) -> list
         trial = core[:k] + core[k + 1:]
         m.clear_assumptions()
         m.add_assumptions([enforced[r] for r in trial])
-        if _solver(time_limit, seed).solve(m) == cp_model.INFEASIBLE:
+        if solver(time_limit, seed).solve(m) == cp_model.INFEASIBLE:
             core = trial
         else:
             k += 1

@@ -30,6 +30,7 @@ import networkx as nx
 from tcplan.model import limits
 from tcplan.model.rules import TcplanError, fail
 
+from .cpsat import solver
 from .graph import Graph, GraphOp
 from .outcome import Found, NoPlan, TimedOut
 
@@ -203,7 +204,7 @@ def choose(g: Graph, table: dict[int, list[OpChoice]], objective: str | None = N
     else:
         m.minimize(total)
     m.add_assumptions(list(runs.values()))
-    sv = _solver(time_limit, seed)
+    sv = solver(time_limit, seed)
     st = sv.solve(m)
     if st == cp_model.MODEL_INVALID:  # pragma: no cover - the model's own mistake
         raise RuntimeError(f"the joint choice's model is invalid: {m.validate()}")
@@ -249,14 +250,6 @@ def _makespan(g: Graph, m, y: dict[int, list[tuple[Any, OpChoice]]], cyc: dict[i
     return add_schedule(m, tasks, hazards, durations, bank, top, hi).makespan
 
 
-def _solver(time_limit: float, seed: int):
-    from ortools.sat.python import cp_model
-    sv = cp_model.CpSolver()
-    sv.parameters.max_time_in_seconds = max(time_limit, 0.01)
-    sv.parameters.num_workers = 1
-    sv.parameters.random_seed = seed
-    return sv
-
 
 def _conflict(g: Graph, m, runs, sv, time_limit: float, seed: int) -> list[GraphOp]:
     """A minimal set of ops no choice of layouts plans together (the model's core, shrunk
@@ -269,7 +262,7 @@ def _conflict(g: Graph, m, runs, sv, time_limit: float, seed: int) -> list[Graph
         trial = core[:k] + core[k + 1:]
         m.clear_assumptions()
         m.add_assumptions([runs[i] for i in trial])
-        if trial and _solver(time_limit, seed).solve(m) == cp_model.INFEASIBLE:
+        if trial and solver(time_limit, seed).solve(m) == cp_model.INFEASIBLE:
             core = trial
         else:
             k += 1

@@ -34,6 +34,8 @@ import networkx as nx
 
 from tcplan.model import hardware as hw
 
+from .cpsat import solver
+
 #: the contexts, in the order a schedule prints them (book: scheduling/schedule.md)
 CONTEXTS = hw.SCHEDULE_CONTEXTS
 
@@ -341,7 +343,7 @@ def _place(tasks: Sequence[Task], hazards: Sequence[Hazard], cycles: Sequence[in
     m = cp_model.CpModel()
     v = add_schedule(m, tasks, hazards, cycles, bank, total, horizon)
     m.minimize(v.makespan)
-    sv = _solver(time_limit, seed)
+    sv = solver(time_limit, seed)
     st = sv.solve(m)
     if st == cp_model.MODEL_INVALID:  # pragma: no cover - the model's own mistake
         raise RuntimeError(f"the schedule's model is invalid: {m.validate()}")
@@ -352,20 +354,12 @@ def _place(tasks: Sequence[Task], hazards: Sequence[Hazard], cycles: Sequence[in
         m.add_hint(s, start)
     m.add(v.makespan <= span)
     m.minimize(sum(v.starts))
-    sv2 = _solver(time_limit, seed)
+    sv2 = solver(time_limit, seed)
     st2 = sv2.solve(m)
     if st2 in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return [sv2.value(s) for s in v.starts], st == cp_model.OPTIMAL
     return [sv.value(s) for s in v.starts], st == cp_model.OPTIMAL  # pragma: no cover
 
-
-def _solver(time_limit: float, seed: int):
-    from ortools.sat.python import cp_model
-    sv = cp_model.CpSolver()
-    sv.parameters.max_time_in_seconds = max(time_limit, 0.01)
-    sv.parameters.num_workers = 1
-    sv.parameters.random_seed = seed
-    return sv
 
 
 def _in_order(tasks: Sequence[Task], hazards: Sequence[Hazard], cycles: Sequence[int]
