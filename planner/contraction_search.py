@@ -65,10 +65,6 @@ class Einsum:
         return tuple(a for a in self.stream if a in self.trf and a in self.result)
 
     @property
-    def stream_only(self) -> tuple[str, ...]:
-        return tuple(a for a in self.stream if a not in self.trf)
-
-    @property
     def trf_only(self) -> tuple[str, ...]:
         return tuple(a for a in self.trf if a not in self.stream)
 
