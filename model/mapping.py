@@ -821,6 +821,13 @@ class Mapping:
     __truediv__ = div
     __mod__ = mod
 
+    def unpadded(self) -> "Mapping":
+        """The mapping with each top-level term's padding dropped (``m![A # 8, B]`` is
+        ``m![A, B]``): the positions that hold data, in the same order."""
+        pads = set(PAD_SPELLING.values())
+        return join(_made(t.raw[2], t.axes) if t.raw[0] == "op" and t.raw[1] in pads
+                    else t for t in self.terms)
+
     @property
     def terms(self) -> tuple["Mapping", ...]:
         """The top-level comma-separated terms, outermost first, each a mapping

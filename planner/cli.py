@@ -563,7 +563,7 @@ def _trace_asked(args: argparse.Namespace) -> None:
         raise fail("bad-request", detail=f"--trace {str(args.trace)[:200]}: a trace is "
                    "written as JSON", fix="name the file NAME.json")
     problem = load_problem(args.problem)
-    if not kind_of(problem).scheduled:
+    if not kind_of(problem).has_schedule(problem):
         raise fail("bad-request", detail=f"--trace writes a schedule of contexts; "
                    f"{problem.name} is a {problem.kind} problem, which has none",
                    fix="use --trace on a graph (kind: graph)")

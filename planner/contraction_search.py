@@ -83,6 +83,7 @@ class Candidate:
     units: int  # the units holding data (the spatial parts' product)
     k_in: str  # "packet" or "time": where the contracted axis sits
     flits: int  # the stream's flits per slice: the Stream Adapter takes one a cycle
+    time_parts: tuple[str, ...] = ()  # the Time parts of the axes but the contracted one
 
     def describe(self) -> str:
         return ", ".join(f"{d} {self.dims[d]}" for d in FIXABLE) + f", lane mode {self.mode}"
@@ -135,7 +136,7 @@ def _m(digits: list[str], pad: int | None = None) -> str:
 def _spatial(digits: list[tuple[str, int]]) -> tuple[str, str] | None:
     """Cluster and Slice of the spatial digits (outermost first), the two clusters taken
     by the first even digit's outer half where one is even; None when they hold more than
-    a chip's units."""
+    a chip's units or cannot be padded to a cluster's slices."""
     u = 1
     for _, s in digits:
         u *= s
@@ -150,12 +151,24 @@ def _spatial(digits: list[tuple[str, int]]) -> tuple[str, str] | None:
         inner = ([f"{text} % {half}"] if half > 1 else []) + [t for t, _ in rest]
         if u // 2 > hw.SLICES_PER_CLUSTER:
             return None
-        return cluster, _m(inner, hw.SLICES_PER_CLUSTER) if u // 2 < \
-            hw.SLICES_PER_CLUSTER else _m(inner)
+        sl = _slices(inner, u // 2)
+        return None if sl is None else (cluster, sl)
     if u > hw.SLICES_PER_CLUSTER:
         return None
-    return "m![1 # 2]", _m([t for t, _ in digits], hw.SLICES_PER_CLUSTER) if u < \
-        hw.SLICES_PER_CLUSTER else _m([t for t, _ in digits])
+    sl = _slices([t for t, _ in digits], u)
+    return None if sl is None else ("m![1 # 2]", sl)
+
+
+def _slices(digits: list[str], count: int) -> str | None:
+    """The Slice of digits holding ``count`` values, padded to a cluster's slices: a
+    trailing ``1 # n`` (each value on every n-th slice) where ``count`` divides them, a
+    lone digit padded (``A # 256``) otherwise; None for several digits that cannot be."""
+    n = hw.SLICES_PER_CLUSTER
+    if count == n:
+        return _m(digits)
+    if n % count == 0:
+        return _m(digits + [f"1 # {n // count}"])
+    return _m(digits, n) if len(digits) == 1 else None
 
 
 def _k_options(k: str, size: int, f: int) -> Iterator[tuple[str, list[str], str, str, str]]:
@@ -231,7 +244,8 @@ def _with_lane(e: Einsum, axes: dict[str, int], dtype: str, k: str, f: int,
                 {"cluster": place[0], "slice": place[1], "time": _m(time),
                  "packet": packet, "lane": lane_text, "element": _m([k])},
                 (_m(outer_time), outer_packet), _m(times), mode, units, where,
-                steps * (axes[k] if where == "time" else max(1, axes[k] // f)))
+                steps * (axes[k] if where == "time" else max(1, axes[k] // f)),
+                tuple(times))
 
 
 # ---- a candidate checked ------------------------------------------------------------------

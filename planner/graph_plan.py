@@ -123,23 +123,52 @@ def evaluate(g: Graph, opts) -> dict[int, list[OpChoice]]:
     for op in g.ops:
         rows = []
         for layout in g.choices(op):
-            row = OpChoice(layout)
-            try:
-                row.problem = g.op_problem(op, layout)
-                kind = kinds()[op.kind]
-                row.plan, row.cycles, row.proven = kind.plan(row.problem, opts)
-                kind.check_tensors(row.problem, row.plan, {
-                    r: g.tensor(t, layout) for r, t in op.roles.items()})
-            except TcplanError as e:
-                if e.kind in ("input", "limit") or e.code == "plan-time-limit":
-                    raise  # (not a rule rejecting the layout: no answer for it)
-                row.plan, row.cycles, row.error = None, None, e
-            rows.append(row)
+            rows.append(_op_choice(g, op, layout, opts))
             done += 1
             if opts.progress is not None:
                 opts.progress("evaluate", done, total, op.name)
         table[op.index] = rows
     return table
+
+
+def _op_choice(g: Graph, op: GraphOp, layout: dict[str, str], opts) -> OpChoice:
+    """The op planned under one layout by its kind, or the rule that rejects it (from
+    ``opts.op_plans`` when the same op over the same tensors was planned before)."""
+    from .registry import kinds
+    row = OpChoice(layout)
+    cache, key = opts.op_plans, None
+    try:
+        row.problem = g.op_problem(op, layout)
+        if cache is not None:
+            key = _op_key(g, op, layout)
+            if key in cache:
+                cache["hits"] = cache.get("hits", 0) + 1
+                row.plan, row.cycles, row.proven, row.error = cache[key]
+                return row
+            cache["misses"] = cache.get("misses", 0) + 1
+        kind = kinds()[op.kind]
+        row.plan, row.cycles, row.proven = kind.plan(row.problem, opts)
+        kind.check_tensors(row.problem, row.plan, {
+            r: g.tensor(t, layout) for r, t in op.roles.items()})
+    except TcplanError as e:
+        if e.kind in ("input", "limit") or e.code == "plan-time-limit":
+            raise  # (not a rule rejecting the layout: no answer for it)
+        row.plan, row.cycles, row.error = None, None, e
+    if key is not None:
+        cache[key] = (row.plan, row.cycles, row.proven, row.error)
+    return row
+
+
+def _op_key(g: Graph, op: GraphOp, layout: dict[str, str]) -> str:
+    """What an op's plan depends on: its kind, its keys, its tensors as written with their
+    chosen Elements, the axes they use, the graph's dtype and chips."""
+    import json
+    return json.dumps({"kind": op.kind, "data": {k: v for k, v in op.data.items()
+                                                 if k != "name"},
+                       "tensors": {r: [g.tensors[t].spec, layout.get(t)]
+                                   for r, t in op.roles.items()},
+                       "axes": g.axes_of(op.roles.values()), "dtype": g.base["dtype"],
+                       "chips": g.base["chips"]}, sort_keys=True, default=str)
 
 
 #: what the joint choice returns (planner/outcome.py)

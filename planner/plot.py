@@ -78,7 +78,7 @@ def check_problem(problem, flag: str = "--plot") -> None:
     """A problem whose plan can be drawn: a DMA or PCIe transfer, one hop, or (``--plot``)
     a graph's schedule."""
     from .kinds import kind_of
-    if flag == "--plot" and kind_of(problem).scheduled:
+    if flag == "--plot" and kind_of(problem).has_schedule(problem):
         return
     if not kind_of(problem).pictures:
         raise fail("bad-request", detail=f"{flag} draws {WHAT}; {problem.name} is a "
@@ -515,7 +515,7 @@ def plot_result(result, path: str | os.PathLike, flag: str = "--plot") -> pathli
     a solve's lower bound is marked on the timeline."""
     check(result.problem, path, flag)
     from .kinds import kind_of
-    if kind_of(result.problem).scheduled:  # (a graph: its schedule)
+    if kind_of(result.problem).has_schedule(result.problem):  # (a graph: its schedule)
         return save(schedule_figure(result.plan.schedule, result.problem.name), path, flag)
     b = breakdown_of(result, flag)
     return draw(path, b, sides_of(result.problem, result.plan), result.problem.name,

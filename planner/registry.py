@@ -60,6 +60,9 @@ class Options:
     seed: int = 0
     verify: str = "full"
     progress: Callable[[str, int, "int | None", str], None] | None = None
+    #: op plans shared by the graphs of one search (planner/contraction_moves.py): the
+    #: same op over the same tensors is planned once; "hits" and "misses" count them
+    op_plans: dict | None = None
 
 
 class SolveRecord(Protocol):
@@ -155,6 +158,10 @@ class Kind:
     dtype_role: str | None = None
     pictures = False  # `--plot` / `--report` draw its plan (planner/plot.py: a DMA's breakdown)
     scheduled = False  # its plan has a schedule of contexts (`--trace`; planner/schedule.py)
+
+    def has_schedule(self, problem) -> bool:
+        """This problem's plan has a schedule of contexts (the kind's ``scheduled``)."""
+        return self.scheduled
 
     # -- as a graph's op in the schedule (planner/schedule.py) --------------------------------
     def graph_context(self, data: dict) -> str | None:

@@ -1,0 +1,365 @@
+"""The moves around a contraction, planned with its mapping (issue 30, item 1;
+docs/contractions.md 'The moves').
+
+A contraction whose operands start in HBM (or in DM, laid out as the plan needs) and whose
+result goes to DM or HBM is, for one candidate mapping, a graph (docs/graphs.md): the
+operands' loads (DMA context), the TRF operand's Fetch, Collect and ``to_trf`` (sub
+context), the streamed operand's Fetch and Collect, the contraction and the Commit (main
+context), the result's store (DMA context).  :func:`graph_data` writes that graph, every
+DM Element free over its digits, an HBM Element free over its axes unless given, every
+DMA's stream free; the graph planner chooses them and schedules the ops (``objective:
+makespan``).  :func:`search` finds the candidate whose graph has the least makespan:
+
+* **Bounds.**  A candidate's makespan is at least ``cycles + floor``: the main path waits
+  for both loads (one DMA context runs them one after the other), takes at least the
+  contraction's cycles, and the store waits for it; each DMA takes at least its DM
+  tensor's DMN floor (model/cost.py ``dmn_floor``: the busiest DMN's bytes at 128 B a
+  cycle, after the start-up).  Before lowering, the stream's flits bound the cycles.
+* **Order.**  Candidates sit in one heap keyed by their best bound so far; the least is
+  refined (flits, then the engine's cycles, then the graph's makespan).  When a planned
+  makespan comes off the heap every other key is at least it, so it is the least makespan
+  of every candidate (A* with consistent bounds); ties are refined to be chosen by the
+  contraction's own order (cycles, engaged multipliers, units).
+* **Reuse.**  An op planned in one candidate's graph is not planned again in another's
+  (``Options.op_plans``: the same op over the same tensors).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tcplan.model import hardware as hw
+from tcplan.model.cost import dmn_floor
+from tcplan.model.engines.base import flit_elements
+from tcplan.model.engines.contraction import ContractionPlan
+from tcplan.model.mapping import join, parse
+from tcplan.model.rules import TcplanError, Violation
+from tcplan.model.tiers import Tensor
+
+from . import contraction_search as cs
+
+#: where an operand starts or the result goes
+TIERS = {"source": ("hbm", "dm"), "trf": ("hbm", "dm"), "result": ("hbm", "dm")}
+DM_ALIGN = 256  # bytes: each DM tensor's offset in a slice (a DMN bank's line)
+HBM_ALIGN = 1 << 16
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where an operand starts (or the result goes): ``hbm`` (its Element given, or None:
+    free, every order of its axes) or ``dm`` (laid out as the plan needs)."""
+
+    tier: str
+    element: str | None = None
+
+
+@dataclass(frozen=True)
+class Moves:
+    source: Place
+    trf: Place
+    result: Place
+
+
+def _body(text: str) -> str | None:
+    """``m![N % 8]`` -> ``N % 8``; ``m![1]`` -> None."""
+    body = parse_body(text)
+    return None if body == "1" else body
+
+
+def parse_body(text: str) -> str:
+    return text[3:-1] if text.startswith("m![") and text.endswith("]") else text
+
+
+def _size(digits: list[str], axes: dict[str, int]) -> int:
+    return math.prod(parse(f"m![{d}]", axes).size for d in digits)
+
+
+def _up(n: int, align: int) -> int:
+    return -(-n // align) * align
+
+
+def _trf_stream(k: str, size: int, f: int, lane: str | None) -> tuple[str, str]:
+    """The flits ``to_trf`` stores: the lane digit and ``K``'s outer flits in Time, a flit
+    of ``K`` in the Packet."""
+    time = [lane] if lane else []
+    if size > f:
+        time.append(f"{k} / {f}")
+        packet = f"{k} % {f}"
+    else:
+        packet = k if size == f else f"{k} # {f}"
+    return cs._m(time), f"m![{packet}]"
+
+
+@dataclass(frozen=True)
+class Sides:
+    """A candidate's DM tensors: each role's digits (its Element, any order) and bytes."""
+
+    digits: dict[str, list[str]]
+    dtypes: dict[str, str]
+
+    def bytes(self, role: str, axes: dict[str, int]) -> int:
+        return _size(self.digits[role], axes) * hw.DTYPE_BYTES[self.dtypes[role]]
+
+
+def sides(c: cs.Candidate, e: cs.Einsum, dtype: str) -> Sides:
+    (k,) = e.contracted
+    lane = _body(c.dims["lane"])
+    acc = hw.CONTRACT_ACCUMULATOR.get(dtype, dtype)
+    return Sides({"source": [*c.time_parts, k], "trf": ([lane] if lane else []) + [k],
+                  "result": [*c.time_parts] + ([lane] if lane else [])},
+                 {"source": dtype, "trf": dtype, "result": acc})
+
+
+def floor(c: cs.Candidate, e: cs.Einsum, axes: dict[str, int], dtype: str,
+          moves: Moves) -> int:
+    """What the candidate's DMAs take at least, one after the other on the DMA context:
+    each DM tensor a DMA writes or reads, its DMN floor."""
+    s = sides(c, e, dtype)
+    spatial = {"chip": parse("m![1]", axes), "cluster": parse(c.dims["cluster"], axes),
+               "slice": parse(c.dims["slice"], axes)}
+    out = 0
+    for role in ("source", "trf", "result"):
+        if getattr(moves, role).tier != "hbm":
+            continue
+        digits = s.digits[role] or ["1"]
+        element = join(parse(f"m![{d}]", axes) for d in digits)
+        out += dmn_floor(Tensor(role, "dm", s.dtypes[role], {**spatial, "element": element}))
+    return out
+
+
+def graph_data(c: cs.Candidate, plan: ContractionPlan, e: cs.Einsum, axes: dict[str, int],
+               dtype: str, moves: Moves, name: str) -> dict[str, Any]:
+    """The candidate's graph (a ``kind: graph`` problem's data): every move around the
+    contraction, every free choice of it left free."""
+    (k,) = e.contracted
+    f = flit_elements(dtype)
+    s = sides(c, e, dtype)
+    acc = s.dtypes["result"]
+    spatial = {"cluster": c.dims["cluster"], "slice": c.dims["slice"]}
+    dm = {"tier": "dm", "chip": "m![1]", **spatial}
+    tensors: dict[str, Any] = {}
+    ops: list[dict[str, Any]] = []
+    address = 0
+    for role in ("trf", "source", "result"):  # (each DM tensor its own bytes)
+        tensors[f"{role}_dm"] = {**dm, "element": {"digits": s.digits[role] or ["1"]},
+                                 "address": address,
+                                 **({"dtype": acc} if role == "result" else {})}
+        address = _up(address + s.bytes(role, axes), DM_ALIGN)
+    hbm_at = 0
+    letters = {"source": e.stream, "trf": e.trf, "result": e.result}
+    for role in ("trf", "source", "result"):
+        p = getattr(moves, role)
+        if p.tier != "hbm":
+            tensors[f"{role}_dm"]["given"] = role != "result"
+            continue
+        size = math.prod(axes[a] for a in letters[role]) * hw.DTYPE_BYTES[s.dtypes[role]]
+        tensors[f"{role}_hbm"] = {"tier": "hbm", "chip": "m![1]", "address": hbm_at,
+                                  **({"element": p.element} if p.element else
+                                     {"element": "free", "axes": list(letters[role])}),
+                                  **({"dtype": acc} if role == "result" else
+                                     {"given": True})}
+        hbm_at = _up(hbm_at + size, HBM_ALIGN)
+        free = {"time": "free", "packet": "free"}
+        src, dst = (f"{role}_dm", f"{role}_hbm") if role == "result" else \
+            (f"{role}_hbm", f"{role}_dm")
+        ops.append({"name": f"{'store' if role == 'result' else 'load'}_{role}",
+                    "kind": "dma", "source": src, "destination": dst, "stream": free})
+    stream = {"tier": "stream", **spatial}
+    # the TRF operand: fetched and collected in the sub context, stored into the TRF
+    time, packet = _trf_stream(k, axes[k], f, _body(c.dims["lane"]))
+    for t in ("trf_fetch", "trf_flits"):
+        tensors[t] = {**stream, "time": time, "packet": packet}
+    tensors["trf"] = {"tier": "trf", **spatial, "lane": c.dims["lane"],
+                      "element": c.dims["element"]}
+    ops += [{"name": "fetch_trf", "kind": "fetch", "source": "trf_dm",
+             "stream": "trf_fetch", "context": "sub"},
+            {"name": "collect_trf", "kind": "collect", "source": "trf_fetch",
+             "destination": "trf_flits"},
+            {"name": "to_trf", "kind": "to_trf", "source": "trf_flits", "destination": "trf"}]
+    # the streamed operand, the contraction, the result's commit (the main context)
+    for t in ("source_fetch", "source_flits"):
+        tensors[t] = {**stream, "time": c.dims["time"], "packet": c.dims["packet"]}
+    out_time, out_packet = plan.out.dims["time"], plan.out.dims["packet"]
+    tensors["result_stream"] = {**stream, "time": out_time.text(),
+                                "packet": out_packet.text(), "dtype": acc}
+    ops += [{"name": "fetch_source", "kind": "fetch", "source": "source_dm",
+             "stream": "source_fetch", "context": "main"},
+            {"name": "collect_source", "kind": "collect", "source": "source_fetch",
+             "destination": "source_flits"},
+            {"name": "contract", "kind": "contract", "source": "source_flits", "trf": "trf",
+             "destination": "result_stream",
+             "stages": {"outer": {"time": c.outer[0], "packet": c.outer[1]},
+                        "packet": "m![1]", "time": c.time_out, "lane": c.mode}}]
+    committed = "result_stream"
+    if out_packet.unpadded().size != out_packet.size:  # (the commit writes the flit's leading bytes)
+        tensors["result_trimmed"] = {**stream, "time": out_time.text(),
+                                     "packet": out_packet.unpadded().text(), "dtype": acc}
+        ops.append({"name": "trim_result", "kind": "commit_trim", "source": "result_stream",
+                    "destination": "result_trimmed"})
+        committed = "result_trimmed"
+    ops.append({"name": "commit_result", "kind": "commit", "stream": committed,
+                "destination": "result_dm", "context": "main"})
+    ops.sort(key=lambda o: o["name"] == "store_result")  # (the store last)
+    return {"format": 1, "name": name, "kind": "graph", "dtype": dtype,
+            "objective": "makespan", "axes": {a: axes[a] for a in axes},
+            "tensors": tensors, "ops": ops}
+
+
+# ---- the search --------------------------------------------------------------------------
+@dataclass
+class Timed:
+    """A candidate with its moves planned: the engine's plan, the graph and its plan."""
+
+    evaluated: cs.Evaluated
+    problem: Any  # the graph's Problem
+    plan: Any  # its GraphPlan
+
+    @property
+    def makespan(self) -> int:
+        return int(self.plan.cycles)
+
+    def mapping(self) -> dict[str, str]:
+        """The chosen mapping, each dimension as ``fix:`` gives it, and the lane mode."""
+        c = self.evaluated.candidate
+        return {**c.dims, "lane_mode": c.mode}
+
+    def text(self) -> str:
+        from .kinds.graph import graph_text
+        return "\n".join(["mapping: " + ", ".join(f"{d} {v}" for d, v in
+                                                   self.mapping().items()),
+                          graph_text(self.problem, self.plan)])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mapping": self.mapping(), "makespan": self.makespan,
+                "graph": self.plan.to_json()}
+
+
+@dataclass(frozen=True)
+class MovesChoice:
+    """The search's outcome: the best candidate with its moves (None when none has a
+    plan), the count at each stage, the minimal rules that leave none."""
+
+    best: Timed | None
+    lowered: int  # candidates lowered by the engine's model
+    planned: int  # candidates whose graphs were planned
+    candidates: int
+    core: tuple[str, ...] = ()
+    examples: tuple[Violation, ...] = ()
+    proven: bool = True
+    op_plans: dict[str, int] = field(default_factory=dict)  # reuse: hits, misses
+    #: the least makespan any candidate can have (the best's, when proven; else the
+    #: least bound left when the time limit stopped the search)
+    bound: int | None = None
+    #: the op plans of every graph planned (Options.op_plans), to re-plan the chosen one
+    cache: dict = field(default_factory=dict, repr=False)
+
+
+def search(e: cs.Einsum, axes: dict[str, int], dtype: str, fixed: dict, moves: Moves,
+           opts: Any, name: str) -> MovesChoice:
+    """The candidate whose graph has the least makespan (module docstring: bounds, order,
+    reuse)."""
+    every = list(cs.candidates(e, axes, dtype))
+    pool = [c for c in every if cs.matches(c, fixed, axes)]
+    if not pool:
+        choice = cs.search(e, axes, dtype, fixed, opts.time_limit, opts.seed)
+        return MovesChoice(None, 0, 0, len(every), choice.core, choice.examples)
+    cache: dict = {}
+    opts = replace(opts, op_plans=cache, verify="none", progress=None)
+    floors = [floor(c, e, axes, dtype, moves) for c in pool]
+    heap = [(c.flits + fl, 0, i) for i, (c, fl) in enumerate(zip(pool, floors))]
+    heapq.heapify(heap)
+    lowered: dict[int, cs.Evaluated] = {}
+    broken: list[cs.Evaluated] = []
+    done: list[Timed] = []
+    planned = lowered_count = 0
+    best: int | None = None
+    end = time.perf_counter() + opts.time_limit
+    while heap and (best is None or heap[0][0] <= best):
+        if time.perf_counter() > end:
+            break  # (the time limit: the best planned so far, its gap to the heap's least)
+        value, stage, i = heapq.heappop(heap)
+        if stage == 0:
+            lowered_count += 1
+            r = cs.evaluate(pool[i], e, axes, dtype)
+            if r.plan is None:
+                broken.append(r)
+                continue
+            lowered[i] = r
+            heapq.heappush(heap, (r.cycles + floors[i], 1, i))
+        elif stage == 1:
+            planned += 1
+            t = _timed(lowered[i], e, axes, dtype, moves, opts, name)
+            if isinstance(t, cs.Evaluated):
+                broken.append(t)
+                continue
+            heapq.heappush(heap, (t.makespan, 2, i))
+            done.append(t)
+        else:
+            best = value
+    stats = {"hits": cache.get("hits", 0), "misses": cache.get("misses", 0)}
+    counts = (lowered_count, planned, len(pool))
+    bound = heap[0][0] if heap else None
+    if not done:
+        if heap:  # (the time limit before any graph was planned)
+            return MovesChoice(None, *counts, proven=False, op_plans=stats, bound=bound,
+                               cache=cache)
+        out = cs.conflict(broken, opts.time_limit, opts.seed)
+        return MovesChoice(None, *counts, out.core, out.examples, out.proven, stats,
+                           cache=cache)
+    least = min(t.makespan for t in done)
+    top = min((t for t in done if t.makespan == least),
+              key=lambda t: (t.evaluated.cycles, t.evaluated.engaged,
+                             t.evaluated.candidate.units))
+    proven = best is not None and all(t.plan.status == "optimal" for t in done
+                                      if t.makespan == least)
+    return MovesChoice(top, *counts, (), (), proven, stats,
+                       least if proven or bound is None else min(bound, least), cache)
+
+
+def _timed(r: cs.Evaluated, e: cs.Einsum, axes: dict[str, int], dtype: str, moves: Moves,
+           opts: Any, name: str) -> Timed | cs.Evaluated:
+    """The candidate's graph planned, or the candidate with the rules its moves break."""
+    import yaml
+
+    from .graph_plan import plan_graph
+    from .outcome import Found
+    from .spec import load_problem_text
+    assert r.plan is not None
+    data = graph_data(r.candidate, r.plan, e, axes, dtype, moves, name)
+    try:
+        problem = load_problem_text(yaml.safe_dump(data, sort_keys=False),
+                                    f"<{name}: moves>")
+        data = _pruned(data, problem.spec.graph, opts)
+        problem = load_problem_text(yaml.safe_dump(data, sort_keys=False),
+                                    f"<{name}: moves>")
+        out = plan_graph(problem.spec.graph, opts)
+    except TcplanError as err:
+        if err.kind == "input":
+            raise
+        return cs.Evaluated(r.candidate, violations=tuple(err.violations))
+    if not isinstance(out, Found):
+        return cs.Evaluated(r.candidate, violations=tuple(out.error.violations))
+    return Timed(r, problem, out.record)
+
+
+def _pruned(data: dict[str, Any], g: Any, opts: Any) -> dict[str, Any]:
+    """The graph with each DM tensor's Element restricted to the orders its Fetch or
+    Commit has a plan with (an order they reject is in no plan of the graph: dropping it
+    before the DMAs are planned under it keeps the optimum)."""
+    from .graph_plan import _op_choice
+    tensors = dict(data["tensors"])
+    for op in g.ops:
+        if op.kind not in ("fetch", "commit"):
+            continue
+        (dm,) = [t for t in g.op_free(op)] or [None]
+        if dm is None:
+            continue
+        ok = [layout[dm] for layout in g.choices(op)
+              if _op_choice(g, op, layout, opts).ok]
+        if ok:  # (none: the graph says which rule, as for any op without a plan)
+            tensors[dm] = {**tensors[dm], "element": {"orders": ok}}
+    return {**data, "tensors": tensors}
