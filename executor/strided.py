@@ -125,6 +125,10 @@ def merged(*arrays: np.ndarray) -> list[np.ndarray]:
     every view steps through them contiguously (``stride[outer] == size[inner] x
     stride[inner]``) and dimensions of one position dropped: the copies and comparisons
     then run over long contiguous rows instead of element by element."""
+    if arrays[0].ndim == 0:  # (one element a unit: a row of one)
+        arrays = tuple(np.lib.stride_tricks.as_strided(a, (1,), (a.itemsize,),
+                                                       writeable=a.flags.writeable)
+                       for a in arrays)
     keep = [k for k, n in enumerate(arrays[0].shape) if n != 1] or [arrays[0].ndim - 1]
     shape = [arrays[0].shape[keep[-1]]]
     strides = [[a.strides[keep[-1]]] for a in arrays]

@@ -113,6 +113,15 @@ def _value(key: str) -> dict[str, Any]:
                 "properties": {d: _MAPPING for d in ("cluster", "slice", "time", "packet",
                                                      "lane", "element")},
                 "description": "a contraction's dimensions fixed (docs/contractions.md)"},
+        "moves": {"type": "object", "additionalProperties": False,
+                  "description": "a contraction's moves: where each operand starts and the "
+                                 "result goes (docs/contractions.md 'The moves')",
+                  "properties": {r: {"oneOf": [
+                      {"enum": ["hbm", "dm"]},
+                      {"type": "object", "required": ["tier"], "additionalProperties": False,
+                       "properties": {"tier": {"enum": ["hbm", "dm"]},
+                                      "element": _MAPPING}}]}
+                      for r in ("source", "trf", "result")}},
         "stages": {"type": "object", "description": "a contraction's stages (docs/engines.md)",
                    "required": ["outer", "packet", "time", "lane"],
                    "additionalProperties": False, "properties": {

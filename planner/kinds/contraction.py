@@ -436,7 +436,10 @@ def _solve_moves(problem, opts: Options) -> Solved:
                               None if out.core else "unknown")
     t1 = _time.perf_counter()  # (the chosen graph re-planned from the search's op plans)
     graph = solve_graph(out.best.problem, dataclasses.replace(opts, op_plans=out.cache))
-    out.best.plan = graph.record.plan
+    if graph.plan is None:  # (the same graph planned again from the same op plans)
+        assert graph.error is not None
+        return Solved.no_plan(problem.name, graph.error)
+    out.best.plan = graph.plan
     record = MovesSolved(problem.name, problem.spec.einsum.text(), out, graph.record,
                          {"plan": round(t1 - t0, 3),
                           "verify": round(_time.perf_counter() - t1, 3)})

@@ -1,0 +1,176 @@
+"""A contraction planned with its moves (issue 30, item 1; docs/contractions.md 'The moves';
+planner/contraction_moves.py): the search against every candidate's graph planned, its
+bound against the planned makespans, the schedule against the ops' own cycles, the run
+against numpy.einsum, and the file's mistakes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tcplan.executor import strided
+from tcplan.model.mapping import parse
+from tcplan.planner import api
+from tcplan.planner import contraction_moves as cm
+from tcplan.planner import contraction_search as cs
+from tcplan.planner.registry import Options
+
+HBM = cm.Moves(cm.Place("hbm"), cm.Place("hbm"), cm.Place("hbm"))
+
+
+def _einsum(text: str) -> cs.Einsum:
+    left, result = text.split("->")
+    a, b = left.split(",")
+    return cs.Einsum(tuple(a), tuple(b), tuple(result))
+
+
+def _every(e: cs.Einsum, axes: dict[str, int], moves: cm.Moves) -> list[cm.Timed]:
+    """Every candidate's graph planned, each with no reuse of op plans (the brute force)."""
+    out = []
+    for c in cs.candidates(e, axes, "bf16"):
+        r = cs.evaluate(c, e, axes, "bf16")
+        if r.plan is None:
+            continue
+        t = cm._timed(r, e, axes, "bf16", moves, Options(verify="none"), "brute")
+        if isinstance(t, cm.Timed):
+            out.append(t)
+    return out
+
+
+CASES = [("MK,NK->MN", {"M": 2, "N": 4, "K": 16}, HBM),
+         ("HD,HTD->HT", {"H": 2, "T": 8, "D": 16},
+          cm.Moves(cm.Place("dm"), cm.Place("hbm"), cm.Place("hbm")))]
+
+
+@pytest.mark.parametrize("text, axes, moves", CASES)
+def test_the_search_finds_the_least_makespan_of_every_candidate(text, axes, moves):
+    e = _einsum(text)
+    every = _every(e, axes, moves)
+    assert every, "the brute force planned no candidate"
+    least = min(t.makespan for t in every)
+    out = cm.search(e, axes, "bf16", {}, moves, Options(time_limit=60), "x")
+    assert out.best is not None and out.proven
+    assert out.best.makespan == least
+    assert out.bound == least
+    ties = [t for t in every if t.makespan == least]
+    key = min((t.evaluated.cycles, t.evaluated.engaged, t.evaluated.candidate.units)
+              for t in ties)
+    got = out.best.evaluated
+    assert (got.cycles, got.engaged, got.candidate.units) == key
+    # the bound never passes a planned makespan: flits <= cycles, and cycles + floor
+    for t in every:
+        c = t.evaluated.candidate
+        fl = cm.floor(c, e, axes, "bf16", moves)
+        assert c.flits + fl <= t.evaluated.cycles + fl <= t.makespan
+
+
+def test_the_schedule_is_the_loads_then_the_paths_then_the_store():
+    """The chain of one contraction, from the ops' own cycles: the TRF's load, then the
+    source's load beside the TRF's sub path, the main path, the store."""
+    e, axes = _einsum("MK,NK->MN"), {"M": 4, "N": 8, "K": 32}
+    out = cm.search(e, axes, "bf16", {}, HBM, Options(time_limit=60), "x")
+    assert out.best is not None
+    gp, g = out.best.plan, out.best.problem.spec.graph
+    cyc = {g.ops[i].name: gp.ops[i].cycles for i in range(len(g.ops))}
+    sub = max(cyc[n] for n in ("fetch_trf", "collect_trf", "to_trf"))
+    main = max(cyc[n] for n in ("fetch_source", "collect_source", "contract",
+                                "commit_result"))
+    want = min(cyc["load_trf"] + max(cyc["load_source"], sub),
+               cyc["load_source"] + cyc["load_trf"] + sub) + main + cyc["store_result"]
+    assert out.best.makespan == want
+
+
+def test_a_problem_with_moves_solves_runs_and_traces(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(textwrap.dedent("""\
+        format: 1
+        name: small_moves
+        kind: contraction
+        dtype: bf16
+        axes: {M: 4, N: 8, K: 32}
+        einsum: 'MK,NK->MN'
+        moves: {source: hbm, trf: {tier: hbm, element: 'm![N, K]'}, result: dm}
+        """))
+    trace = tmp_path / "t.json"
+    r = subprocess.run([sys.executable, "-m", "tcplan", "solve", str(path), "--json",
+                        "--trace", str(trace)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["status"] == "optimal" and out["verified"] is True
+    assert "trf_hbm" not in out["plan"]["layouts"]  # (given: not a choice)
+    assert out["plan"]["layouts"]["source_hbm"] in ("m![M, K]", "m![K, M]")
+    assert out["cycles"] == out["schedule"]["makespan"] == out["lower_bound"]
+    events = json.loads(trace.read_text())["traceEvents"]
+    named = {ev["name"] for ev in events if ev.get("ph") == "X"}
+    assert {"load_trf", "load_source"} <= named
+    # the run against numpy.einsum, the user's operands in the einsum's letter order
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((4, 32)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((8, 32)).astype(ml_dtypes.bfloat16)
+    p = api.load(path)
+    got = api.run(p, {"source": a, "trf": b}).arrays["destination"]
+    want = np.einsum("mk,nk->mn", a.astype(np.float32), b.astype(np.float32))
+    assert got.shape == (4, 8)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("moves, where", [
+    ("{source: tape}", "moves.source"),
+    ("{source: {tier: dm, element: 'm![M, K]'}}", "moves.source.element"),
+    ("{trf: {tier: hbm, element: 'm![M, K]'}}", "moves.trf.element"),
+    ("{weights: hbm}", "moves.weights"),
+    ("{source: dm, trf: dm, result: dm}", "moves"),
+])
+def test_a_wrong_moves_block_is_a_located_error(tmp_path, moves, where):
+    path = tmp_path / "p.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        format: 1
+        name: bad
+        kind: contraction
+        dtype: bf16
+        axes: {{M: 4, N: 8, K: 32}}
+        einsum: 'MK,NK->MN'
+        moves: {moves}
+        """))
+    r = subprocess.run([sys.executable, "-m", "tcplan", "solve", str(path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert where in r.stderr and "Traceback" not in r.stderr
+
+
+def test_every_candidate_is_placed_on_a_chips_units():
+    """Every candidate's Cluster holds at most 2 values and its Slice at most 256 (a
+    Slice padded on its last digit held 16,384), and they hold ``units`` values."""
+    for text, axes in [("VMK,NK->VMN", {"V": 32, "M": 32, "N": 8, "K": 32}),
+                       ("K,NK->N", {"N": 2048, "K": 1024}),
+                       ("HD,HTD->HT", {"H": 16, "T": 128, "D": 128})]:
+        e = _einsum(text)
+        for c in cs.candidates(e, axes, "bf16"):
+            cl, sl = parse(c.dims["cluster"], axes), parse(c.dims["slice"], axes)
+            assert cl.size <= 2 and sl.size <= 256, c.describe()
+            live = int((cl.evaluate()[1] == 0).sum()) * int((sl.evaluate()[1] == 0).sum())
+            assert live == c.units, c.describe()
+
+
+def test_unpadded_keeps_the_positions_that_hold_data():
+    axes = {"A": 4, "B": 8}
+    for text, want in [("m![A # 8]", "m![A]"), ("m![A, B # 16]", "m![A, B]"),
+                       ("m![B / 2, 1 # 4]", "m![B / 2, 1]"), ("m![A, B]", "m![A, B]")]:
+        m = parse(text, axes)
+        u = m.unpadded()
+        assert u.text() == want
+        held = m.evaluate()
+        assert u.size == int((held[1] == 0).sum())
+
+
+def test_merging_a_view_of_one_element_writes_through():
+    a = np.zeros(4)
+    (v,) = strided.merged(np.lib.stride_tricks.as_strided(a[2:], (), ()))
+    v[...] = 5
+    assert a.tolist() == [0, 0, 5, 0]
