@@ -27,6 +27,7 @@ makespan``).  :func:`search` finds the candidate whose graph has the least makes
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import time
 from dataclasses import dataclass, field, replace
@@ -51,10 +52,30 @@ HBM_ALIGN = 1 << 16
 @dataclass(frozen=True)
 class Place:
     """Where an operand starts (or the result goes): ``hbm`` (its Element given, or None:
-    free, every order of its axes) or ``dm`` (laid out as the plan needs)."""
+    free, every order of its axes) or ``dm``: laid out as the plan needs (``element``
+    None) or as given (its Element here; its Cluster and Slice are the problem's ``fix``,
+    which the candidate's stream holds)."""
 
     tier: str
     element: str | None = None
+
+
+def given_dm(c: cs.Candidate, e: cs.Einsum, axes: dict[str, int], dtype: str,
+             moves: Moves) -> bool:
+    """Does each DM tensor given hold, in its Element, the digits the candidate puts on a
+    slice (in any order)?"""
+    from tcplan.model.mapping import same_holding
+    s = sides(c, e, dtype)
+    for role in ("source", "trf", "result"):
+        p = getattr(moves, role)
+        if p.tier != "dm" or p.element is None:
+            continue
+        want = parse(p.element, axes)
+        digits = [parse(f"m![{d}]", axes) for d in s.digits[role] or ["1"]]
+        if not any(same_holding(want, join(order)) for order in
+                   itertools.permutations(digits)):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -145,7 +166,8 @@ def graph_data(c: cs.Candidate, plan: ContractionPlan, e: cs.Einsum, axes: dict[
     ops: list[dict[str, Any]] = []
     address = 0
     for role in ("trf", "source", "result"):  # (each DM tensor its own bytes)
-        tensors[f"{role}_dm"] = {**dm, "element": {"digits": s.digits[role] or ["1"]},
+        given = getattr(moves, role).element if getattr(moves, role).tier == "dm" else None
+        tensors[f"{role}_dm"] = {**dm, "element": given or {"digits": s.digits[role] or ["1"]},
                                  "address": address,
                                  **({"dtype": acc} if role == "result" else {})}
         address = _up(address + s.bytes(role, axes), DM_ALIGN)
@@ -263,10 +285,16 @@ def search(e: cs.Einsum, axes: dict[str, int], dtype: str, fixed: dict, moves: M
     """The candidate whose graph has the least makespan (module docstring: bounds, order,
     reuse)."""
     every = list(cs.candidates(e, axes, dtype))
-    pool = [c for c in every if cs.matches(c, fixed, axes)]
-    if not pool:
-        choice = cs.search(e, axes, dtype, fixed, opts.time_limit, opts.seed)
-        return MovesChoice(None, 0, 0, len(every), choice.core, choice.examples)
+    pool = [c for c in every if cs.matches(c, fixed, axes)
+            and given_dm(c, e, axes, dtype, moves)]
+    if not pool:  # (what the problem fixes and the DM layouts it gives hold no candidate)
+        from tcplan.model.rules import fail
+        text = ", ".join([f"{d} {m.text()}" for d, m in fixed.items()] + [
+            f"the {r} in DM with Element {getattr(moves, r).element}" for r in TIERS
+            if getattr(moves, r).tier == "dm" and getattr(moves, r).element])
+        v = fail("contraction-fixed", (text,), fixed=text,
+                 candidates=len(every)).violations[0]
+        return MovesChoice(None, 0, 0, len(every), ("contraction-fixed",), (v,))
     cache: dict = {}
     opts = replace(opts, op_plans=cache, verify="none", progress=None)
     floors = [floor(c, e, axes, dtype, moves) for c in pool]

@@ -120,7 +120,8 @@ def _value(key: str) -> dict[str, Any]:
                       {"enum": ["hbm", "dm"]},
                       {"type": "object", "required": ["tier"], "additionalProperties": False,
                        "properties": {"tier": {"enum": ["hbm", "dm"]},
-                                      "element": _MAPPING}}]}
+                                      "element": _MAPPING, "cluster": _MAPPING,
+                                      "slice": _MAPPING}}]}
                       for r in ("source", "trf", "result")}},
         "stages": {"type": "object", "description": "a contraction's stages (docs/engines.md)",
                    "required": ["outer", "packet", "time", "lane"],

@@ -122,7 +122,7 @@ def test_a_problem_with_moves_solves_runs_and_traces(tmp_path):
 
 @pytest.mark.parametrize("moves, where", [
     ("{source: tape}", "moves.source"),
-    ("{source: {tier: dm, element: 'm![M, K]'}}", "moves.source.element"),
+    ("{source: {tier: dm, element: 'm![M, K]'}}", "moves.source"),
     ("{trf: {tier: hbm, element: 'm![M, K]'}}", "moves.trf.element"),
     ("{weights: hbm}", "moves.weights"),
     ("{source: dm, trf: dm, result: dm}", "moves"),
@@ -174,3 +174,55 @@ def test_merging_a_view_of_one_element_writes_through():
     (v,) = strided.merged(np.lib.stride_tricks.as_strided(a[2:], (), ()))
     v[...] = 5
     assert a.tolist() == [0, 0, 5, 0]
+
+
+GEMV = """\
+format: 1
+name: dm_given
+kind: contraction
+dtype: bf16
+axes: {{N: 1024, K: 128}}
+einsum: 'K,NK->N'
+moves:
+  source: {source}
+  trf: hbm
+  result: dm
+"""
+
+
+def _solve(tmp_path, source: str) -> subprocess.CompletedProcess:
+    path = tmp_path / "p.yaml"
+    path.write_text(GEMV.format(source=source))
+    return subprocess.run([sys.executable, "-m", "tcplan", "solve", str(path), "--json"],
+                          capture_output=True, text=True)
+
+
+def test_an_operand_given_in_dm_fixes_the_streams_cluster_and_slice(tmp_path):
+    r = _solve(tmp_path, "{tier: dm, cluster: 'm![N / 512]', "
+                         "slice: 'm![N / 4 % 128, 1 # 2]', element: 'm![K / 2, K % 2]'}")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["verified"] is True and out["status"] == "optimal"
+    axes = {"N": 1024, "K": 128}
+    from tcplan.model.mapping import same_holding
+    assert same_holding(parse(out["mapping"]["slice"], axes),
+                        parse("m![N / 4 % 128, 1 # 2]", axes))
+    assert same_holding(parse(out["mapping"]["cluster"], axes), parse("m![N / 512]", axes))
+    assert "source_dm" not in out["plan"]["layouts"]  # (given: not a choice)
+
+
+def test_a_dm_layout_no_candidate_holds_is_named(tmp_path):
+    """The Element holds half of K: no candidate puts that on a slice."""
+    r = _solve(tmp_path, "{tier: dm, cluster: 'm![N / 512]', "
+                         "slice: 'm![N / 4 % 128, 1 # 2]', element: 'm![K % 64]'}")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "contraction-fixed" in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("source", [
+    "{tier: dm, element: 'm![K]'}",
+    "{tier: hbm, slice: 'm![N / 4 % 128, 1 # 2]'}",
+])
+def test_a_dm_layout_half_given_is_a_located_error(tmp_path, source):
+    r = _solve(tmp_path, source)
+    assert r.returncode == 2 and "moves.source" in r.stdout + r.stderr, r.stdout + r.stderr

@@ -114,7 +114,7 @@ class Contraction(Kind):
                 raise ctx.doc.error(("fix", d), f"{d!r} is not a dimension a contraction "
                                     "fixes", "one of " + ", ".join(cs.FIXABLE), at_key=True)
             fixed[d] = ctx.mapping(("fix", d), text, d)
-        moves = _moves(ctx, data["moves"], e) if "moves" in data else None
+        moves = _moves(ctx, data["moves"], e, fixed) if "moves" in data else None
         return ContractionSpec(e, fixed, moves)
 
     def has_schedule(self, problem) -> bool:
@@ -266,6 +266,16 @@ def _from_plan(arr, t, letters: tuple[str, ...], axes: dict[str, int]):
     return np.transpose(x, [kept.index(a) for a in letters])
 
 
+def _trf_use(plan: ContractionPlan) -> dict[str, str]:
+    """What the TRF holds a slice, against what its lanes hold (docs/hardware.md)."""
+    t = plan.trf
+    lanes, per = t.dims["lane"].size, t.dims["element"].size * t.elem_bytes
+    cap = hw.TRF_BYTES_PER_LANE * hw.CONTRACT_LANES[-1]
+    return {"title": f"the TRF holds {lanes * per:,} B a slice ({lanes} lane(s) x {per:,} B) "
+                     f"of its {cap:,} B",
+            "detail": f"{per:,} B of a lane's {hw.TRF_BYTES_PER_LANE:,}"}
+
+
 def _why(problem, best: cs.Evaluated) -> list[dict[str, str]]:
     """What binds the best mapping, in words: where the contracted axis sits and the
     multipliers that leaves busy, the dimensions the problem fixed and what they cost
@@ -277,7 +287,7 @@ def _why(problem, best: cs.Evaluated) -> list[dict[str, str]]:
     out = [{"title": f"{k} in Time: 1 of {per_lane} multipliers busy" if c.k_in == "time"
             else f"{k} in the Packet: the Packet Reducer's tree sums it",
             "detail": f"the stream carries {c.flits:,} flits a slice on {c.units:,} units; "
-                      f"cycles {plan.cycles:,}"}]
+                      f"cycles {plan.cycles:,}"}, _trf_use(plan)]
     if problem.spec.fixed:
         free = cs.search(problem.spec.einsum, problem.axes, problem.dtype, {}).best
         cost = ("" if free is None or free.plan is None else
@@ -301,10 +311,10 @@ register(Contraction())
 
 
 # ---- the moves around the contraction (planner/contraction_moves.py) -----------------------
-def _moves(ctx, data: Any, e: cs.Einsum) -> cm.Moves:
+def _moves(ctx, data: Any, e: cs.Einsum, fixed: dict[str, Mapping]) -> cm.Moves:
     """``moves: {source: hbm, trf: {tier: hbm, element: 'm![N, K]'}, result: dm}``: where
     each operand starts and the result goes (``hbm``, its Element free unless given, or
-    ``dm``, laid out as the plan needs)."""
+    ``dm``, laid out as the plan needs or given: its Cluster and Slice join ``fixed``)."""
     example = "moves: {source: hbm, trf: hbm, result: hbm}"
     if not isinstance(data, dict):
         raise ctx.doc.error(("moves",), "expected where the operands start and the result "
@@ -315,23 +325,32 @@ def _moves(ctx, data: Any, e: cs.Einsum) -> cm.Moves:
         p = data.get(role, "dm")
         if isinstance(p, str):
             p = {"tier": p}
-        if not isinstance(p, dict) or p.get("tier") not in tiers or set(p) - {"tier",
-                                                                              "element"}:
+        if not isinstance(p, dict) or p.get("tier") not in tiers or set(p) - {
+                "tier", "element", "cluster", "slice"}:
             raise ctx.doc.error(keys, f"expected {' or '.join(tiers)}, or {{tier: hbm, "
-                                "element: ...}}", example)
+                                "element: ...}, or {tier: dm, cluster: ..., slice: ..., "
+                                "element: ...}", example)
+        if p["tier"] == "hbm" and ("cluster" in p or "slice" in p):
+            raise ctx.doc.error(keys + ("slice" if "slice" in p else "cluster",),
+                                "an HBM operand has no Cluster or Slice",
+                                f"{role}: {{tier: hbm, element: ...}}")
         element = p.get("element")
         if element is not None:
-            if p["tier"] != "hbm":
-                raise ctx.doc.error(keys + ("element",), "a DM operand is laid out as the "
-                                    "plan needs: only an HBM one takes an Element",
-                                    f"{role}: {{tier: hbm, element: ...}}")
-            letters = {"source": e.stream, "trf": e.trf, "result": e.result}[role]
             m = ctx.mapping(keys + ("element",), element, "element")
-            if sorted(m.used_axes) != sorted(letters):
-                raise ctx.doc.error(keys + ("element",), f"{m.text()} does not hold "
-                                    f"exactly the {role}'s axes {', '.join(letters)}",
-                                    "element: 'm![" + ", ".join(letters) + "]'")
+            if p["tier"] == "hbm":
+                letters = {"source": e.stream, "trf": e.trf, "result": e.result}[role]
+                if sorted(m.used_axes) != sorted(letters):
+                    raise ctx.doc.error(keys + ("element",), f"{m.text()} does not hold "
+                                        f"exactly the {role}'s axes {', '.join(letters)}",
+                                        "element: 'm![" + ", ".join(letters) + "]'")
             element = m.text()
+        if p["tier"] == "dm" and (element is None) != ("slice" not in p):
+            raise ctx.doc.error(keys, "a DM layout given names its Slice and Element (its "
+                                "Cluster m![1 # 2] unless given); without them the plan "
+                                "lays it out", f"{role}: {{tier: dm, slice: ..., element: "
+                                "...}, or dm")
+        if p["tier"] == "dm" and element is not None:
+            _fix_spatial(ctx, keys, p, fixed)
         places[role] = cm.Place(p["tier"], element)
     for role in data:
         if role not in cm.TIERS:
@@ -486,3 +505,16 @@ def _run_moves(problem, plan: cm.Timed, inputs: dict, seed: int) -> dict:
             for role, key, letters in (("source", "source", e.stream),
                                        ("trf", "trf", e.trf),
                                        ("destination", "result", e.result))}
+
+
+def _fix_spatial(ctx, keys: tuple, p: dict, fixed: dict[str, Mapping]) -> None:
+    """A DM layout given fixes the stream's Cluster and Slice (a Fetch reads its own
+    slice's DM): added to ``fixed``, or checked against what is there."""
+    from tcplan.model.mapping import same_holding
+    for d, default in (("cluster", "m![1 # 2]"), ("slice", None)):
+        m = ctx.mapping(keys + (d,), p.get(d, default), d)
+        if d in fixed and not same_holding(fixed[d], m):
+            raise ctx.doc.error(keys + (d,), f"{m.text()} is not the {d} fixed elsewhere "
+                                f"({fixed[d].text()}): one stream reads every operand",
+                                f"{d}: '{fixed[d].text()}'")
+        fixed[d] = m
