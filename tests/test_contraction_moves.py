@@ -125,7 +125,6 @@ def test_a_problem_with_moves_solves_runs_and_traces(tmp_path):
     ("{source: {tier: dm, element: 'm![M, K]'}}", "moves.source"),
     ("{trf: {tier: hbm, element: 'm![M, K]'}}", "moves.trf.element"),
     ("{weights: hbm}", "moves.weights"),
-    ("{source: dm, trf: dm, result: dm}", "moves"),
 ])
 def test_a_wrong_moves_block_is_a_located_error(tmp_path, moves, where):
     path = tmp_path / "p.yaml"
@@ -226,3 +225,50 @@ def test_a_dm_layout_no_candidate_holds_is_named(tmp_path):
 def test_a_dm_layout_half_given_is_a_located_error(tmp_path, source):
     r = _solve(tmp_path, source)
     assert r.returncode == 2 and "moves.source" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+
+def test_a_contraction_op_in_a_graph_plans_its_mapping_under_each_layout():
+    """problems/graphs/contraction_op.yaml: the op's cycles are its own graph's makespan
+    (the TRF's fill, then the contraction's path), planned under each of w's two orders;
+    the graph's makespan is the load then the op; verified end to end."""
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[1] / "problems/graphs/contraction_op.yaml"
+    r = api.solve(api.load(path))
+    assert r.status == "optimal" and r.verified is True, r.text()
+    gp = r.plan
+    cyc = {row.problem.name: row.cycles for row in gp.ops}
+    assert gp.schedule.makespan == cyc["load_w"] + cyc["gemv"]
+    op = next(row for row in gp.ops if row.problem.name == "gemv")
+    inner = op.plan.plan.ops
+    names = [o.problem.name for o in inner]
+    icyc = dict(zip(names, (o.cycles for o in inner)))
+    sub = max(icyc[n] for n in ("fetch_trf", "collect_trf", "to_trf"))
+    main = max(icyc[n] for n in ("fetch_source", "collect_source", "contract",
+                                 "commit_result") if n in icyc)
+    assert cyc["gemv"] == sub + main  # (no DMA inside: the fill, then the main path)
+    # the op's plan is the least over every candidate holding the DM layouts given
+    p = op.problem
+    every = [c for c in cs.candidates(p.spec.einsum, p.axes, p.dtype)
+             if cs.matches(c, p.spec.fixed, p.axes)
+             and cm.given_dm(c, p.spec.einsum, p.axes, p.dtype, p.spec.moves)]
+    spans = []
+    for c in every:
+        ev = cs.evaluate(c, p.spec.einsum, p.axes, p.dtype)
+        if ev.plan is not None:
+            t = cm._timed(ev, p.spec.einsum, p.axes, p.dtype, p.spec.moves,
+                          Options(verify="none"), "brute")
+            if isinstance(t, cm.Timed):
+                spans.append(t.makespan)
+    assert spans and cyc["gemv"] == min(spans)
+
+
+def test_a_contraction_ops_result_is_the_accumulators_type(tmp_path):
+    import pathlib
+    src = (pathlib.Path(__file__).resolve().parents[1] /
+           "problems/graphs/contraction_op.yaml").read_text()
+    path = tmp_path / "g.yaml"
+    path.write_text(src.replace(", dtype: f32, address: 16384", ", address: 16384"))
+    r = subprocess.run([sys.executable, "-m", "tcplan", "solve", str(path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "tensors.y" in r.stderr and "f32" in r.stderr, r.stderr

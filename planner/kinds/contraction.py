@@ -101,6 +101,43 @@ class Contraction(Kind):
     keys = {"contraction": key_sets({"einsum", "fix", "moves"}, {"einsum"})}
     solvable = True
     output_word = "computed"
+    #: as a graph's op: the operands and the result as DM tensors of the graph (their
+    #: layouts, free or given, become the op's moves: docs/contractions.md 'In a graph')
+    graph_roles = {"contraction": {"source": (True, True), "trf": (True, True),
+                                   "destination": (False, True)}}
+    graph_same_axes = False
+    dtype_role = "source"
+
+    def graph_place(self, data: dict[str, Any], role: str, spec: dict[str, Any]) -> tuple:
+        key = "result" if role == "destination" else role
+        data.setdefault("moves", {})[key] = {k: spec[k] for k in (
+            "tier", "cluster", "slice", "element", "dtype") if k in spec}
+        return ("moves", key)
+
+    def graph_mac_use(self, plan: Any) -> float:
+        inner = plan.evaluated.plan if isinstance(plan, cm.Timed) else plan
+        return inner.cycles * inner.mac_utilization
+
+    def graph_summary(self, plan: Any) -> dict[str, Any]:
+        return {"mapping": plan.mapping()} if isinstance(plan, cm.Timed) else {}
+
+    def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
+        """The op's own graph (Fetches, the TRF's fill, the contraction, the Commit) run on
+        the operands' values, each of its ops checked there (the contraction against
+        numpy.einsum); the result placed into the graph's memory."""
+        import numpy as np
+
+        from tcplan.executor.graph import run_graph
+        from tcplan.executor.run import place
+        g, gp = plan.problem.spec.graph, plan.plan
+        inner, _ = run_graph(g, gp, kinds(), seed, {"source_dm": values["source"],
+                                                    "trf_dm": values["trf"]})
+        from tcplan.executor.run import carried_axes
+        from tcplan.model.numeric import NP_DTYPES
+        dst = tensors["destination"]
+        out = np.ascontiguousarray(inner["result_dm"], NP_DTYPES[dst.dtype])
+        place(mem, dst, {a: problem.axes[a] for a in carried_axes(dst, problem.axes)}, out)
+        return {"destination": out}
 
     def load(self, ctx, data: dict, kind: str, tensors: dict) -> ContractionSpec:
         e = _einsum(ctx, data["einsum"], ctx.axes)
@@ -326,7 +363,7 @@ def _moves(ctx, data: Any, e: cs.Einsum, fixed: dict[str, Mapping]) -> cm.Moves:
         if isinstance(p, str):
             p = {"tier": p}
         if not isinstance(p, dict) or p.get("tier") not in tiers or set(p) - {
-                "tier", "element", "cluster", "slice"}:
+                "tier", "element", "cluster", "slice", "dtype"}:
             raise ctx.doc.error(keys, f"expected {' or '.join(tiers)}, or {{tier: hbm, "
                                 "element: ...}, or {tier: dm, cluster: ..., slice: ..., "
                                 "element: ...}", example)
@@ -349,6 +386,12 @@ def _moves(ctx, data: Any, e: cs.Einsum, fixed: dict[str, Mapping]) -> cm.Moves:
                                 "Cluster m![1 # 2] unless given); without them the plan "
                                 "lays it out", f"{role}: {{tier: dm, slice: ..., element: "
                                 "...}, or dm")
+        want = hw.CONTRACT_ACCUMULATOR.get(ctx.dtype, ctx.dtype) if role == "result" \
+            else ctx.dtype
+        if p.get("dtype", want) != want:
+            raise ctx.doc.error(keys + ("dtype",), f"the {role} is {want} here, not "
+                                f"{p['dtype']} (the Multiplier takes the operands' type, "
+                                "the result is its accumulator's)", f"dtype: {want}")
         if p["tier"] == "dm" and element is not None:
             _fix_spatial(ctx, keys, p, fixed)
         places[role] = cm.Place(p["tier"], element)
@@ -356,9 +399,6 @@ def _moves(ctx, data: Any, e: cs.Einsum, fixed: dict[str, Mapping]) -> cm.Moves:
         if role not in cm.TIERS:
             raise ctx.doc.error(("moves", role), f"{role!r} is not an operand",
                                 "source, trf or result", at_key=True)
-    if all(p.tier == "dm" for p in places.values()):
-        raise ctx.doc.error(("moves",), "every operand in DM and the result too: no move "
-                            "to plan", "leave moves out, or start an operand in HBM")
     return cm.Moves(places["source"], places["trf"], places["result"])
 
 
