@@ -116,6 +116,7 @@ class Contraction(Kind):
 
     def graph_mac_use(self, plan: Any) -> float:
         inner = plan.evaluated.plan if isinstance(plan, cm.Timed) else plan
+        assert inner is not None  # (a Timed candidate was lowered)
         return inner.cycles * inner.mac_utilization
 
     def graph_summary(self, plan: Any) -> dict[str, Any]:
