@@ -113,7 +113,6 @@ class GraphPlan:
 
 def evaluate(g: Graph, opts) -> dict[int, list[OpChoice]]:
     """Every op under every combination of its free tensors' candidate layouts."""
-    from .registry import kinds
     total = sum(len(g.choices(op)) for op in g.ops)
     limits.check(total, limits.GRAPH_EVALUATIONS_MAX, "layout choices of the graph's ops",
                  "plans", {f"op {op.name}": len(g.choices(op)) for op in g.ops},

@@ -12,7 +12,6 @@ contraction with no mapping by a minimal set of named rules.
 
 from __future__ import annotations
 
-import dataclasses
 import time as _time
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +26,7 @@ from .. import contraction_search as cs
 from ..problem import Problem
 from ..registry import Kind, Options, Solved, key_sets, kinds, register
 from ..render import EXIT_OK, EXIT_RULE
+from . import contraction_with_moves as wm
 from .contract import Contract, feasible
 from .engines import EngineSolved
 
@@ -152,7 +152,7 @@ class Contraction(Kind):
                 raise ctx.doc.error(("fix", d), f"{d!r} is not a dimension a contraction "
                                     "fixes", "one of " + ", ".join(cs.FIXABLE), at_key=True)
             fixed[d] = ctx.mapping(("fix", d), text, d)
-        moves = _moves(ctx, data["moves"], e, fixed) if "moves" in data else None
+        moves = wm.read_moves(ctx, data["moves"], e, fixed) if "moves" in data else None
         return ContractionSpec(e, fixed, moves)
 
     def has_schedule(self, problem) -> bool:
@@ -166,7 +166,7 @@ class Contraction(Kind):
 
     def lower(self, problem: Problem[ContractionSpec]) -> Any:
         if problem.spec.moves is not None:
-            return _moves_plan(problem, Options())
+            return wm.moves_plan(problem, Options())
         out = self._search(problem)
         if out.best is None or out.best.plan is None:
             raise _no_mapping(problem, out)
@@ -174,7 +174,7 @@ class Contraction(Kind):
 
     def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
         if problem.spec.moves is not None:
-            t = _moves_plan(problem, opts)
+            t = wm.moves_plan(problem, opts)
             return t, t.makespan, t.plan.status == "optimal"
         out = self._search(problem, opts)
         if out.best is None or out.best.plan is None:
@@ -205,7 +205,7 @@ class Contraction(Kind):
 
     def solve(self, problem: Problem[ContractionSpec], opts: Options) -> Solved:
         if problem.spec.moves is not None:
-            return _solve_moves(problem, opts)
+            return wm.solve(problem, opts)
         t0 = _time.perf_counter()
         out = self._search(problem, opts)
         if out.best is None or out.best.plan is None:
@@ -227,7 +227,7 @@ class Contraction(Kind):
 
     def solve_text(self, problem, solved: Solved) -> str:
         r = solved.record
-        if isinstance(r, MovesSolved):
+        if isinstance(r, wm.MovesSolved):
             return r.text()
         if solved.error is not None or not isinstance(r, ContractionSolved):
             return Kind.solve_text(self, problem, solved)
@@ -246,7 +246,7 @@ class Contraction(Kind):
     def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         from ..explain import _item
         if problem.spec.moves is not None:
-            return _explain_moves(problem, seed)
+            return wm.explain(problem, seed)
         out = self._search(problem)
         if out.best is None or out.best.plan is None:
             return EXIT_RULE, {"problem": problem.name, "feasible": False, "conflict": [
@@ -261,7 +261,7 @@ class Contraction(Kind):
         ``trf``), the result (``destination``) in the result's."""
         e = problem.spec.einsum
         if isinstance(plan, cm.Timed):
-            return _run_moves(problem, plan, inputs, seed)
+            return wm.run(problem, plan, inputs, seed)
         given = {role: _to_plan(inputs[role], letters, t, problem.axes, role)
                  for role, letters, t in (("source", e.stream, plan.src),
                                           ("trf", e.trf, plan.trf)) if role in inputs}
@@ -347,215 +347,3 @@ def _no_mapping(problem, out: cs.Choice) -> TcplanError:
 
 register(Contraction())
 
-
-# ---- the moves around the contraction (planner/contraction_moves.py) -----------------------
-def _moves(ctx, data: Any, e: cs.Einsum, fixed: dict[str, Mapping]) -> cm.Moves:
-    """``moves: {source: hbm, trf: {tier: hbm, element: 'm![N, K]'}, result: dm}``: where
-    each operand starts and the result goes (``hbm``, its Element free unless given, or
-    ``dm``, laid out as the plan needs or given: its Cluster and Slice join ``fixed``)."""
-    example = "moves: {source: hbm, trf: hbm, result: hbm}"
-    if not isinstance(data, dict):
-        raise ctx.doc.error(("moves",), "expected where the operands start and the result "
-                            "goes", example)
-    places = {}
-    for role, tiers in cm.TIERS.items():
-        keys = ("moves", role)
-        p = data.get(role, "dm")
-        if isinstance(p, str):
-            p = {"tier": p}
-        if not isinstance(p, dict) or p.get("tier") not in tiers or set(p) - {
-                "tier", "element", "cluster", "slice", "dtype"}:
-            raise ctx.doc.error(keys, f"expected {' or '.join(tiers)}, or {{tier: hbm, "
-                                "element: ...}, or {tier: dm, cluster: ..., slice: ..., "
-                                "element: ...}", example)
-        if p["tier"] == "hbm" and ("cluster" in p or "slice" in p):
-            raise ctx.doc.error(keys + ("slice" if "slice" in p else "cluster",),
-                                "an HBM operand has no Cluster or Slice",
-                                f"{role}: {{tier: hbm, element: ...}}")
-        element = p.get("element")
-        if element is not None:
-            m = ctx.mapping(keys + ("element",), element, "element")
-            if p["tier"] == "hbm":
-                letters = {"source": e.stream, "trf": e.trf, "result": e.result}[role]
-                if sorted(m.used_axes) != sorted(letters):
-                    raise ctx.doc.error(keys + ("element",), f"{m.text()} does not hold "
-                                        f"exactly the {role}'s axes {', '.join(letters)}",
-                                        "element: 'm![" + ", ".join(letters) + "]'")
-            element = m.text()
-        if p["tier"] == "dm" and (element is None) != ("slice" not in p):
-            raise ctx.doc.error(keys, "a DM layout given names its Slice and Element (its "
-                                "Cluster m![1 # 2] unless given); without them the plan "
-                                "lays it out", f"{role}: {{tier: dm, slice: ..., element: "
-                                "...}, or dm")
-        want = hw.CONTRACT_ACCUMULATOR.get(ctx.dtype, ctx.dtype) if role == "result" \
-            else ctx.dtype
-        if p.get("dtype", want) != want:
-            raise ctx.doc.error(keys + ("dtype",), f"the {role} is {want} here, not "
-                                f"{p['dtype']} (the Multiplier takes the operands' type, "
-                                "the result is its accumulator's)", f"dtype: {want}")
-        if p["tier"] == "dm" and element is not None:
-            _fix_spatial(ctx, keys, p, fixed)
-        places[role] = cm.Place(p["tier"], element)
-    for role in data:
-        if role not in cm.TIERS:
-            raise ctx.doc.error(("moves", role), f"{role!r} is not an operand",
-                                "source, trf or result", at_key=True)
-    return cm.Moves(places["source"], places["trf"], places["result"])
-
-
-def _moves_choice(problem, opts: Options) -> cm.MovesChoice:
-    s = problem.spec
-    return cm.search(s.einsum, problem.axes, problem.dtype, s.fixed, s.moves, opts,
-                     problem.name)
-
-
-def _moves_plan(problem, opts: Options) -> cm.Timed:
-    out = _moves_choice(problem, opts)
-    if out.best is None:
-        raise _moves_no_plan(problem, out)
-    return out.best
-
-
-def _moves_no_plan(problem, out: cm.MovesChoice) -> TcplanError:
-    if not out.core:
-        return fail("plan-time-limit", limit="the solver's", lowered=out.planned)
-    rules = ", ".join(f"[{v.rule}] {v.message[:140]}" for v in out.examples)
-    return fail("contraction-no-mapping", (problem.spec.einsum.text(),),
-                einsum=problem.spec.einsum.text(), candidates=out.candidates, rules=rules)
-
-
-@dataclass(frozen=True)
-class MovesSolved:
-    """A contraction solved with its moves: the chosen candidate's graph, its plan and
-    schedule, the search's counts, the end-to-end check."""
-
-    problem: str
-    einsum: str
-    choice: cm.MovesChoice
-    graph: Any  # the GraphSolved of the chosen candidate's graph
-    times: dict[str, float]
-
-    @property
-    def status(self) -> str:
-        return "optimal" if self.choice.proven else "feasible"
-
-    @property
-    def cycles(self) -> int | None:
-        return self.graph.cycles
-
-    @property
-    def verified(self) -> bool | None:
-        return self.graph.verified
-
-    @property
-    def lower_bound(self) -> int | None:
-        return self.choice.bound
-
-    @property
-    def breakdown(self) -> None:
-        return None
-
-    @property
-    def error(self) -> TcplanError | None:
-        return self.graph.error
-
-    def mapping(self) -> dict[str, str]:
-        assert self.choice.best is not None
-        return self.choice.best.mapping()
-
-    def to_json(self) -> dict[str, Any]:
-        c = self.choice
-        return {**self.graph.to_json(), "problem": self.problem, "status": self.status,
-                "einsum": self.einsum, "mapping": self.mapping(),
-                "lower_bound": c.bound, "times": self.times,
-                "search": {"candidates": c.candidates, "lowered": c.lowered,
-                           "planned": c.planned, "op_plans_reused": c.op_plans}}
-
-    def text(self) -> str:
-        from .graph import _verified, graph_text
-        c = self.choice
-        assert c.best is not None
-        bound = ("" if c.proven else
-                 f"; time limit: no candidate can take under {c.bound:,}")
-        head = [f"{self.problem}: {self.einsum} with its moves, makespan {self.cycles:,} "
-                f"cycles ({self.status} over {c.candidates:,} candidate mappings: "
-                f"{c.lowered:,} lowered, {c.planned:,} with their moves planned, the "
-                f"others bounded out{bound}; op plans reused {c.op_plans.get('hits', 0):,}, "
-                f"planned {c.op_plans.get('misses', 0):,})",
-                "  mapping: " + ", ".join(f"{d} {v}" for d, v in self.mapping().items())]
-        return "\n".join(head + [graph_text(c.best.problem, c.best.plan),
-                                 _verified(self.graph)])
-
-
-def _solve_moves(problem, opts: Options) -> Solved:
-    from .graph import solve_graph
-    t0 = _time.perf_counter()
-    out = _moves_choice(problem, opts)
-    if out.best is None:
-        return Solved.no_plan(problem.name, _moves_no_plan(problem, out),
-                              None if out.core else "unknown")
-    t1 = _time.perf_counter()  # (the chosen graph re-planned from the search's op plans)
-    graph = solve_graph(out.best.problem, dataclasses.replace(opts, op_plans=out.cache))
-    if graph.plan is None:  # (the same graph planned again from the same op plans)
-        assert graph.error is not None
-        return Solved.no_plan(problem.name, graph.error)
-    out.best.plan = graph.plan
-    record = MovesSolved(problem.name, problem.spec.einsum.text(), out, graph.record,
-                         {"plan": round(t1 - t0, 3),
-                          "verify": round(_time.perf_counter() - t1, 3)})
-    return Solved(record, out.best.plan, exit=graph.exit)
-
-
-def _explain_moves(problem, seed: int) -> tuple[int, dict[str, Any]]:
-    from ..explain import _item
-    out = _moves_choice(problem, Options(seed=seed))
-    if out.best is None:
-        if not out.core:
-            err = _moves_no_plan(problem, out)
-            return EXIT_RULE, {"problem": problem.name, "feasible": False, "conflict": [
-                _item(v.rule, v.to_json()) for v in err.violations]}
-        return EXIT_RULE, {"problem": problem.name, "feasible": False, "conflict": [
-            _item(v.rule, v.to_json()) for v in out.examples]}
-    best = out.best
-    assert best.evaluated.plan is not None
-    sched = best.plan.schedule
-    crit = " -> ".join(w.task for w in sched.critical)
-    binding = [{"title": f"makespan {best.makespan:,} cycles; the contraction "
-                         f"{best.evaluated.cycles:,}",
-                "detail": f"the critical path: {crit}" if crit else "the schedule"}]
-    binding += _why(problem, best.evaluated)
-    out_json = feasible(problem.name, best.evaluated.plan, binding)
-    out_json.update(cycles=best.makespan, lower_bound=out.bound,
-                    bottleneck=f"the critical path {crit}" if crit else "the schedule")
-    return EXIT_OK, out_json
-
-
-def _run_moves(problem, plan: cm.Timed, inputs: dict, seed: int) -> dict:
-    """The operands (einsum letter order) as the graph's given tensors, the graph run, the
-    result back in the result's letter order."""
-    from tcplan.executor.graph import run_graph
-    e, g, gp = problem.spec.einsum, plan.problem.spec.graph, plan.plan
-    names = {role: next(n for n in (f"{role}_hbm", f"{role}_dm") if n in g.tensors)
-             for role in ("source", "trf", "result")}
-    given = {names[role]: _to_plan(inputs[role], letters, g.tensor(names[role], gp.layout),
-                                   problem.axes, role)
-             for role, letters in (("source", e.stream), ("trf", e.trf)) if role in inputs}
-    values, _ = run_graph(g, gp, kinds(), seed, given)
-    return {role: _from_plan(values[names[key]], g.tensor(names[key], gp.layout), letters,
-                             problem.axes)
-            for role, key, letters in (("source", "source", e.stream),
-                                       ("trf", "trf", e.trf),
-                                       ("destination", "result", e.result))}
-
-
-def _fix_spatial(ctx, keys: tuple, p: dict, fixed: dict[str, Mapping]) -> None:
-    """A DM layout given fixes the stream's Cluster and Slice (a Fetch reads its own
-    slice's DM): added to ``fixed``, or checked against what is there."""
-    from tcplan.model.mapping import same_holding
-    for d, default in (("cluster", "m![1 # 2]"), ("slice", None)):
-        m = ctx.mapping(keys + (d,), p.get(d, default), d)
-        if d in fixed and not same_holding(fixed[d], m):
-            raise ctx.doc.error(keys + (d,), f"{m.text()} is not the {d} fixed elsewhere "
-                                f"({fixed[d].text()}): one stream reads every operand",
-                                f"{d}: '{fixed[d].text()}'")
-        fixed[d] = m
