@@ -37,7 +37,8 @@ from tcplan.model import hardware as hw
 from tcplan.model.cost import dmn_floor
 from tcplan.model.engines.base import flit_elements
 from tcplan.model.engines.contraction import ContractionPlan
-from tcplan.model.mapping import join, parse
+from tcplan.model.mapping import Mapping, axis, join, parse
+from tcplan.model.mapping import number as number_mapping
 from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import Tensor
 
@@ -65,15 +66,14 @@ def given_dm(c: cs.Candidate, e: cs.Einsum, axes: dict[str, int], dtype: str,
     """Does each DM tensor given hold, in its Element, the digits the candidate puts on a
     slice (in any order)?"""
     from tcplan.model.mapping import same_holding
-    s = sides(c, e, dtype)
+    s = sides(c, e, axes, dtype)
     for role in ("source", "trf", "result"):
         p = getattr(moves, role)
         if p.tier != "dm" or p.element is None:
             continue
         want = parse(p.element, axes)
-        digits = [parse(f"m![{d}]", axes) for d in s.digits[role] or ["1"]]
-        if not any(same_holding(want, join(order)) for order in
-                   itertools.permutations(digits)):
+        if not any(same_holding(want, join(order) if order else number_mapping(1))
+                   for order in itertools.permutations(s.digits[role])):
             return False
     return True
 
@@ -85,18 +85,8 @@ class Moves:
     result: Place
 
 
-def _body(text: str) -> str | None:
-    """``m![N % 8]`` -> ``N % 8``; ``m![1]`` -> None."""
-    body = parse_body(text)
-    return None if body == "1" else body
-
-
-def parse_body(text: str) -> str:
-    return text[3:-1] if text.startswith("m![") and text.endswith("]") else text
-
-
-def _size(digits: list[str], axes: dict[str, int]) -> int:
-    return math.prod(parse(f"m![{d}]", axes).size for d in digits)
+def _size(digits: list[Mapping]) -> int:
+    return math.prod(d.size for d in digits)
 
 
 def _up(n: int, align: int) -> int:
@@ -117,21 +107,33 @@ def _trf_stream(k: str, size: int, f: int, lane: str | None) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class Sides:
-    """A candidate's DM tensors: each role's digits (its Element, any order) and bytes."""
+    """A candidate's DM tensors: each role's digits (its Element, any order; none: one
+    element a slice) and bytes."""
 
-    digits: dict[str, list[str]]
+    digits: dict[str, list[Mapping]]
     dtypes: dict[str, str]
 
-    def bytes(self, role: str, axes: dict[str, int]) -> int:
-        return _size(self.digits[role], axes) * hw.DTYPE_BYTES[self.dtypes[role]]
+    def bytes(self, role: str) -> int:
+        return _size(self.digits[role]) * hw.DTYPE_BYTES[self.dtypes[role]]
+
+    def element(self, role: str) -> Mapping:
+        """The digits in one order (``m![1]`` for none)."""
+        return join(self.digits[role]) if self.digits[role] else number_mapping(1)
+
+    def texts(self, role: str) -> list[str]:
+        return [d.body() for d in self.digits[role]] or ["1"]
 
 
-def sides(c: cs.Candidate, e: cs.Einsum, dtype: str) -> Sides:
+def sides(c: cs.Candidate, e: cs.Einsum, axes: dict[str, int], dtype: str) -> Sides:
+    """What each DM tensor holds a slice: the streamed operand its Time parts and the
+    contracted axis, the TRF operand its Lane part and the contracted axis, the result
+    the Time parts and the Lane part."""
     (k,) = e.contracted
-    lane = _body(c.dims["lane"])
+    lane = [m for m in parse(c.dims["lane"], axes).terms if m.size > 1]
+    times = [m for m in parse(c.time_out, axes).terms if m.size > 1]
+    whole = axis(k, axes[k])
     acc = hw.CONTRACT_ACCUMULATOR.get(dtype, dtype)
-    return Sides({"source": [*c.time_parts, k], "trf": ([lane] if lane else []) + [k],
-                  "result": [*c.time_parts] + ([lane] if lane else [])},
+    return Sides({"source": times + [whole], "trf": lane + [whole], "result": times + lane},
                  {"source": dtype, "trf": dtype, "result": acc})
 
 
@@ -139,17 +141,12 @@ def floor(c: cs.Candidate, e: cs.Einsum, axes: dict[str, int], dtype: str,
           moves: Moves) -> int:
     """What the candidate's DMAs take at least, one after the other on the DMA context:
     each DM tensor a DMA writes or reads, its DMN floor."""
-    s = sides(c, e, dtype)
-    spatial = {"chip": parse("m![1]", axes), "cluster": parse(c.dims["cluster"], axes),
+    s = sides(c, e, axes, dtype)
+    spatial = {"chip": number_mapping(1), "cluster": parse(c.dims["cluster"], axes),
                "slice": parse(c.dims["slice"], axes)}
-    out = 0
-    for role in ("source", "trf", "result"):
-        if getattr(moves, role).tier != "hbm":
-            continue
-        digits = s.digits[role] or ["1"]
-        element = join(parse(f"m![{d}]", axes) for d in digits)
-        out += dmn_floor(Tensor(role, "dm", s.dtypes[role], {**spatial, "element": element}))
-    return out
+    return sum(dmn_floor(Tensor(role, "dm", s.dtypes[role],
+                                {**spatial, "element": s.element(role)}))
+               for role in ("source", "trf", "result") if getattr(moves, role).tier == "hbm")
 
 
 def graph_data(c: cs.Candidate, plan: ContractionPlan, e: cs.Einsum, axes: dict[str, int],
@@ -158,7 +155,7 @@ def graph_data(c: cs.Candidate, plan: ContractionPlan, e: cs.Einsum, axes: dict[
     contraction, every free choice of it left free."""
     (k,) = e.contracted
     f = flit_elements(dtype)
-    s = sides(c, e, dtype)
+    s = sides(c, e, axes, dtype)
     acc = s.dtypes["result"]
     spatial = {"cluster": c.dims["cluster"], "slice": c.dims["slice"]}
     dm = {"tier": "dm", "chip": "m![1]", **spatial}
@@ -167,10 +164,10 @@ def graph_data(c: cs.Candidate, plan: ContractionPlan, e: cs.Einsum, axes: dict[
     address = 0
     for role in ("trf", "source", "result"):  # (each DM tensor its own bytes)
         given = getattr(moves, role).element if getattr(moves, role).tier == "dm" else None
-        tensors[f"{role}_dm"] = {**dm, "element": given or {"digits": s.digits[role] or ["1"]},
+        tensors[f"{role}_dm"] = {**dm, "element": given or {"digits": s.texts(role)},
                                  "address": address,
                                  **({"dtype": acc} if role == "result" else {})}
-        address = _up(address + s.bytes(role, axes), DM_ALIGN)
+        address = _up(address + s.bytes(role), DM_ALIGN)
     hbm_at = 0
     letters = {"source": e.stream, "trf": e.trf, "result": e.result}
     for role in ("trf", "source", "result"):
@@ -192,7 +189,8 @@ def graph_data(c: cs.Candidate, plan: ContractionPlan, e: cs.Einsum, axes: dict[
                     "kind": "dma", "source": src, "destination": dst, "stream": free})
     stream = {"tier": "stream", **spatial}
     # the TRF operand: fetched and collected in the sub context, stored into the TRF
-    time, packet = _trf_stream(k, axes[k], f, _body(c.dims["lane"]))
+    lane = [m.body() for m in parse(c.dims["lane"], axes).terms if m.size > 1]
+    time, packet = _trf_stream(k, axes[k], f, lane[0] if lane else None)
     for t in ("trf_fetch", "trf_flits"):
         tensors[t] = {**stream, "time": time, "packet": packet}
     tensors["trf"] = {"tier": "trf", **spatial, "lane": c.dims["lane"],
@@ -248,12 +246,6 @@ class Timed:
         """The chosen mapping, each dimension as ``fix:`` gives it, and the lane mode."""
         c = self.evaluated.candidate
         return {**c.dims, "lane_mode": c.mode}
-
-    def text(self) -> str:
-        from .kinds.graph import graph_text
-        return "\n".join(["mapping: " + ", ".join(f"{d} {v}" for d, v in
-                                                   self.mapping().items()),
-                          graph_text(self.problem, self.plan)])
 
     def to_json(self) -> dict[str, Any]:
         return {"mapping": self.mapping(), "makespan": self.makespan,

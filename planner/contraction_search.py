@@ -83,7 +83,6 @@ class Candidate:
     units: int  # the units holding data (the spatial parts' product)
     k_in: str  # "packet" or "time": where the contracted axis sits
     flits: int  # the stream's flits per slice: the Stream Adapter takes one a cycle
-    time_parts: tuple[str, ...] = ()  # the Time parts of the axes but the contracted one
 
     def describe(self) -> str:
         return ", ".join(f"{d} {self.dims[d]}" for d in FIXABLE) + f", lane mode {self.mode}"
@@ -244,8 +243,7 @@ def _with_lane(e: Einsum, axes: dict[str, int], dtype: str, k: str, f: int,
                 {"cluster": place[0], "slice": place[1], "time": _m(time),
                  "packet": packet, "lane": lane_text, "element": _m([k])},
                 (_m(outer_time), outer_packet), _m(times), mode, units, where,
-                steps * (axes[k] if where == "time" else max(1, axes[k] // f)),
-                tuple(times))
+                steps * (axes[k] if where == "time" else max(1, axes[k] // f)))
 
 
 # ---- a candidate checked ------------------------------------------------------------------

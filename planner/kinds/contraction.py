@@ -26,7 +26,11 @@ from .. import contraction_search as cs
 from ..problem import Problem
 from ..registry import Kind, Options, Solved, key_sets, kinds, register
 from ..render import EXIT_OK, EXIT_RULE
-from . import contraction_with_moves as wm
+from .contraction_with_moves import MovesSolved, moves_plan, read_moves
+from .contraction_with_moves import explain as explain_moves
+from .contraction_with_moves import run as run_moves
+from .contraction_with_moves import solve as solve_moves
+from .contraction_common import from_plan, to_plan, why
 from .contract import Contract, feasible
 from .engines import EngineSolved
 
@@ -152,7 +156,7 @@ class Contraction(Kind):
                 raise ctx.doc.error(("fix", d), f"{d!r} is not a dimension a contraction "
                                     "fixes", "one of " + ", ".join(cs.FIXABLE), at_key=True)
             fixed[d] = ctx.mapping(("fix", d), text, d)
-        moves = wm.read_moves(ctx, data["moves"], e, fixed) if "moves" in data else None
+        moves = read_moves(ctx, data["moves"], e, fixed) if "moves" in data else None
         return ContractionSpec(e, fixed, moves)
 
     def has_schedule(self, problem) -> bool:
@@ -166,7 +170,7 @@ class Contraction(Kind):
 
     def lower(self, problem: Problem[ContractionSpec]) -> Any:
         if problem.spec.moves is not None:
-            return wm.moves_plan(problem, Options())
+            return moves_plan(problem, Options())
         out = self._search(problem)
         if out.best is None or out.best.plan is None:
             raise _no_mapping(problem, out)
@@ -174,12 +178,20 @@ class Contraction(Kind):
 
     def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
         if problem.spec.moves is not None:
-            t = wm.moves_plan(problem, opts)
+            t = moves_plan(problem, opts)
             return t, t.makespan, t.plan.status == "optimal"
         out = self._search(problem, opts)
         if out.best is None or out.best.plan is None:
             raise _no_mapping(problem, out)
         return out.best.plan, out.best.cycles, out.proven
+
+    def render(self, problem, plan) -> str:
+        if isinstance(plan, cm.Timed):  # (with moves: the mapping and its graph's plan)
+            from .graph import graph_text
+            return "\n".join(["mapping: " + ", ".join(f"{d} {v}" for d, v in
+                                                       plan.mapping().items()),
+                              graph_text(plan.problem, plan.plan)])
+        return plan.text()
 
     def lower_bound(self, problem, plan) -> int | None:
         return plan.makespan if isinstance(plan, cm.Timed) else plan.cycles
@@ -205,7 +217,7 @@ class Contraction(Kind):
 
     def solve(self, problem: Problem[ContractionSpec], opts: Options) -> Solved:
         if problem.spec.moves is not None:
-            return wm.solve(problem, opts)
+            return solve_moves(problem, opts)
         t0 = _time.perf_counter()
         out = self._search(problem, opts)
         if out.best is None or out.best.plan is None:
@@ -227,7 +239,7 @@ class Contraction(Kind):
 
     def solve_text(self, problem, solved: Solved) -> str:
         r = solved.record
-        if isinstance(r, wm.MovesSolved):
+        if isinstance(r, MovesSolved):
             return r.text()
         if solved.error is not None or not isinstance(r, ContractionSolved):
             return Kind.solve_text(self, problem, solved)
@@ -246,12 +258,12 @@ class Contraction(Kind):
     def explain(self, problem, seed: int = 0) -> tuple[int, dict[str, Any]]:
         from ..explain import _item
         if problem.spec.moves is not None:
-            return wm.explain(problem, seed)
+            return explain_moves(problem, seed)
         out = self._search(problem)
         if out.best is None or out.best.plan is None:
             return EXIT_RULE, {"problem": problem.name, "feasible": False, "conflict": [
                 _item(v.rule, v.to_json()) for v in out.examples]}
-        return EXIT_OK, feasible(problem.name, out.best.plan, _why(problem, out.best))
+        return EXIT_OK, feasible(problem.name, out.best.plan, why(problem, out.best))
 
     def inputs(self, problem) -> tuple[str, ...]:
         return ("source", "trf")
@@ -261,80 +273,15 @@ class Contraction(Kind):
         ``trf``), the result (``destination``) in the result's."""
         e = problem.spec.einsum
         if isinstance(plan, cm.Timed):
-            return wm.run(problem, plan, inputs, seed)
-        given = {role: _to_plan(inputs[role], letters, t, problem.axes, role)
+            return run_moves(problem, plan, inputs, seed)
+        given = {role: to_plan(inputs[role], letters, t, problem.axes, role)
                  for role, letters, t in (("source", e.stream, plan.src),
                                           ("trf", e.trf, plan.trf)) if role in inputs}
         out = Contract.run(Contract(), problem, plan, given, seed)
-        return {"source": _from_plan(out["source"], plan.src, e.stream, problem.axes),
-                "trf": _from_plan(out["trf"], plan.trf, e.trf, problem.axes),
-                "destination": _from_plan(out["destination"], plan.out, e.result,
+        return {"source": from_plan(out["source"], plan.src, e.stream, problem.axes),
+                "trf": from_plan(out["trf"], plan.trf, e.trf, problem.axes),
+                "destination": from_plan(out["destination"], plan.out, e.result,
                                           problem.axes)}
-
-
-def _to_plan(arr, letters: tuple[str, ...], t, axes: dict[str, int], role: str):
-    """A user's operand over its einsum letters as the plan's tensor holds it: over the
-    axes the tensor carries, in the axes block's order, constant along the ones it holds
-    as copies (the TRF on slices of the stream's axes)."""
-    import numpy as np
-
-    from tcplan.executor.run import carried_axes
-    want = tuple(axes[a] for a in letters)
-    if np.shape(arr) != want:
-        raise fail("bad-request", detail=f"--input {role}: expected shape {want} "
-                   f"({', '.join(letters)}), got {np.shape(arr)}",
-                   fix="save the operand with numpy.save over its einsum letters")
-    carried = carried_axes(t, axes)
-    order = [a for a in carried if a in letters]
-    x = np.transpose(np.asarray(arr), [letters.index(a) for a in order])
-    shape = [axes[a] if a in letters else 1 for a in carried]
-    return np.ascontiguousarray(np.broadcast_to(x.reshape(shape),
-                                                tuple(axes[a] for a in carried)))
-
-
-def _from_plan(arr, t, letters: tuple[str, ...], axes: dict[str, int]):
-    """A plan's tensor (over the axes it carries) over the einsum's letters (the first
-    copy of an axis it holds as copies)."""
-    import numpy as np
-
-    from tcplan.executor.run import carried_axes
-    carried = carried_axes(t, axes)
-    x = np.asarray(arr)[tuple(slice(None) if a in letters else 0 for a in carried)]
-    kept = [a for a in carried if a in letters]
-    return np.transpose(x, [kept.index(a) for a in letters])
-
-
-def _trf_use(plan: ContractionPlan) -> dict[str, str]:
-    """What the TRF holds a slice, against what its lanes hold (docs/hardware.md)."""
-    t = plan.trf
-    lanes, per = t.dims["lane"].size, t.dims["element"].size * t.elem_bytes
-    cap = hw.TRF_BYTES_PER_LANE * hw.CONTRACT_LANES[-1]
-    return {"title": f"the TRF holds {lanes * per:,} B a slice ({lanes} lane(s) x {per:,} B) "
-                     f"of its {cap:,} B",
-            "detail": f"{per:,} B of a lane's {hw.TRF_BYTES_PER_LANE:,}"}
-
-
-def _why(problem, best: cs.Evaluated) -> list[dict[str, str]]:
-    """What binds the best mapping, in words: where the contracted axis sits and the
-    multipliers that leaves busy, the dimensions the problem fixed and what they cost
-    (the best mapping with them free)."""
-    plan, c = best.plan, best.candidate
-    assert plan is not None
-    (k,) = problem.spec.einsum.contracted
-    per_lane = hw.CONTRACT_PACKET_BYTES[-1] // hw.DTYPE_BYTES[problem.dtype]
-    out = [{"title": f"{k} in Time: 1 of {per_lane} multipliers busy" if c.k_in == "time"
-            else f"{k} in the Packet: the Packet Reducer's tree sums it",
-            "detail": f"the stream carries {c.flits:,} flits a slice on {c.units:,} units; "
-                      f"cycles {plan.cycles:,}"}, _trf_use(plan)]
-    if problem.spec.fixed:
-        free = cs.search(problem.spec.einsum, problem.axes, problem.dtype, {}).best
-        cost = ("" if free is None or free.plan is None else
-                f"; with them free the best takes {free.cycles:,} cycles at MAC utilization "
-                f"{free.plan.mac_utilization:.4f} ({free.candidate.describe()})")
-        out.append({"title": "fixed: " + ", ".join(f"{d} {m.text()}" for d, m in
-                                                   problem.spec.fixed.items()),
-                    "detail": "the search kept only the mappings that hold these" + cost})
-    return out
 
 
 def _no_mapping(problem, out: cs.Choice) -> TcplanError:

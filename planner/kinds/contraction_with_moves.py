@@ -18,6 +18,7 @@ from .. import contraction_search as cs
 from ..registry import Options, Solved, kinds
 from ..render import EXIT_OK, EXIT_RULE
 from .contract import feasible
+from .contraction_common import from_plan, to_plan, why
 
 def read_moves(ctx, data: Any, e: cs.Einsum, fixed: dict[str, Mapping]) -> cm.Moves:
     """``moves: {source: hbm, trf: {tier: hbm, element: 'm![N, K]'}, result: dm}``: where
@@ -193,8 +194,7 @@ def explain(problem, seed: int) -> tuple[int, dict[str, Any]]:
     binding = [{"title": f"makespan {best.makespan:,} cycles; the contraction "
                          f"{best.evaluated.cycles:,}",
                 "detail": f"the critical path: {crit}" if crit else "the schedule"}]
-    from .contraction import _why
-    binding += _why(problem, best.evaluated)
+    binding += why(problem, best.evaluated)
     out_json = feasible(problem.name, best.evaluated.plan, binding)
     out_json.update(cycles=best.makespan, lower_bound=out.bound,
                     bottleneck=f"the critical path {crit}" if crit else "the schedule")
@@ -205,16 +205,14 @@ def run(problem, plan: cm.Timed, inputs: dict, seed: int) -> dict:
     """The operands (einsum letter order) as the graph's given tensors, the graph run, the
     result back in the result's letter order."""
     from tcplan.executor.graph import run_graph
-
-    from .contraction import _from_plan, _to_plan
     e, g, gp = problem.spec.einsum, plan.problem.spec.graph, plan.plan
     names = {role: next(n for n in (f"{role}_hbm", f"{role}_dm") if n in g.tensors)
              for role in ("source", "trf", "result")}
-    given = {names[role]: _to_plan(inputs[role], letters, g.tensor(names[role], gp.layout),
+    given = {names[role]: to_plan(inputs[role], letters, g.tensor(names[role], gp.layout),
                                    problem.axes, role)
              for role, letters in (("source", e.stream), ("trf", e.trf)) if role in inputs}
     values, _ = run_graph(g, gp, kinds(), seed, given)
-    return {role: _from_plan(values[names[key]], g.tensor(names[key], gp.layout), letters,
+    return {role: from_plan(values[names[key]], g.tensor(names[key], gp.layout), letters,
                              problem.axes)
             for role, key, letters in (("source", "source", e.stream),
                                        ("trf", "trf", e.trf),
