@@ -66,7 +66,7 @@ def given_dm(c: cs.Candidate, e: cs.Einsum, axes: dict[str, int], dtype: str,
     """Does each DM tensor given hold, in its Element, the digits the candidate puts on a
     slice (in any order)?"""
     from tcplan.model.mapping import same_holding
-    s = sides(c, e, axes, dtype)
+    s = sides(c, e, axes, dtype, moves.cast)
     for role in ("source", "trf", "result"):
         p = getattr(moves, role)
         if p.tier != "dm" or p.element is None:
@@ -83,6 +83,7 @@ class Moves:
     source: Place
     trf: Place
     result: Place
+    cast: bool = False  # the result cast to the operands' type (f32 to bf16) before its commit
 
 
 def _size(digits: list[Mapping]) -> int:
@@ -124,7 +125,8 @@ class Sides:
         return [d.body() for d in self.digits[role]] or ["1"]
 
 
-def sides(c: cs.Candidate, e: cs.Einsum, axes: dict[str, int], dtype: str) -> Sides:
+def sides(c: cs.Candidate, e: cs.Einsum, axes: dict[str, int], dtype: str,
+          cast: bool = False) -> Sides:
     """What each DM tensor holds a slice: the streamed operand its Time parts and the
     contracted axis, the TRF operand its Lane part and the contracted axis, the result
     the Time parts and the Lane part."""
@@ -132,7 +134,7 @@ def sides(c: cs.Candidate, e: cs.Einsum, axes: dict[str, int], dtype: str) -> Si
     lane = [m for m in parse(c.dims["lane"], axes).terms if m.size > 1]
     times = [m for m in parse(c.time_out, axes).terms if m.size > 1]
     whole = axis(k, axes[k])
-    acc = hw.CONTRACT_ACCUMULATOR.get(dtype, dtype)
+    acc = dtype if cast else hw.CONTRACT_ACCUMULATOR.get(dtype, dtype)
     return Sides({"source": times + [whole], "trf": lane + [whole], "result": times + lane},
                  {"source": dtype, "trf": dtype, "result": acc})
 
@@ -141,7 +143,7 @@ def floor(c: cs.Candidate, e: cs.Einsum, axes: dict[str, int], dtype: str,
           moves: Moves) -> int:
     """What the candidate's DMAs take at least, one after the other on the DMA context:
     each DM tensor a DMA writes or reads, its DMN floor."""
-    s = sides(c, e, axes, dtype)
+    s = sides(c, e, axes, dtype, moves.cast)
     spatial = {"chip": number_mapping(1), "cluster": parse(c.dims["cluster"], axes),
                "slice": parse(c.dims["slice"], axes)}
     return sum(dmn_floor(Tensor(role, "dm", s.dtypes[role],
@@ -153,20 +155,35 @@ def graph_data(c: cs.Candidate, plan: ContractionPlan, e: cs.Einsum, axes: dict[
                dtype: str, moves: Moves, name: str) -> dict[str, Any]:
     """The candidate's graph (a ``kind: graph`` problem's data): every move around the
     contraction, every free choice of it left free."""
-    (k,) = e.contracted
-    f = flit_elements(dtype)
-    s = sides(c, e, axes, dtype)
-    acc = s.dtypes["result"]
+    s = sides(c, e, axes, dtype, moves.cast)
     spatial = {"cluster": c.dims["cluster"], "slice": c.dims["slice"]}
-    dm = {"tier": "dm", "chip": "m![1]", **spatial}
+    tensors, ops = _memory(e, axes, s, moves, spatial)
+    for part in (_trf_path(c, e, axes, dtype, spatial),
+                 _main_path(c, plan, s, moves.cast, dtype, spatial)):
+        tensors.update(part[0])
+        ops += part[1]
+    ops.sort(key=lambda o: o["name"] == "store_result")  # (the store last)
+    return {"format": 1, "name": name, "kind": "graph", "dtype": dtype,
+            "objective": "makespan", "axes": {a: axes[a] for a in axes},
+            "tensors": tensors, "ops": ops}
+
+
+Part = tuple[dict[str, Any], list[dict[str, Any]]]  # a graph's tensors and ops
+
+
+def _memory(e: cs.Einsum, axes: dict[str, int], s: Sides, moves: Moves,
+            spatial: dict[str, str]) -> Part:
+    """The DM tensors on the candidate's units (each its own bytes), the HBM tensors and
+    the DMAs between them (each DMA's Time and Packet free)."""
     tensors: dict[str, Any] = {}
     ops: list[dict[str, Any]] = []
     address = 0
-    for role in ("trf", "source", "result"):  # (each DM tensor its own bytes)
-        given = getattr(moves, role).element if getattr(moves, role).tier == "dm" else None
-        tensors[f"{role}_dm"] = {**dm, "element": given or {"digits": s.texts(role)},
-                                 "address": address,
-                                 **({"dtype": acc} if role == "result" else {})}
+    for role in ("trf", "source", "result"):
+        p = getattr(moves, role)
+        given = p.element if p.tier == "dm" else None
+        tensors[f"{role}_dm"] = {"tier": "dm", "chip": "m![1]", **spatial,
+                                 "element": given or {"digits": s.texts(role)},
+                                 "address": address, "dtype": s.dtypes[role]}
         address = _up(address + s.bytes(role), DM_ALIGN)
     hbm_at = 0
     letters = {"source": e.stream, "trf": e.trf, "result": e.result}
@@ -177,56 +194,76 @@ def graph_data(c: cs.Candidate, plan: ContractionPlan, e: cs.Einsum, axes: dict[
             continue
         size = math.prod(axes[a] for a in letters[role]) * hw.DTYPE_BYTES[s.dtypes[role]]
         tensors[f"{role}_hbm"] = {"tier": "hbm", "chip": "m![1]", "address": hbm_at,
+                                  "dtype": s.dtypes[role], "given": role != "result",
                                   **({"element": p.element} if p.element else
-                                     {"element": "free", "axes": list(letters[role])}),
-                                  **({"dtype": acc} if role == "result" else
-                                     {"given": True})}
+                                     {"element": "free", "axes": list(letters[role])})}
         hbm_at = _up(hbm_at + size, HBM_ALIGN)
-        free = {"time": "free", "packet": "free"}
         src, dst = (f"{role}_dm", f"{role}_hbm") if role == "result" else \
             (f"{role}_hbm", f"{role}_dm")
         ops.append({"name": f"{'store' if role == 'result' else 'load'}_{role}",
-                    "kind": "dma", "source": src, "destination": dst, "stream": free})
-    stream = {"tier": "stream", **spatial}
-    # the TRF operand: fetched and collected in the sub context, stored into the TRF
+                    "kind": "dma", "source": src, "destination": dst,
+                    "stream": {"time": "free", "packet": "free"}})
+    return tensors, ops
+
+
+def _trf_path(c: cs.Candidate, e: cs.Einsum, axes: dict[str, int], dtype: str,
+              spatial: dict[str, str]) -> Part:
+    """The TRF operand fetched and collected in the sub context, stored into the TRF."""
+    (k,) = e.contracted
     lane = [m.body() for m in parse(c.dims["lane"], axes).terms if m.size > 1]
-    time, packet = _trf_stream(k, axes[k], f, lane[0] if lane else None)
-    for t in ("trf_fetch", "trf_flits"):
-        tensors[t] = {**stream, "time": time, "packet": packet}
-    tensors["trf"] = {"tier": "trf", **spatial, "lane": c.dims["lane"],
-                      "element": c.dims["element"]}
-    ops += [{"name": "fetch_trf", "kind": "fetch", "source": "trf_dm",
-             "stream": "trf_fetch", "context": "sub"},
-            {"name": "collect_trf", "kind": "collect", "source": "trf_fetch",
-             "destination": "trf_flits"},
-            {"name": "to_trf", "kind": "to_trf", "source": "trf_flits", "destination": "trf"}]
-    # the streamed operand, the contraction, the result's commit (the main context)
-    for t in ("source_fetch", "source_flits"):
-        tensors[t] = {**stream, "time": c.dims["time"], "packet": c.dims["packet"]}
-    out_time, out_packet = plan.out.dims["time"], plan.out.dims["packet"]
-    tensors["result_stream"] = {**stream, "time": out_time.text(),
-                                "packet": out_packet.text(), "dtype": acc}
-    ops += [{"name": "fetch_source", "kind": "fetch", "source": "source_dm",
-             "stream": "source_fetch", "context": "main"},
-            {"name": "collect_source", "kind": "collect", "source": "source_fetch",
-             "destination": "source_flits"},
-            {"name": "contract", "kind": "contract", "source": "source_flits", "trf": "trf",
-             "destination": "result_stream",
-             "stages": {"outer": {"time": c.outer[0], "packet": c.outer[1]},
-                        "packet": "m![1]", "time": c.time_out, "lane": c.mode}}]
-    committed = "result_stream"
-    if out_packet.unpadded().size != out_packet.size:  # (the commit writes the flit's leading bytes)
-        tensors["result_trimmed"] = {**stream, "time": out_time.text(),
-                                     "packet": out_packet.unpadded().text(), "dtype": acc}
-        ops.append({"name": "trim_result", "kind": "commit_trim", "source": "result_stream",
+    time, packet = _trf_stream(k, axes[k], flit_elements(dtype), lane[0] if lane else None)
+    stream = {"tier": "stream", **spatial, "time": time, "packet": packet}
+    tensors: dict[str, Any] = {
+        "trf_fetch": stream, "trf_flits": dict(stream),
+        "trf": {"tier": "trf", **spatial, "lane": c.dims["lane"],
+                "element": c.dims["element"]}}
+    return tensors, [
+        {"name": "fetch_trf", "kind": "fetch", "source": "trf_dm", "stream": "trf_fetch",
+         "context": "sub"},
+        {"name": "collect_trf", "kind": "collect", "source": "trf_fetch",
+         "destination": "trf_flits"},
+        {"name": "to_trf", "kind": "to_trf", "source": "trf_flits", "destination": "trf"}]
+
+
+def _main_path(c: cs.Candidate, plan: ContractionPlan, s: Sides, cast: bool, dtype: str,
+               spatial: dict[str, str]) -> Part:
+    """The streamed operand fetched and collected, the contraction, its result cast to
+    the operands' type where asked, trimmed to the flit's leading bytes where padded, and
+    committed (the main context)."""
+    stream = {"tier": "stream", **spatial}
+    acc = hw.CONTRACT_ACCUMULATOR.get(dtype, dtype)
+    out_time, out_packet = plan.out.dims["time"].text(), plan.out.dims["packet"]
+    flits = {**stream, "time": c.dims["time"], "packet": c.dims["packet"]}
+    tensors: dict[str, Any] = {
+        "source_fetch": flits, "source_flits": dict(flits),
+        "result_stream": {**stream, "time": out_time, "packet": out_packet.text(),
+                          "dtype": acc}}
+    ops: list[dict[str, Any]] = [
+        {"name": "fetch_source", "kind": "fetch", "source": "source_dm",
+         "stream": "source_fetch", "context": "main"},
+        {"name": "collect_source", "kind": "collect", "source": "source_fetch",
+         "destination": "source_flits"},
+        {"name": "contract", "kind": "contract", "source": "source_flits", "trf": "trf",
+         "destination": "result_stream",
+         "stages": {"outer": {"time": c.outer[0], "packet": c.outer[1]},
+                    "packet": "m![1]", "time": c.time_out, "lane": c.mode}}]
+    last, packet, kind = "result_stream", out_packet, acc
+    if cast:  # (f32 to the operands' type, a flit of them padded: Cast's output)
+        packet, kind = out_packet.unpadded().pad(flit_elements(dtype)), dtype
+        tensors["result_cast"] = {**stream, "time": out_time, "packet": packet.text(),
+                                  "dtype": kind}
+        ops.append({"name": "cast_result", "kind": "cast", "source": last,
+                    "destination": "result_cast", "to": dtype})
+        last = "result_cast"
+    if packet.unpadded().size != packet.size:  # (the commit writes the flit's lead)
+        tensors["result_trimmed"] = {**stream, "time": out_time,
+                                     "packet": packet.unpadded().text(), "dtype": kind}
+        ops.append({"name": "trim_result", "kind": "commit_trim", "source": last,
                     "destination": "result_trimmed"})
-        committed = "result_trimmed"
-    ops.append({"name": "commit_result", "kind": "commit", "stream": committed,
+        last = "result_trimmed"
+    ops.append({"name": "commit_result", "kind": "commit", "stream": last,
                 "destination": "result_dm", "context": "main"})
-    ops.sort(key=lambda o: o["name"] == "store_result")  # (the store last)
-    return {"format": 1, "name": name, "kind": "graph", "dtype": dtype,
-            "objective": "makespan", "axes": {a: axes[a] for a in axes},
-            "tensors": tensors, "ops": ops}
+    return tensors, ops
 
 
 # ---- the search --------------------------------------------------------------------------

@@ -121,7 +121,8 @@ def _value(key: str) -> dict[str, Any]:
                       {"type": "object", "required": ["tier"], "additionalProperties": False,
                        "properties": {"tier": {"enum": ["hbm", "dm"]},
                                       "element": _MAPPING, "cluster": _MAPPING,
-                                      "slice": _MAPPING}}]}
+                                      "slice": _MAPPING,
+                                      "dtype": {"enum": sorted(hw.DTYPE_BYTES)}}}]}
                       for r in ("source", "trf", "result")}},
         "stages": {"type": "object", "description": "a contraction's stages (docs/engines.md)",
                    "required": ["outer", "packet", "time", "lane"],

@@ -263,12 +263,39 @@ def test_a_contraction_op_in_a_graph_plans_its_mapping_under_each_layout():
     assert spans and cyc["gemv"] == min(spans)
 
 
-def test_a_contraction_ops_result_is_the_accumulators_type(tmp_path):
+def test_a_contraction_ops_result_is_the_accumulators_type_or_the_operands(tmp_path):
     import pathlib
     src = (pathlib.Path(__file__).resolve().parents[1] /
            "problems/graphs/contraction_op.yaml").read_text()
     path = tmp_path / "g.yaml"
-    path.write_text(src.replace(", dtype: f32, address: 16384", ", address: 16384"))
+    path.write_text(src.replace(", dtype: f32, address: 16384", ", dtype: i32, address: "
+                                "16384"))
     r = subprocess.run([sys.executable, "-m", "tcplan", "solve", str(path)],
                        capture_output=True, text=True)
-    assert r.returncode == 2 and "tensors.y" in r.stderr and "f32" in r.stderr, r.stderr
+    assert r.returncode == 2 and "tensors.y" in r.stderr and "f32 or bf16" in r.stderr, \
+        r.stderr
+
+
+def test_a_result_cast_back_to_bf16_is_the_rounded_einsum(tmp_path):
+    """destination in bf16: the op's graph casts the f32 result (Cast Engine) and trims it
+    before the Commit; the values are numpy.einsum's rounded to bf16 (within one bf16
+    step of the f32 sum's order)."""
+    import pathlib
+    src = (pathlib.Path(__file__).resolve().parents[1] /
+           "problems/graphs/contraction_op.yaml").read_text()
+    path = tmp_path / "g.yaml"
+    path.write_text(src.replace(", dtype: f32, address: 16384", ", dtype: bf16, address: 16384"))
+    p = api.load(path)
+    r = api.solve(p)
+    assert r.status == "optimal" and r.verified is True, r.text()
+    op = next(row for row in r.plan.ops if row.problem.name == "gemv")
+    kinds = [o.problem.kind for o in op.plan.plan.ops]
+    assert kinds[-3:] == ["cast", "commit_trim", "commit"]
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1024, 128)).astype(ml_dtypes.bfloat16)  # (x over N, K: copies)
+    x[:] = x[0]
+    w = rng.standard_normal((1024, 128)).astype(ml_dtypes.bfloat16)
+    got = api.run(p, {"x": x, "w_hbm": w}).arrays["y"].astype(np.float64)
+    ref = np.einsum("k,nk->n", x[0].astype(np.float64), w.astype(np.float64))
+    assert got.shape == (1024,)
+    assert np.all(np.abs(got - ref) <= 2.0 ** -7 * np.abs(ref) + 1e-3)

@@ -28,7 +28,7 @@ def read_moves(ctx, data: Any, e: cs.Einsum, fixed: dict[str, Mapping]) -> cm.Mo
     if not isinstance(data, dict):
         raise ctx.doc.error(("moves",), "expected where the operands start and the result "
                             "goes", example)
-    places = {}
+    places, cast = {}, False
     for role, tiers in cm.TIERS.items():
         keys = ("moves", role)
         p = data.get(role, "dm")
@@ -58,12 +58,16 @@ def read_moves(ctx, data: Any, e: cs.Einsum, fixed: dict[str, Mapping]) -> cm.Mo
                                 "Cluster m![1 # 2] unless given); without them the plan "
                                 "lays it out", f"{role}: {{tier: dm, slice: ..., element: "
                                 "...}, or dm")
-        want = hw.CONTRACT_ACCUMULATOR.get(ctx.dtype, ctx.dtype) if role == "result" \
-            else ctx.dtype
-        if p.get("dtype", want) != want:
-            raise ctx.doc.error(keys + ("dtype",), f"the {role} is {want} here, not "
-                                f"{p['dtype']} (the Multiplier takes the operands' type, "
-                                "the result is its accumulator's)", f"dtype: {want}")
+        acc = hw.CONTRACT_ACCUMULATOR.get(ctx.dtype, ctx.dtype)
+        want = (acc, *[ctx.dtype] * (ctx.dtype in hw.CAST_ENGINE_CASTS.get(acc, ()))) \
+            if role == "result" else (ctx.dtype,)
+        if p.get("dtype", want[0]) not in want:
+            raise ctx.doc.error(keys + ("dtype",), f"the {role} is {' or '.join(want)} "
+                                f"here, not {p['dtype']} (the Multiplier takes the "
+                                "operands' type; the result is its accumulator's, or cast "
+                                "back to the operands' by the Cast Engine)",
+                                f"dtype: {want[0]}")
+        cast = cast or role == "result" and p.get("dtype", acc) != acc
         if p["tier"] == "dm" and element is not None:
             _fix_spatial(ctx, keys, p, fixed)
         places[role] = cm.Place(p["tier"], element)
@@ -71,7 +75,7 @@ def read_moves(ctx, data: Any, e: cs.Einsum, fixed: dict[str, Mapping]) -> cm.Mo
         if role not in cm.TIERS:
             raise ctx.doc.error(("moves", role), f"{role!r} is not an operand",
                                 "source, trf or result", at_key=True)
-    return cm.Moves(places["source"], places["trf"], places["result"])
+    return cm.Moves(places["source"], places["trf"], places["result"], cast)
 
 
 def _moves_choice(problem, opts: Options) -> cm.MovesChoice:
