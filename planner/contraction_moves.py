@@ -46,7 +46,9 @@ from . import contraction_search as cs
 
 #: where an operand starts or the result goes
 TIERS = {"source": ("hbm", "dm"), "trf": ("hbm", "dm"), "result": ("hbm", "dm")}
-DM_ALIGN = 256  # bytes: each DM tensor's offset in a slice (a DMN bank's line)
+#: where tcplan puts the candidate graph's tensors: each DM tensor at a multiple of 256
+#: bytes of its slice, each HBM tensor at a multiple of 64 KiB (its choice, not a rule)
+DM_ALIGN = 256
 HBM_ALIGN = 1 << 16
 
 
@@ -59,6 +61,16 @@ class Place:
 
     tier: str
     element: str | None = None
+
+
+@dataclass(frozen=True)
+class Moves:
+    """Where each operand starts and the result goes, and whether the result is cast."""
+
+    source: Place
+    trf: Place
+    result: Place
+    cast: bool = False  # the result cast to the operands' type (f32 to bf16) before its commit
 
 
 def given_dm(c: cs.Candidate, e: cs.Einsum, axes: dict[str, int], dtype: str,
@@ -76,14 +88,6 @@ def given_dm(c: cs.Candidate, e: cs.Einsum, axes: dict[str, int], dtype: str,
                    for order in itertools.permutations(s.digits[role])):
             return False
     return True
-
-
-@dataclass(frozen=True)
-class Moves:
-    source: Place
-    trf: Place
-    result: Place
-    cast: bool = False  # the result cast to the operands' type (f32 to bf16) before its commit
 
 
 def _size(digits: list[Mapping]) -> int:

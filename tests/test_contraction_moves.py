@@ -299,3 +299,13 @@ def test_a_result_cast_back_to_bf16_is_the_rounded_einsum(tmp_path):
     ref = np.einsum("k,nk->n", x[0].astype(np.float64), w.astype(np.float64))
     assert got.shape == (1024,)
     assert np.all(np.abs(got - ref) <= 2.0 ** -7 * np.abs(ref) + 1e-3)
+
+
+def test_a_contracted_axis_the_trf_cannot_take_a_flit_at_a_time_is_a_located_error(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("format: 1\nname: k40\nkind: contraction\ndtype: bf16\n"
+                    "axes: {M: 4, N: 8, K: 40}\neinsum: 'MK,NK->MN'\nmoves: {source: hbm}\n")
+    r = subprocess.run([sys.executable, "-m", "tcplan", "solve", str(path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "moves" in r.stderr and "pad K to a multiple of 16" in \
+        r.stderr, r.stderr

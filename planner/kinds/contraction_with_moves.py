@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcplan.model import hardware as hw
+from tcplan.model.engines.base import flit_elements
 from tcplan.model.mapping import Mapping
 from tcplan.model.rules import TcplanError, fail
 
@@ -71,6 +72,13 @@ def read_moves(ctx, data: Any, e: cs.Einsum, fixed: dict[str, Mapping]) -> cm.Mo
         if p["tier"] == "dm" and element is not None:
             _fix_spatial(ctx, keys, p, fixed)
         places[role] = cm.Place(p["tier"], element)
+    (k,) = e.contracted
+    f = flit_elements(ctx.dtype)
+    if ctx.axes[k] > f and ctx.axes[k] % f:
+        raise ctx.doc.error(("moves",), f"with moves, the contracted axis {k} "
+                            f"({ctx.axes[k]}) is a multiple of a flit ({f}) or at most one: "
+                            "the TRF is filled a flit of it at a time",
+                            f"pad {k} to a multiple of {f}")
     for role in data:
         if role not in cm.TIERS:
             raise ctx.doc.error(("moves", role), f"{role!r} is not an operand",
