@@ -21,57 +21,19 @@ from ..render import EXIT_OK, EXIT_RULE
 from .contract import feasible
 from .contraction_common import from_plan, to_plan, why
 
+
 def read_moves(ctx, data: Any, e: cs.Einsum, fixed: dict[str, Mapping]) -> cm.Moves:
     """``moves: {source: hbm, trf: {tier: hbm, element: 'm![N, K]'}, result: dm}``: where
     each operand starts and the result goes (``hbm``, its Element free unless given, or
     ``dm``, laid out as the plan needs or given: its Cluster and Slice join ``fixed``)."""
-    example = "moves: {source: hbm, trf: hbm, result: hbm}"
     if not isinstance(data, dict):
         raise ctx.doc.error(("moves",), "expected where the operands start and the result "
-                            "goes", example)
-    places, cast = {}, False
-    for role, tiers in cm.TIERS.items():
-        keys = ("moves", role)
-        p = data.get(role, "dm")
-        if isinstance(p, str):
-            p = {"tier": p}
-        if not isinstance(p, dict) or p.get("tier") not in tiers or set(p) - {
-                "tier", "element", "cluster", "slice", "dtype"}:
-            raise ctx.doc.error(keys, f"expected {' or '.join(tiers)}, or {{tier: hbm, "
-                                "element: ...}, or {tier: dm, cluster: ..., slice: ..., "
-                                "element: ...}", example)
-        if p["tier"] == "hbm" and ("cluster" in p or "slice" in p):
-            raise ctx.doc.error(keys + ("slice" if "slice" in p else "cluster",),
-                                "an HBM operand has no Cluster or Slice",
-                                f"{role}: {{tier: hbm, element: ...}}")
-        element = p.get("element")
-        if element is not None:
-            m = ctx.mapping(keys + ("element",), element, "element")
-            if p["tier"] == "hbm":
-                letters = {"source": e.stream, "trf": e.trf, "result": e.result}[role]
-                if sorted(m.used_axes) != sorted(letters):
-                    raise ctx.doc.error(keys + ("element",), f"{m.text()} does not hold "
-                                        f"exactly the {role}'s axes {', '.join(letters)}",
-                                        "element: 'm![" + ", ".join(letters) + "]'")
-            element = m.text()
-        if p["tier"] == "dm" and (element is None) != ("slice" not in p):
-            raise ctx.doc.error(keys, "a DM layout given names its Slice and Element (its "
-                                "Cluster m![1 # 2] unless given); without them the plan "
-                                "lays it out", f"{role}: {{tier: dm, slice: ..., element: "
-                                "...}, or dm")
-        acc = hw.CONTRACT_ACCUMULATOR.get(ctx.dtype, ctx.dtype)
-        want = (acc, *[ctx.dtype] * (ctx.dtype in hw.CAST_ENGINE_CASTS.get(acc, ()))) \
-            if role == "result" else (ctx.dtype,)
-        if p.get("dtype", want[0]) not in want:
-            raise ctx.doc.error(keys + ("dtype",), f"the {role} is {' or '.join(want)} "
-                                f"here, not {p['dtype']} (the Multiplier takes the "
-                                "operands' type; the result is its accumulator's, or cast "
-                                "back to the operands' by the Cast Engine)",
-                                f"dtype: {want[0]}")
-        cast = cast or role == "result" and p.get("dtype", acc) != acc
-        if p["tier"] == "dm" and element is not None:
-            _fix_spatial(ctx, keys, p, fixed)
-        places[role] = cm.Place(p["tier"], element)
+                            "goes", EXAMPLE)
+    for role in data:
+        if role not in cm.TIERS:
+            raise ctx.doc.error(("moves", role), f"{role!r} is not an operand",
+                                "source, trf or result", at_key=True)
+    places = {role: _place(ctx, role, data.get(role, "dm"), e, fixed) for role in cm.TIERS}
     (k,) = e.contracted
     f = flit_elements(ctx.dtype)
     if ctx.axes[k] > f and ctx.axes[k] % f:
@@ -79,11 +41,53 @@ def read_moves(ctx, data: Any, e: cs.Einsum, fixed: dict[str, Mapping]) -> cm.Mo
                             f"({ctx.axes[k]}) is a multiple of a flit ({f}) or at most one: "
                             "the TRF is filled a flit of it at a time",
                             f"pad {k} to a multiple of {f}")
-    for role in data:
-        if role not in cm.TIERS:
-            raise ctx.doc.error(("moves", role), f"{role!r} is not an operand",
-                                "source, trf or result", at_key=True)
-    return cm.Moves(places["source"], places["trf"], places["result"], cast)
+    acc = hw.CONTRACT_ACCUMULATOR.get(ctx.dtype, ctx.dtype)
+    return cm.Moves(places["source"][0], places["trf"][0], places["result"][0],
+                    places["result"][1] != acc)
+
+
+EXAMPLE = "moves: {source: hbm, trf: hbm, result: hbm}"
+
+
+def _place(ctx, role: str, p: Any, e: cs.Einsum, fixed: dict[str, Mapping]
+           ) -> tuple[cm.Place, str]:
+    """One role's place and type: ``hbm`` or ``dm``, or the mapping of either with its
+    Element (and a DM one's Cluster and Slice, which join ``fixed``), and ``dtype``."""
+    keys = ("moves", role)
+    if isinstance(p, str):
+        p = {"tier": p}
+    if not isinstance(p, dict) or p.get("tier") not in cm.TIERS[role] or set(p) - {
+            "tier", "element", "cluster", "slice", "dtype"}:
+        raise ctx.doc.error(keys, "expected hbm or dm, or {tier: hbm, element: ...}, or "
+                            "{tier: dm, cluster: ..., slice: ..., element: ...}", EXAMPLE)
+    if p["tier"] == "hbm" and ("cluster" in p or "slice" in p):
+        raise ctx.doc.error(keys + ("slice" if "slice" in p else "cluster",),
+                            "an HBM operand has no Cluster or Slice",
+                            f"{role}: {{tier: hbm, element: ...}}")
+    element = None
+    if p.get("element") is not None:
+        m = ctx.mapping(keys + ("element",), p["element"], "element")
+        letters = {"source": e.stream, "trf": e.trf, "result": e.result}[role]
+        if p["tier"] == "hbm" and sorted(m.used_axes) != sorted(letters):
+            raise ctx.doc.error(keys + ("element",), f"{m.text()} does not hold exactly "
+                                f"the {role}'s axes {', '.join(letters)}",
+                                "element: 'm![" + ", ".join(letters) + "]'")
+        element = m.text()
+    if p["tier"] == "dm" and (element is None) != ("slice" not in p):
+        raise ctx.doc.error(keys, "a DM layout given names its Slice and Element (its "
+                            "Cluster m![1 # 2] unless given); without them the plan lays "
+                            "it out", f"{role}: {{tier: dm, slice: ..., element: ...}}, or dm")
+    acc = hw.CONTRACT_ACCUMULATOR.get(ctx.dtype, ctx.dtype)
+    want = (acc, *[ctx.dtype] * (ctx.dtype in hw.CAST_ENGINE_CASTS.get(acc, ()))) \
+        if role == "result" else (ctx.dtype,)
+    if p.get("dtype", want[0]) not in want:
+        raise ctx.doc.error(keys + ("dtype",), f"the {role} is {' or '.join(want)} here, "
+                            f"not {p['dtype']} (the Multiplier takes the operands' type; "
+                            "the result is its accumulator's, or cast back to the "
+                            "operands' by the Cast Engine)", f"dtype: {want[0]}")
+    if p["tier"] == "dm" and element is not None:
+        _fix_spatial(ctx, keys, p, fixed)
+    return cm.Place(p["tier"], element), p.get("dtype", want[0])
 
 
 def _moves_choice(problem, opts: Options) -> cm.MovesChoice:
