@@ -29,7 +29,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -98,10 +97,10 @@ def _up(n: int, align: int) -> int:
     return -(-n // align) * align
 
 
-def _trf_stream(k: str, size: int, f: int, lane: str | None) -> tuple[str, str]:
-    """The flits ``to_trf`` stores: the lane digit and ``K``'s outer flits in Time, a flit
-    of ``K`` in the Packet."""
-    time = [lane] if lane else []
+def _trf_stream(k: str, size: int, f: int, outer: list[str]) -> tuple[str, str]:
+    """The flits ``to_trf`` stores: the lane digit, the TRF's rows and ``K``'s outer flits
+    in Time, a flit of ``K`` in the Packet."""
+    time = list(outer)
     if size > f:
         time.append(f"{k} / {f}")
         packet = f"{k} % {f}"
@@ -135,11 +134,14 @@ def sides(c: cs.Candidate, e: cs.Einsum, axes: dict[str, int], dtype: str,
     contracted axis, the TRF operand its Lane part and the contracted axis, the result
     the Time parts and the Lane part."""
     (k,) = e.contracted
-    lane = [m for m in parse(c.dims["lane"], axes).terms if m.size > 1]
-    times = [m for m in parse(c.time_out, axes).terms if m.size > 1]
-    whole = axis(k, axes[k])
+    def terms(text: str) -> list[Mapping]:
+        return [m for m in parse(text, axes).terms if m.size > 1]
+    lane = terms(c.dims["lane"])
+    stream = [m for m in terms(c.dims["time"]) if k not in m.used_axes]
     acc = dtype if cast else hw.CONTRACT_ACCUMULATOR.get(dtype, dtype)
-    return Sides({"source": times + [whole], "trf": lane + [whole], "result": times + lane},
+    return Sides({"source": stream + [axis(k, axes[k])],
+                  "trf": lane + terms(c.dims["element"]),
+                  "result": terms(c.time_out) + lane},
                  {"source": dtype, "trf": dtype, "result": acc})
 
 
@@ -214,8 +216,9 @@ def _trf_path(c: cs.Candidate, e: cs.Einsum, axes: dict[str, int], dtype: str,
               spatial: dict[str, str]) -> Part:
     """The TRF operand fetched and collected in the sub context, stored into the TRF."""
     (k,) = e.contracted
-    lane = [m.body() for m in parse(c.dims["lane"], axes).terms if m.size > 1]
-    time, packet = _trf_stream(k, axes[k], flit_elements(dtype), lane[0] if lane else None)
+    outer = [m.body() for m in parse(c.dims["lane"], axes).terms if m.size > 1] + [
+        m.body() for m in parse(c.dims["element"], axes).terms if k not in m.used_axes]
+    time, packet = _trf_stream(k, axes[k], flit_elements(dtype), outer)
     stream = {"tier": "stream", **spatial, "time": time, "packet": packet}
     tensors: dict[str, Any] = {
         "trf_fetch": stream, "trf_flits": dict(stream),
@@ -306,8 +309,8 @@ class MovesChoice:
     examples: tuple[Violation, ...] = ()
     proven: bool = True
     op_plans: dict[str, int] = field(default_factory=dict)  # reuse: hits, misses
-    #: the least makespan any candidate can have (the best's, when proven; else the
-    #: least bound left when the time limit stopped the search)
+    #: the least makespan any candidate can have: the best's, when its graph's plan is
+    #: proven (each graph's solver calls have the time limit, as in any graph)
     bound: int | None = None
     #: the op plans of every graph planned (Options.op_plans), to re-plan the chosen one
     cache: dict = field(default_factory=dict, repr=False)
@@ -338,10 +341,7 @@ def search(e: cs.Einsum, axes: dict[str, int], dtype: str, fixed: dict, moves: M
     done: list[Timed] = []
     planned = lowered_count = 0
     best: int | None = None
-    end = time.perf_counter() + opts.time_limit
     while heap and (best is None or heap[0][0] <= best):
-        if time.perf_counter() > end:
-            break  # (the time limit: the best planned so far, its gap to the heap's least)
         value, stage, i = heapq.heappop(heap)
         if stage == 0:
             lowered_count += 1
@@ -363,11 +363,7 @@ def search(e: cs.Einsum, axes: dict[str, int], dtype: str, fixed: dict, moves: M
             best = value
     stats = {"hits": cache.get("hits", 0), "misses": cache.get("misses", 0)}
     counts = (lowered_count, planned, len(pool))
-    bound = heap[0][0] if heap else None
-    if not done:
-        if heap:  # (the time limit before any graph was planned)
-            return MovesChoice(None, *counts, proven=False, op_plans=stats, bound=bound,
-                               cache=cache)
+    if not done:  # (every candidate broke a rule, its engine's or its moves')
         out = cs.conflict(broken, opts.time_limit, opts.seed)
         return MovesChoice(None, *counts, out.core, out.examples, out.proven, stats,
                            cache=cache)
@@ -375,10 +371,9 @@ def search(e: cs.Einsum, axes: dict[str, int], dtype: str, fixed: dict, moves: M
     top = min((t for t in done if t.makespan == least),
               key=lambda t: (t.evaluated.cycles, t.evaluated.engaged,
                              t.evaluated.candidate.units))
-    proven = best is not None and all(t.plan.status == "optimal" for t in done
-                                      if t.makespan == least)
-    return MovesChoice(top, *counts, (), (), proven, stats,
-                       least if proven or bound is None else min(bound, least), cache)
+    proven = all(t.plan.status == "optimal" for t in done if t.makespan == least)
+    return MovesChoice(top, *counts, (), (), proven, stats, least if proven else None,
+                       cache)
 
 
 def _timed(r: cs.Evaluated, e: cs.Einsum, axes: dict[str, int], dtype: str, moves: Moves,

@@ -6,7 +6,9 @@ The **candidates** are every mapping of this family (docs/contractions.md 'The c
 * the contracted axis ``K`` in the Packet (``K % F`` in each flit, ``F`` a flit's elements,
   ``K / F`` innermost in Time; or ``K # F`` when ``K < F``), the Outer packing one or two
   flits, or in Time (``1 # F`` a flit: one product per lane a cycle);
-* the TRF-only axis (``N``) in the Lane, ``1, 2, 4`` or ``8`` of it, the rest on slices;
+* the TRF-only axis (``N``) in the Lane, ``1, 2, 4`` or ``8`` of it, any divisor of the
+  rest as rows of the TRF's Element (the Outer's Time broadcast over them), the rest on
+  slices;
 * every other axis split into a spatial part (its outer digit, on Cluster and Slice:
   512 units, the two clusters taken by the first even spatial digit's outer half) and a
   Time part; a batch axis (in both operands and the result) wholly spatial;
@@ -194,7 +196,9 @@ def candidates(e: Einsum, axes: dict[str, int], dtype: str) -> Iterator[Candidat
     lanes = [n for n in hw.CONTRACT_LANES if lane_axis is None and n == 1 or
              lane_axis is not None and axes[lane_axis] % n == 0]
     splits = {a: _divisors(axes[a]) if a not in e.batch else [axes[a]] for a in free}
-    count = 6 * len(lanes) * math.prod(len(d) for d in splits.values())
+    rows = {lane: _divisors(axes[lane_axis] // lane) if lane_axis else [1] for lane in lanes}
+    count = 6 * sum(len(r) for r in rows.values()) * math.prod(
+        len(d) for d in splits.values())
     limits.check(count, limits.CONTRACTION_MAX_CANDIDATES, "the contraction's candidate "
                  "mappings", "candidates", {f"axis {a}": len(d) for a, d in splits.items()},
                  "the contraction search", "give the axes fewer divisors (pad one to a "
@@ -203,12 +207,17 @@ def candidates(e: Einsum, axes: dict[str, int], dtype: str) -> Iterator[Candidat
         if any(s != axes[a] for a, s in zip(free, spatial) if a in e.batch):
             continue  # (a batch axis is wholly spatial: the TRF holds it per slice)
         for lane in lanes:
-            yield from _with_lane(e, axes, dtype, k, f, free, spatial, lane_axis, lane)
+            for r in rows[lane]:
+                yield from _with_lane(e, axes, dtype, k, f, free, spatial, lane_axis,
+                                      lane, r)
 
 
 def _with_lane(e: Einsum, axes: dict[str, int], dtype: str, k: str, f: int,
                free: list[str], spatial: tuple[int, ...], lane_axis: str | None,
-               lane: int) -> Iterator[Candidate]:
+               lane: int, rows: int = 1) -> Iterator[Candidate]:
+    """The candidates with ``lane`` values of the TRF-only axis in the Lane and ``rows``
+    more in the TRF's Element (the Outer stage reads a row a packet: its Time broadcast
+    over them), the rest on slices."""
     digits, times = [], []
     for a, s in zip(free, spatial):
         sp, tm = _split(a, axes[a], s)
@@ -216,13 +225,16 @@ def _with_lane(e: Einsum, axes: dict[str, int], dtype: str, k: str, f: int,
             digits.append((sp, s))
         if tm is not None:
             times.append(tm)
-    lane_text = "m![1]"
+    lane_text, row = "m![1]", []
     if lane_axis is not None:
         n = axes[lane_axis]
         if lane > 1:
             lane_text = f"m![{lane_axis} % {lane}]" if lane < n else f"m![{lane_axis}]"
-        if lane < n:  # (the rest of it on slices: the stream broadcast over them)
-            digits.append((f"{lane_axis} / {lane}" if lane > 1 else lane_axis, n // lane))
+        if rows > 1:  # (rows of it in the TRF's Element, each a time step of the Outer)
+            row = [_digit(lane_axis, n, lane, rows)]
+        if lane * rows < n:  # (the rest of it on slices: the stream broadcast over them)
+            digits.append((f"{lane_axis} / {lane * rows}" if lane * rows > 1 else lane_axis,
+                           n // (lane * rows)))
     place = _spatial(digits)
     if place is None:
         return
@@ -241,9 +253,17 @@ def _with_lane(e: Einsum, axes: dict[str, int], dtype: str, k: str, f: int,
         for mode in MODES:
             yield Candidate(
                 {"cluster": place[0], "slice": place[1], "time": _m(time),
-                 "packet": packet, "lane": lane_text, "element": _m([k])},
-                (_m(outer_time), outer_packet), _m(times), mode, units, where,
+                 "packet": packet, "lane": lane_text, "element": _m(row + [k])},
+                (_m(outer_time + row), outer_packet), _m(times + row), mode, units, where,
                 steps * (axes[k] if where == "time" else max(1, axes[k] // f)))
+
+
+def _digit(a: str, n: int, inner: int, count: int) -> str:
+    """The digit of axis ``a`` (``n`` values) holding ``count`` values above its inner
+    ``inner``."""
+    if inner == 1:
+        return a if count == n else f"{a} % {count}"
+    return f"{a} / {inner}" if inner * count == n else f"{a} / {inner} % {count}"
 
 
 # ---- a candidate checked ------------------------------------------------------------------

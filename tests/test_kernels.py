@@ -29,13 +29,13 @@ ops:
 """
 
 
-def test_a_contraction_is_not_a_graph_op_yet_and_says_so_at_its_line():
-    """A contraction planned whole is a problem of its own; in a graph its op is the
-    engine's, ``contract`` (docs/contractions.md)."""
+def test_a_contraction_op_missing_its_trf_says_so_at_its_line():
+    """A contraction is a graph op (docs/contractions.md 'In a graph'): it names its
+    source, its TRF operand and its destination."""
     with pytest.raises(TcplanError) as e:
         tcplan.loads(GRAPH, "g.yaml")
     msg = e.value.to_json()["message"]
-    assert msg.startswith("g.yaml:8:") and "'contraction' is not a graph op" in msg
+    assert msg.startswith("g.yaml:8:") and "a contraction op names its trf tensor" in msg
 
 
 def test_a_trf_tensor_is_filled_by_the_collect_engine_not_a_dma():

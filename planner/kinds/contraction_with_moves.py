@@ -162,8 +162,7 @@ class MovesSolved:
         from .graph import _verified, graph_text
         c = self.choice
         assert c.best is not None
-        bound = ("" if c.proven else
-                 f"; time limit: no candidate can take under {c.bound:,}")
+        bound = "" if c.proven else "; its graph's plan not proven within the time limit"
         head = [f"{self.problem}: {self.einsum} with its moves, makespan {self.cycles:,} "
                 f"cycles ({self.status} over {c.candidates:,} candidate mappings: "
                 f"{c.lowered:,} lowered, {c.planned:,} with their moves planned, the "
