@@ -72,9 +72,9 @@ def main() -> None:
 def every_graph(p) -> tuple[int, int]:
     """The baseline with moves: every candidate's graph planned, the least makespan."""
     from tcplan.planner import contraction_moves as cm
-    from tcplan.planner.registry import Options
+    from tcplan.planner.registry import Options, OpPlans
     e, axes, dtype, s = p.spec.einsum, p.axes, p.dtype, p.spec
-    opts = Options(op_plans={}, verify="none")
+    opts = Options(op_plans=OpPlans(), verify="none")
     spans, planned = [], 0
     for c in cs.candidates(e, axes, dtype):
         r = cs.evaluate(c, e, axes, dtype)

@@ -36,15 +36,17 @@ from tcplan.model import hardware as hw
 from tcplan.model.cost import dmn_floor
 from tcplan.model.engines.base import flit_elements
 from tcplan.model.engines.contraction import ContractionPlan
-from tcplan.model.mapping import Mapping, axis, join, parse
+from tcplan.model.mapping import Mapping, axis, join, parse, same_holding
 from tcplan.model.mapping import number as number_mapping
 from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import Tensor
 
 from . import contraction_search as cs
+from .registry import OpPlans
 
-#: where an operand starts or the result goes
-TIERS = {"source": ("hbm", "dm"), "trf": ("hbm", "dm"), "result": ("hbm", "dm")}
+#: the operands and the result, and where each may start or go
+ROLES = ("source", "trf", "result")
+PLACES = ("hbm", "dm")
 #: where tcplan puts the candidate graph's tensors: each DM tensor at a multiple of 256
 #: bytes of its slice, each HBM tensor at a multiple of 64 KiB (its choice, not a rule)
 DM_ALIGN = 256
@@ -76,7 +78,6 @@ def given_dm(c: cs.Candidate, e: cs.Einsum, axes: dict[str, int], dtype: str,
              moves: Moves) -> bool:
     """Does each DM tensor given hold, in its Element, the digits the candidate puts on a
     slice (in any order)?"""
-    from tcplan.model.mapping import same_holding
     s = sides(c, e, axes, dtype, moves.cast)
     for role in ("source", "trf", "result"):
         p = getattr(moves, role)
@@ -308,12 +309,12 @@ class MovesChoice:
     core: tuple[str, ...] = ()
     examples: tuple[Violation, ...] = ()
     proven: bool = True
-    op_plans: dict[str, int] = field(default_factory=dict)  # reuse: hits, misses
+    op_plans: dict[str, int] = field(default_factory=dict)  # reuse: hits, misses (counts)
     #: the least makespan any candidate can have: the best's, when its graph's plan is
     #: proven (each graph's solver calls have the time limit, as in any graph)
     bound: int | None = None
     #: the op plans of every graph planned (Options.op_plans), to re-plan the chosen one
-    cache: dict = field(default_factory=dict, repr=False)
+    cache: OpPlans = field(default_factory=OpPlans, repr=False)
 
 
 def search(e: cs.Einsum, axes: dict[str, int], dtype: str, fixed: dict, moves: Moves,
@@ -326,12 +327,12 @@ def search(e: cs.Einsum, axes: dict[str, int], dtype: str, fixed: dict, moves: M
     if not pool:  # (what the problem fixes and the DM layouts it gives hold no candidate)
         from tcplan.model.rules import fail
         text = ", ".join([f"{d} {m.text()}" for d, m in fixed.items()] + [
-            f"the {r} in DM with Element {getattr(moves, r).element}" for r in TIERS
+            f"the {r} in DM with Element {getattr(moves, r).element}" for r in ROLES
             if getattr(moves, r).tier == "dm" and getattr(moves, r).element])
         v = fail("contraction-fixed", (text,), fixed=text,
                  candidates=len(every)).violations[0]
         return MovesChoice(None, 0, 0, len(every), ("contraction-fixed",), (v,))
-    cache: dict = {}
+    cache = OpPlans()
     opts = replace(opts, op_plans=cache, verify="none", progress=None)
     floors = [floor(c, e, axes, dtype, moves) for c in pool]
     heap = [(c.flits + fl, 0, i) for i, (c, fl) in enumerate(zip(pool, floors))]
@@ -361,7 +362,7 @@ def search(e: cs.Einsum, axes: dict[str, int], dtype: str, fixed: dict, moves: M
             done.append(t)
         else:
             best = value
-    stats = {"hits": cache.get("hits", 0), "misses": cache.get("misses", 0)}
+    stats = {"hits": cache.hits, "misses": cache.misses}
     counts = (lowered_count, planned, len(pool))
     if not done:  # (every candidate broke a rule, its engine's or its moves')
         out = cs.conflict(broken, opts.time_limit, opts.seed)
@@ -409,11 +410,9 @@ def _pruned(data: dict[str, Any], g: Any, opts: Any) -> dict[str, Any]:
     from .graph_plan import _op_choice
     tensors = dict(data["tensors"])
     for op in g.ops:
-        if op.kind not in ("fetch", "commit"):
+        if op.kind not in ("fetch", "commit") or not g.op_free(op):
             continue
-        (dm,) = [t for t in g.op_free(op)] or [None]
-        if dm is None:
-            continue
+        (dm,) = g.op_free(op)  # (its one DM tensor: the stream is given)
         ok = [layout[dm] for layout in g.choices(op)
               if _op_choice(g, op, layout, opts).ok]
         if ok:  # (none: the graph says which rule, as for any op without a plan)

@@ -140,11 +140,11 @@ def _op_choice(g: Graph, op: GraphOp, layout: dict[str, str], opts) -> OpChoice:
         row.problem = g.op_problem(op, layout)
         if cache is not None:
             key = _op_key(g, op, layout)
-            if key in cache:
-                cache["hits"] = cache.get("hits", 0) + 1
-                row.plan, row.cycles, row.proven, row.error = cache[key]
+            if key in cache.plans:
+                cache.hits += 1
+                row.plan, row.cycles, row.proven, row.error = cache.plans[key]
                 return row
-            cache["misses"] = cache.get("misses", 0) + 1
+            cache.misses += 1
         kind = kinds()[op.kind]
         row.plan, row.cycles, row.proven = kind.plan(row.problem, opts)
         kind.check_tensors(row.problem, row.plan, {
@@ -153,8 +153,8 @@ def _op_choice(g: Graph, op: GraphOp, layout: dict[str, str], opts) -> OpChoice:
         if e.kind in ("input", "limit") or e.code == "plan-time-limit":
             raise  # (not a rule rejecting the layout: no answer for it)
         row.plan, row.cycles, row.error = None, None, e
-    if key is not None:
-        cache[key] = (row.plan, row.cycles, row.proven, row.error)
+    if cache is not None and key is not None:
+        cache.plans[key] = (row.plan, row.cycles, row.proven, row.error)
     return row
 
 

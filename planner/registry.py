@@ -39,7 +39,7 @@ method             what it does
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from tcplan.model import hardware as hw
@@ -61,8 +61,18 @@ class Options:
     verify: str = "full"
     progress: Callable[[str, int, "int | None", str], None] | None = None
     #: op plans shared by the graphs of one search (planner/contraction_moves.py): the
-    #: same op over the same tensors is planned once; "hits" and "misses" count them
-    op_plans: dict | None = None
+    #: same op over the same tensors is planned once
+    op_plans: "OpPlans | None" = None
+
+
+@dataclass
+class OpPlans:
+    """Op plans by what they depend on (planner/graph_plan.py ``_op_key``), and how often
+    one was found (``hits``) or made (``misses``)."""
+
+    plans: dict[str, tuple] = field(default_factory=dict)
+    hits: int = 0
+    misses: int = 0
 
 
 class SolveRecord(Protocol):

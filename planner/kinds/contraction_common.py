@@ -47,7 +47,7 @@ def trf_use(plan: ContractionPlan) -> dict[str, str]:
     """What the TRF holds a slice, against what its lanes hold (docs/hardware.md)."""
     t = plan.trf
     lanes, per = t.dims["lane"].size, t.dims["element"].size * t.elem_bytes
-    cap = hw.TRF_BYTES_PER_LANE * hw.CONTRACT_LANES[-1]
+    cap = hw.TRF_BYTES_PER_LANE * hw.MAX_LANES
     return {"title": f"the TRF holds {lanes * per:,} B a slice ({lanes} lane(s) x {per:,} B) "
                      f"of its {cap:,} B",
             "detail": f"{per:,} B of a lane's {hw.TRF_BYTES_PER_LANE:,}"}

@@ -30,10 +30,10 @@ def read_moves(ctx, data: Any, e: cs.Einsum, fixed: dict[str, Mapping]) -> cm.Mo
         raise ctx.doc.error(("moves",), "expected where the operands start and the result "
                             "goes", EXAMPLE)
     for role in data:
-        if role not in cm.TIERS:
+        if role not in cm.ROLES:
             raise ctx.doc.error(("moves", role), f"{role!r} is not an operand",
                                 "source, trf or result", at_key=True)
-    places = {role: _place(ctx, role, data.get(role, "dm"), e, fixed) for role in cm.TIERS}
+    places = {role: _place(ctx, role, data.get(role, "dm"), e, fixed) for role in cm.ROLES}
     (k,) = e.contracted
     f = flit_elements(ctx.dtype)
     if ctx.axes[k] > f and ctx.axes[k] % f:
@@ -56,7 +56,7 @@ def _place(ctx, role: str, p: Any, e: cs.Einsum, fixed: dict[str, Mapping]
     keys = ("moves", role)
     if isinstance(p, str):
         p = {"tier": p}
-    if not isinstance(p, dict) or p.get("tier") not in cm.TIERS[role] or set(p) - {
+    if not isinstance(p, dict) or p.get("tier") not in cm.PLACES or set(p) - {
             "tier", "element", "cluster", "slice", "dtype"}:
         raise ctx.doc.error(keys, "expected hbm or dm, or {tier: hbm, element: ...}, or "
                             "{tier: dm, cluster: ..., slice: ..., element: ...}", EXAMPLE)
