@@ -10,8 +10,8 @@ The **candidates** are every mapping of this family (docs/contractions.md 'The c
   rest as rows of the TRF's Element (the Outer's Time broadcast over them), the rest on
   slices;
 * every other axis split into a spatial part (its outer digit, on Cluster and Slice:
-  512 units, the two clusters taken by the first even spatial digit's outer half) and a
-  Time part; a batch axis (in both operands and the result) wholly spatial;
+  512 units, the two clusters taken by the first even spatial digit's outer half, or, where
+  the units fit one cluster, that cluster alone: ``m![1 # 2]``) and a Time part; a batch axis (in both operands and the result) wholly spatial;
 * the Lane Folder interleaved or sequential.
 
 Each candidate is checked by the Contraction Engine's own model (model/engines/
@@ -134,30 +134,30 @@ def _m(digits: list[str], pad: int | None = None) -> str:
     return f"m![{body} # {pad}]" if pad is not None else f"m![{body}]"
 
 
-def _spatial(digits: list[tuple[str, int]]) -> tuple[str, str] | None:
-    """Cluster and Slice of the spatial digits (outermost first), the two clusters taken
-    by the first even digit's outer half where one is even; None when they hold more than
-    a chip's units or cannot be padded to a cluster's slices."""
+def _spatial(digits: list[tuple[str, int]]) -> Iterator[tuple[str, str]]:
+    """Cluster and Slice of the spatial digits (outermost first): the two clusters taken by
+    the first even digit's outer half where one is even, then (where they fit) one cluster
+    (``m![1 # 2]``, as kernels that leave the other cluster to other work type it); none
+    when they hold more than a chip's units or cannot be padded to a cluster's slices."""
     u = 1
     for _, s in digits:
         u *= s
     if u > UNITS:
-        return None
+        return
     even = next((k for k, (_, s) in enumerate(digits) if s % 2 == 0), None)
-    if even is not None:
+    if even is not None and u // 2 <= hw.SLICES_PER_CLUSTER:
         text, s = digits[even]
         rest = digits[:even] + digits[even + 1:]
         half = s // 2
         cluster = f"m![{text} / {half}]" if half > 1 else f"m![{text}]"
         inner = ([f"{text} % {half}"] if half > 1 else []) + [t for t, _ in rest]
-        if u // 2 > hw.SLICES_PER_CLUSTER:
-            return None
         sl = _slices(inner, u // 2)
-        return None if sl is None else (cluster, sl)
-    if u > hw.SLICES_PER_CLUSTER:
-        return None
-    sl = _slices([t for t, _ in digits], u)
-    return None if sl is None else ("m![1 # 2]", sl)
+        if sl is not None:
+            yield cluster, sl
+    if u <= hw.SLICES_PER_CLUSTER:
+        sl = _slices([t for t, _ in digits], u)
+        if sl is not None:
+            yield "m![1 # 2]", sl
 
 
 def _slices(digits: list[str], count: int) -> str | None:
@@ -197,7 +197,7 @@ def candidates(e: Einsum, axes: dict[str, int], dtype: str) -> Iterator[Candidat
              lane_axis is not None and axes[lane_axis] % n == 0]
     splits = {a: _divisors(axes[a]) if a not in e.batch else [axes[a]] for a in free}
     rows = {lane: _divisors(axes[lane_axis] // lane) if lane_axis else [1] for lane in lanes}
-    count = 6 * sum(len(r) for r in rows.values()) * math.prod(
+    count = 12 * sum(len(r) for r in rows.values()) * math.prod(
         len(d) for d in splits.values())
     limits.check(count, limits.CONTRACTION_MAX_CANDIDATES, "the contraction's candidate "
                  "mappings", "candidates", {f"axis {a}": len(d) for a, d in splits.items()},
@@ -235,27 +235,25 @@ def _with_lane(e: Einsum, axes: dict[str, int], dtype: str, k: str, f: int,
         if lane * rows < n:  # (the rest of it on slices: the stream broadcast over them)
             digits.append((f"{lane_axis} / {lane * rows}" if lane * rows > 1 else lane_axis,
                            n // (lane * rows)))
-    place = _spatial(digits)
-    if place is None:
-        return
     units = 1
     for _, s in digits:
         units *= s
     steps = 1
     for a, s in zip(free, spatial):
         steps *= axes[a] // s
-    for packet, k_times, outer_packet, packed, where in _k_options(k, axes[k], f):
-        time = times + k_times
-        outer_time = time
-        if packed:  # (the packed digit of 2 flits leaves K / 2F in Time)
-            rest = axes[k] // (2 * f)
-            outer_time = times + ([f"{k} / {2 * f}"] if rest > 1 else [])
-        for mode in MODES:
-            yield Candidate(
-                {"cluster": place[0], "slice": place[1], "time": _m(time),
-                 "packet": packet, "lane": lane_text, "element": _m(row + [k])},
-                (_m(outer_time + row), outer_packet), _m(times + row), mode, units, where,
-                steps * (axes[k] if where == "time" else max(1, axes[k] // f)))
+    for place in _spatial(digits):
+        for packet, k_times, outer_packet, packed, where in _k_options(k, axes[k], f):
+            time = times + k_times
+            outer_time = time
+            if packed:  # (the packed digit of 2 flits leaves K / 2F in Time)
+                rest = axes[k] // (2 * f)
+                outer_time = times + ([f"{k} / {2 * f}"] if rest > 1 else [])
+            for mode in MODES:
+                yield Candidate(
+                    {"cluster": place[0], "slice": place[1], "time": _m(time),
+                     "packet": packet, "lane": lane_text, "element": _m(row + [k])},
+                    (_m(outer_time + row), outer_packet), _m(times + row), mode, units,
+                    where, steps * (axes[k] if where == "time" else max(1, axes[k] // f)))
 
 
 def _digit(a: str, n: int, inner: int, count: int) -> str:

@@ -260,16 +260,17 @@ def _makespan(g: Graph, m, y: dict[int, list[tuple[Any, OpChoice]]], cyc: dict[i
     task's duration the largest of its ops' chosen cycles, its share of the bank-access
     limit the sum of its ops' chosen plans' (a path's Fetch and Commit run at once)."""
     from .registry import kinds
-    from .schedule import add_schedule, tasks_and_hazards
+    from .schedule import add_schedule, part_cycles, tasks_and_hazards
     tasks, hazards = tasks_and_hazards(g)
     durations, bank = [], []
     top = 0
     for t in tasks:
         d = m.new_int_var(0, hi, f"cycles {t.name}")
-        m.add_max_equality(d, [cyc[i] for i in t.ops])
+        m.add_max_equality(d, [cyc[i] if not t.part else sum(
+            lit * part_cycles(g, t, i, r.cost, r.plan) for lit, r in y[i]) for i in t.ops])
         durations.append(d)
-        accesses = {i: [kinds()[g.ops[i].kind].graph_bank_accesses(r.plan) for _, r in y[i]]
-                    for i in t.ops}
+        accesses = {i: [kinds()[g.ops[i].kind].graph_bank_accesses(r.plan)
+                        if t.part != "prelude" else 0 for _, r in y[i]] for i in t.ops}
         most = sum(max(a, default=0) for a in accesses.values())
         b = m.new_int_var(0, most, f"bank {t.name}")  # (a cumulative's demand: one variable)
         m.add(b == sum(lit * a for i in t.ops for (lit, _), a in zip(y[i], accesses[i])))

@@ -29,7 +29,8 @@ method             what it does
 ``execute``        run a graph's op on the graph's shared memories
 ``given_values``   seed data for a given tensor the op reads, when random bits will not do
 ``graph_context``  the context the op is scheduled on (main, sub, dma; planner/schedule.py),
-                   with ``graph_resources``, ``graph_bank_accesses`` and ``graph_mac_use``
+                   with ``graph_resources``, ``graph_bank_accesses`` and ``graph_mac_use``;
+                   ``graph_prelude``: a part it runs first on another context (a TRF fill)
 ``graph_summary``  what a graph's plan says of the op beside its cycles
 ``lower_bound``    the cycles no plan of the op's problem beats (a graph reports it per op)
 ``trace_warnings`` the placement rules a tensor breaks (``tcplan trace``)
@@ -183,6 +184,16 @@ class Kind:
         """What the op of kind ``name`` holds besides its context: the Vector Engine for
         the ops it serves (hardware.VECTOR_ENGINE_OPS)."""
         return frozenset({"vector engine"}) if name in hw.VECTOR_ENGINE_OPS else frozenset()
+
+    #: the op's prelude: a part it runs first on another context, reading one of its
+    #: tensors (a contraction op's TRF fill: the ``trf`` role, the sub context), as (the
+    #: role, the context, a label); None: the op is one task (planner/schedule.py)
+    graph_prelude: tuple[str, str, str] | None = None
+
+    def graph_prelude_cycles(self, plan) -> int:
+        """The cycles of the op's prelude under ``plan`` (its other part takes the op's
+        cycles less these)."""
+        return 0
 
     def graph_bank_accesses(self, plan) -> int:
         """The op's consecutive accesses to one DM bank: its share of the limit of 64 across

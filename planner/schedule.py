@@ -49,6 +49,8 @@ class Task:
     ops: tuple[int, ...]
     context: str
     resources: frozenset[str]
+    #: "" the ops whole; "prelude" or "rest": an op's two parts (``Kind.graph_prelude``)
+    part: str = ""
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,9 @@ class Schedule:
                 "tasks": [{"task": t.task.name, "context": t.task.context,
                            "start": t.start, "cycles": t.cycles, "end": t.end,
                            "ops": list(t.task.ops), "bank_accesses": t.bank_accesses,
-                           "resources": sorted(t.task.resources)} for t in self.timed],
+                           "resources": sorted(t.task.resources),
+                           **({"part": t.task.part} if t.task.part else {})}
+                          for t in self.timed],
                 "hazards": [{"before": self.timed[h.before].task.name,
                              "after": self.timed[h.after].task.name, "kind": h.kind,
                              "tensor": h.tensor} for h in self.hazards],
@@ -147,7 +151,8 @@ class Schedule:
             ev.append({"name": t.task.name, "cat": t.task.context, "ph": "X", "pid": 1,
                        "tid": tid[t.task.context], "ts": t.start, "dur": t.cycles,
                        "args": {"cycles": t.cycles, "ops": list(t.task.ops),
-                                "bank_accesses": t.bank_accesses}})
+                                "bank_accesses": t.bank_accesses,
+                                **({"part": t.task.part} if t.task.part else {})}})
         for k, h in enumerate(self.hazards):
             a, b = self.timed[h.before], self.timed[h.after]
             common = {"name": f"{h.kind} {h.tensor}", "cat": "hazard", "pid": 1, "id": k}
@@ -183,7 +188,50 @@ def tasks_of(g) -> list[Task]:
         name = g.ops[ops[0]].name if len(ops) == 1 else \
             f"{g.ops[ops[0]].name} -> {g.ops[ops[-1]].name}"
         out.append(Task(name, ops, context, resources))
+    return _split_preludes(g, out)
+
+
+def _split_preludes(g, tasks: list[Task]) -> list[Task]:
+    """An op with a prelude (``Kind.graph_prelude``: a contraction op's TRF fill) as two
+    tasks: the prelude on its context, then the rest on the op's."""
+    from .registry import kinds
+    out = []
+    for t in tasks:
+        pre = kinds()[g.ops[t.ops[0]].kind].graph_prelude if len(t.ops) == 1 else None
+        if pre is None:
+            out.append(t)
+            continue
+        out += [Task(f"{t.name} ({pre[2]})", t.ops, pre[1], frozenset(), "prelude"),
+                Task(t.name, t.ops, t.context, t.resources, "rest")]
     return out
+
+
+def _task_at(g, tasks: Sequence[Task]):
+    """``at(op, tensor)``: the task in which ``op`` touches ``tensor`` (an op's prelude for
+    the tensor its prelude reads, else the op's task or its rest)."""
+    from .registry import kinds
+    whole: dict[int, int] = {}
+    pre: dict[int, int] = {}
+    for k, t in enumerate(tasks):
+        for i in t.ops:
+            (pre if t.part == "prelude" else whole)[i] = k
+
+    def at(op, tensor: str) -> int:
+        p = kinds()[op.kind].graph_prelude
+        if op.index in pre and p is not None and op.roles.get(p[0]) == tensor:
+            return pre[op.index]
+        return whole[op.index]
+    return at
+
+
+def part_cycles(g, task: Task, i: int, cost: int, plan) -> int:
+    """Op ``i``'s cycles in ``task`` (``cost`` its cycles under ``plan``): all of them,
+    its prelude's, or the rest."""
+    from .registry import kinds
+    if not task.part:
+        return cost
+    pre = kinds()[g.ops[i].kind].graph_prelude_cycles(plan) if plan is not None else 0
+    return pre if task.part == "prelude" else cost - pre
 
 
 def _reusing_within(g, tasks: Sequence[Task]) -> set[int]:
@@ -191,12 +239,12 @@ def _reusing_within(g, tasks: Sequence[Task]) -> set[int]:
     read or write earlier (a write after read or after write inside one pipeline): cut
     into their ops, the graph's order keeps them apart."""
     from .graph import shared_bytes
-    of = {i: k for k, t in enumerate(tasks) for i in t.ops}
+    at = _task_at(g, tasks)
     touch: dict[str, set[int]] = {}
     for op in g.ops:
         for t in op.roles.values():
-            touch.setdefault(t, set()).add(of[op.index])
-    writers = {t: of[op.index] for op in g.ops for t in op.writes}
+            touch.setdefault(t, set()).add(at(op, t))
+    writers = {t: at(op, t) for op in g.ops for t in op.writes}
     return {writers[second] for first, second in shared_bytes(g)
             if second in writers and writers[second] in touch.get(first, set())
             and len(tasks[writers[second]].ops) > 1}
@@ -212,14 +260,14 @@ def hazards_of(g, tasks: Sequence[Task]) -> list[Hazard]:
     """Read after write on every memory tensor; write after read and write after write
     between tensors sharing bytes (a register file reused), in the graph's order."""
     from .graph import shared_bytes
-    of = {i: k for k, t in enumerate(tasks) for i in t.ops}
+    at = _task_at(g, tasks)
     writer: dict[str, int] = {}
     readers: dict[str, set[int]] = {}
     for op in g.ops:
         for t in op.writes:
-            writer[t] = of[op.index]
+            writer[t] = at(op, t)
         for t in op.reads:
-            readers.setdefault(t, set()).add(of[op.index])
+            readers.setdefault(t, set()).add(at(op, t))
     out: dict[tuple[int, int], Hazard] = {}
 
     def add(a: int, b: int, kind: str, tensor: str) -> None:
@@ -236,7 +284,45 @@ def hazards_of(g, tasks: Sequence[Task]) -> list[Hazard]:
             add(r, writer[second], "write after read", first)
         if first in writer:
             add(writer[first], writer[second], "write after write", first)
+    rest = _rests(tasks)
+    for k, t in enumerate(tasks):  # (an op's prelude before its rest)
+        if t.part == "prelude":
+            add(k, rest[t.ops], "read after write", TRF)
+    users = _trf_users(g, tasks, writer, readers)
+    for n, (_, w1, r1, op1) in enumerate(users):  # (one TRF: a fill after the reads before)
+        for _, w2, _, op2 in users[n + 1:]:
+            if op1 or op2:
+                for r in sorted(r1):
+                    add(r, w2, "write after read", TRF)
+                add(w1, w2, "write after write", TRF)
     return list(out.values())
+
+
+def _rests(tasks: Sequence[Task]) -> dict[tuple[int, ...], int]:
+    """The task of each split op's rest, by its ops."""
+    return {t.ops: k for k, t in enumerate(tasks) if t.part == "rest"}
+
+
+#: the register file an op's prelude fills, as a hazard names it
+TRF = "the TRF"
+
+
+def _trf_users(g, tasks: Sequence[Task], writer: dict[str, int],
+               readers: dict[str, set[int]]) -> list[tuple[int, int, set[int], bool]]:
+    """Who fills the TRF, in the graph's order: (rank, the filling task, the reading tasks,
+    an op's own TRF?): each TRF tensor, and each op with a prelude (its prelude fills, its
+    rest reads; such an op's TRF has no address, so it is ordered against every other)."""
+    rank = {i: n for n, i in enumerate(g.order)}
+    rest = _rests(tasks)
+    out = []
+    for k, t in enumerate(tasks):
+        if t.part == "prelude":
+            out.append((rank[t.ops[0]], k, {rest[t.ops]}, True))
+    of = {k: rank[i] for k, t in enumerate(tasks) for i in t.ops}
+    for name, spec in g.tensors.items():
+        if spec.spec.get("tier") == "trf" and name in writer:
+            out.append((of[writer[name]], writer[name], readers.get(name, set()), False))
+    return sorted(out, key=lambda u: u[0])
 
 
 def tasks_and_hazards(g) -> tuple[list[Task], list[Hazard]]:
@@ -258,9 +344,9 @@ def tasks_and_hazards(g) -> tuple[list[Task], list[Hazard]]:
             cut = _reusing_within(g, tasks)
             if not cut:
                 return tasks, hazards
-        tasks = [t for k, t in enumerate(tasks) if k not in cut] + [
+        tasks = [t for k, t in enumerate(tasks) if k not in cut or t.part] + [
             Task(g.ops[i].name, (i,), tasks[k].context, _resources(g, (i,)))
-            for k in sorted(cut) for i in tasks[k].ops]
+            for k in sorted(cut) if not tasks[k].part for i in tasks[k].ops]
         rank = {i: n for n, i in enumerate(g.order)}
         tasks.sort(key=lambda t: min(rank[i] for i in t.ops))
 
@@ -320,9 +406,10 @@ def schedule_of(g, gp, time_limit: float = 10.0, seed: int = 0) -> Schedule:
 
     from .registry import kinds
     tasks, hazards = tasks_and_hazards(g)
-    cycles = [max((gp.ops[i].cost for i in t.ops), default=0) for t in tasks]
+    cycles = [max((part_cycles(g, t, i, gp.ops[i].cost, gp.ops[i].plan) for i in t.ops),
+                  default=0) for t in tasks]
     bank = [sum(kinds()[g.ops[i].kind].graph_bank_accesses(gp.ops[i].plan) for i in t.ops
-                if gp.ops[i].plan is not None) for t in tasks]
+                if gp.ops[i].plan is not None and t.part != "prelude") for t in tasks]
     starts, proven = _place(tasks, hazards, cycles, bank, time_limit, seed)
     timed = tuple(Timed(t, starts[k], cycles[k], bank[k]) for k, t in enumerate(tasks))
     span = max((t.end for t in timed), default=0)

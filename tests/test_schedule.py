@@ -233,8 +233,10 @@ def test_a_graphs_schedule_is_drawn(tmp_path):
 
 
 def test_a_kernel_functions_trace_holds_every_task_on_its_context(tmp_path):
-    """mlp_forward's schedule as a trace: every op of the graph in exactly one task event,
-    each event inside the makespan on its context's track, the tracks' events apart."""
+    """mlp_forward's schedule as a trace: every op of the graph in exactly one task event
+    (a contraction op in two: its TRF fill on the sub track, then the rest, the fill
+    ending before the rest starts), each event inside the makespan on its context's
+    track, the tracks' events apart."""
     from tcplan.planner.cli import main
     path = ROOT / "problems/kernels/qwen3/mlp_forward_free.yaml"
     out = tmp_path / "mlp.json"
@@ -242,8 +244,18 @@ def test_a_kernel_functions_trace_holds_every_task_on_its_context(tmp_path):
     trace = json.loads(out.read_text())
     span = trace["otherData"]["makespan_cycles"]
     events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
-    ops = [i for e in events for i in e["args"]["ops"]]
-    assert sorted(ops) == list(range(len(tcplan.load(path).spec.graph.ops)))
+    ops = [i for e in events for i in e["args"]["ops"] if e["args"].get("part") != "prelude"]
+    graph = tcplan.load(path).spec.graph
+    assert sorted(ops) == list(range(len(graph.ops)))
+    fills = {e["args"]["ops"][0]: e for e in events if e["args"].get("part") == "prelude"}
+    assert sorted(graph.ops[i].name for i in fills) == [
+        "contract_down", "contract_gate", "contract_up"]
+    tid = {e["args"]["name"]: e["tid"] for e in trace["traceEvents"] if e["ph"] == "M"
+           and e["name"] == "thread_name"}
+    for i, fill in fills.items():
+        rest, = [e for e in events if e["args"]["ops"] == [i] and e is not fill]
+        assert fill["tid"] == tid["sub context"] and rest["tid"] == tid["main context"]
+        assert fill["ts"] + fill["dur"] <= rest["ts"] and fill["dur"] > rest["dur"] > 0
     by_track: dict[int, list] = {}
     for e in events:
         assert 0 <= e["ts"] and e["ts"] + e["dur"] <= span

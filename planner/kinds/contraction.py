@@ -111,6 +111,21 @@ class Contraction(Kind):
                                    "destination": (False, True)}}
     graph_same_axes = False
     dtype_role = "source"
+    #: in a graph's schedule the TRF's fill runs first, in the sub context (decisions 112)
+    graph_prelude = ("trf", "sub", "TRF fill")
+
+    def graph_resources(self, name: str) -> frozenset[str]:
+        """The Vector Engine, held by the op's main path (its Cast Engine, where the result
+        is cast; held whether or not it is: the kind, not the plan, says)."""
+        return frozenset({"vector engine"})
+
+    def graph_prelude_cycles(self, plan: Any) -> int:
+        """The op's own graph's TRF fill: its sub-context path (the rest, its main path,
+        waits for it: the op's cycles are their sum)."""
+        from ..schedule import tasks_of
+        g, gp = plan.problem.spec.graph, plan.plan
+        return sum(max(gp.ops[i].cost for i in t.ops) for t in tasks_of(g)
+                   if t.context == "sub")
 
     def graph_place(self, data: dict[str, Any], role: str, spec: dict[str, Any]) -> tuple:
         key = "result" if role == "destination" else role
