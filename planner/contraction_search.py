@@ -11,7 +11,9 @@ The **candidates** are every mapping of this family (docs/contractions.md 'The c
   slices;
 * every other axis split into a spatial part (its outer digit, on Cluster and Slice:
   512 units, the two clusters taken by the first even spatial digit's outer half, or, where
-  the units fit one cluster, that cluster alone: ``m![1 # 2]``) and a Time part; a batch axis (in both operands and the result) wholly spatial;
+  the units fit one cluster, that cluster alone: ``m![1 # 2]``) and a Time part; a batch
+  axis (in both operands and the result) likewise, its Time part also rows of the TRF's
+  Element (as attention's q-k keeps the heads: Element ``m![N, D]``);
 * the Lane Folder interleaved or sequential.
 
 Each candidate is checked by the Contraction Engine's own model (model/engines/
@@ -195,7 +197,7 @@ def candidates(e: Einsum, axes: dict[str, int], dtype: str) -> Iterator[Candidat
     lane_axis = e.trf_only[0] if e.trf_only else None
     lanes = [n for n in hw.CONTRACT_LANES if lane_axis is None and n == 1 or
              lane_axis is not None and axes[lane_axis] % n == 0]
-    splits = {a: _divisors(axes[a]) if a not in e.batch else [axes[a]] for a in free}
+    splits = {a: _divisors(axes[a]) for a in free}
     rows = {lane: _divisors(axes[lane_axis] // lane) if lane_axis else [1] for lane in lanes}
     count = 12 * sum(len(r) for r in rows.values()) * math.prod(
         len(d) for d in splits.values())
@@ -204,8 +206,6 @@ def candidates(e: Einsum, axes: dict[str, int], dtype: str) -> Iterator[Candidat
                  "the contraction search", "give the axes fewer divisors (pad one to a "
                  "power of two) or fix a dimension")
     for spatial in itertools.product(*(splits[a] for a in free)):
-        if any(s != axes[a] for a, s in zip(free, spatial) if a in e.batch):
-            continue  # (a batch axis is wholly spatial: the TRF holds it per slice)
         for lane in lanes:
             for r in rows[lane]:
                 yield from _with_lane(e, axes, dtype, k, f, free, spatial, lane_axis,
@@ -218,13 +218,15 @@ def _with_lane(e: Einsum, axes: dict[str, int], dtype: str, k: str, f: int,
     """The candidates with ``lane`` values of the TRF-only axis in the Lane and ``rows``
     more in the TRF's Element (the Outer stage reads a row a packet: its Time broadcast
     over them), the rest on slices."""
-    digits, times = [], []
+    digits, times, held = [], [], []
     for a, s in zip(free, spatial):
         sp, tm = _split(a, axes[a], s)
         if sp is not None:
             digits.append((sp, s))
         if tm is not None:
             times.append(tm)
+            if a in e.batch:  # (a batch axis's Time part: the TRF holds its rows too)
+                held.append(tm)
     lane_text, row = "m![1]", []
     if lane_axis is not None:
         n = axes[lane_axis]
@@ -251,7 +253,7 @@ def _with_lane(e: Einsum, axes: dict[str, int], dtype: str, k: str, f: int,
             for mode in MODES:
                 yield Candidate(
                     {"cluster": place[0], "slice": place[1], "time": _m(time),
-                     "packet": packet, "lane": lane_text, "element": _m(row + [k])},
+                     "packet": packet, "lane": lane_text, "element": _m(held + row + [k])},
                     (_m(outer_time + row), outer_packet), _m(times + row), mode, units,
                     where, steps * (axes[k] if where == "time" else max(1, axes[k] // f)))
 

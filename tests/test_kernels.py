@@ -540,3 +540,76 @@ def test_each_kernel_function_with_free_layouts(path):
             assert f["schedule"]["makespan"] <= t["schedule"]["makespan"]
             assert f["sum_cycles"] <= t["sum_cycles"]
         _at_bound(f)
+
+
+# ---- the contractions planned in their functions (issue 30, item 6) ----------------------
+PLANNED = ("projection_proj_q", "projection_proj_p", "projection_proj_o", "mlp_forward")
+
+
+def _contractions(stem: str) -> tuple[dict, dict, list, list]:
+    typed = tcplan.solve(KERNELS / f"{stem}.yaml", verify="none").to_json()
+    free = tcplan.solve(KERNELS / f"{stem}_free.yaml", verify="none").to_json()
+    kernel = [o for o in typed["plan"]["ops"] if o["kind"] == "contract"]
+    mine = [o for o in free["plan"]["ops"] if o["kind"] == "contraction"]
+    return typed, free, kernel, mine
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", PLANNED)
+def test_a_free_variant_plans_its_contractions_whole(stem):
+    """Each typed `contract` is one `contraction` op in the free variant (no engine op of
+    the kernel's contraction is left), planned no slower and at no lower MAC utilization;
+    the op's cycles are its TRF fill (the slice's TRF bytes at 8 a cycle: the sub
+    context's reads) plus its main path; the makespan never longer than the kernel's."""
+    typed, free, kernel, mine = _contractions(stem)
+    assert len(mine) == len(kernel) >= 1
+    assert not {"contract", "to_trf"} & {o["kind"] for o in free["plan"]["ops"]}
+    for k, o, fill in zip(kernel, mine, _fills(stem)):
+        assert o["contraction_cycles"] <= k["cycles"]
+        assert o["mac_utilization"] >= k["mac_utilization"]
+        assert o["trf_fill_cycles"] == fill
+        assert o["cycles"] > o["trf_fill_cycles"]
+    assert free["schedule"]["makespan"] <= typed["schedule"]["makespan"]
+
+
+def _fills(stem: str) -> list[int]:
+    """The kernel's TRF tensors, in the order its contract ops read them, as fills: a
+    slice's bytes (its Lane's and Element's sizes, bf16) read 8 a cycle (the sub
+    context's reads, book: moving-tensors/fetch-engine.md)."""
+    from tcplan.model.mapping import parse
+    p = tcplan.load(KERNELS / f"{stem}.yaml")
+    g = p.spec.graph
+    out = []
+    for op in g.ops:
+        if op.kind == "contract":
+            t = g.tensors[op.data["trf"]].spec
+            out.append(parse(t["lane"], p.axes).size * parse(t["element"], p.axes).size
+                       * 2 // 8)
+    return out
+
+
+@pytest.mark.slow
+def test_proj_o_planned_uses_every_multiplier_and_gains_the_difference():
+    """The kernel's proj_o contraction keeps half the multipliers idle (Lane H / 4 % 4);
+    the planned one fills the eight lanes, and the makespan falls by exactly the two
+    contractions' difference (the load, the fill and the share around them unchanged)."""
+    typed, free, (k,), (o,) = _contractions("projection_proj_o")
+    assert (k["cycles"], k["mac_utilization"]) == (261, 0.5)
+    assert (o["contraction_cycles"], o["mac_utilization"]) == (133, 1.0)
+    assert o["mapping"]["lane"] == "m![H % 8]"
+    assert typed["schedule"]["makespan"] - free["schedule"]["makespan"] == 261 - 133
+
+
+def test_qk_scaleds_contraction_is_the_best_under_its_layouts():
+    """With attention::qk_scaled's DM layouts given, the search's best mapping is the
+    kernel's own (docs/kernels.md: why qk_scaled keeps its typed contraction), its
+    contraction the typed contract op's cycles."""
+    r = tcplan.solve(KERNELS.parents[1] / "contractions/attention_qk_kernel_layouts.yaml",
+                     verify="none").to_json()
+    m = r["mapping"]
+    assert (m["time"], m["packet"], m["lane"], m["element"]) == (
+        "m![N, G, D / 16]", "m![D % 16]", "m![T % 8]", "m![N, D]")
+    typed = tcplan.solve(KERNELS / "attention_qk_scaled.yaml", verify="none").to_json()
+    contract, = [o for o in typed["plan"]["ops"] if o["kind"] == "contract"]
+    inner, = [o for o in r["plan"]["ops"] if o["kind"] == "contract"]
+    assert inner["cycles"] == contract["cycles"] == 133

@@ -139,7 +139,13 @@ class Contraction(Kind):
         return inner.cycles * inner.mac_utilization
 
     def graph_summary(self, plan: Any) -> dict[str, Any]:
-        return {"mapping": plan.mapping()} if isinstance(plan, cm.Timed) else {}
+        if not isinstance(plan, cm.Timed):
+            return {}
+        inner = plan.evaluated.plan
+        assert inner is not None  # (a Timed candidate was lowered)
+        return {"mapping": plan.mapping(), "contraction_cycles": inner.cycles,
+                "mac_utilization": round(inner.mac_utilization, 6),
+                "trf_fill_cycles": self.graph_prelude_cycles(plan)}
 
     def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
         """The op's own graph (Fetches, the TRF's fill, the contraction, the Commit) run on

@@ -208,9 +208,14 @@ def graph_text(problem, gp) -> str:
         how = (f"; Time {j['stream']['time']}, Packet {j['stream']['packet']}"
                if "stream" in j else f"; {j['invocations']} invocation(s)"
                if "invocations" in j else "")
-        if "mac_utilization" in j:  # (a contraction: its multipliers' use, its slowest stage)
+        if "stages" in j:  # (a contraction: its multipliers' use, its slowest stage)
             slow = max(j["stages"], key=j["stages"].get)
             how += f"; MAC utilization {j['mac_utilization']:.4f}, bottleneck the {slow}"
+        if "mapping" in j:  # (a contraction op: its mapping, the engine's part, the fill)
+            how += (f"; its TRF fill {j['trf_fill_cycles']:,}, the contraction "
+                    f"{j['contraction_cycles']:,} (MAC utilization "
+                    f"{j['mac_utilization']:.4f}); mapping " + ", ".join(
+                        f"{d} {v}" for d, v in j["mapping"].items()))
         bound = ("" if j["lower_bound"] is None or row.cycles is None else
                  " (at its lower bound)" if row.cycles <= j["lower_bound"] else
                  f" (lower bound {j['lower_bound']:,})")
