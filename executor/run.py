@@ -602,10 +602,20 @@ def as_dtype(given: np.ndarray, dtype: str, name: str) -> np.ndarray:
     extra = (f" (or its bit patterns as uint{8 * dt.itemsize})" if dtype in ML_DTYPES
              else "")
     raise TcplanError(Violation("bad-request", (), {
-        "detail": f"--input {name}: expected dtype {dt}{extra}, got {given.dtype}",
+        "detail": f"--input {name}: expected dtype {dt}{extra}, got {dtype_text(given)}",
         "fix": (f"save it with numpy.save after import ml_dtypes, as "
                 f"ml_dtypes.{dt.name}" if dtype in ML_DTYPES
                 else f"save it as {dt} (numpy .astype)")}))
+
+
+def dtype_text(a: np.ndarray) -> str:
+    """An array's dtype as a user reads it: its name, or for numpy's void (``|V2``, what
+    ``numpy.save`` writes for an ml_dtypes array) its width and what it may hold."""
+    if a.dtype.kind == "V" and not a.dtype.fields:
+        n = a.dtype.itemsize
+        held = {1: ", as numpy.save writes an fp8 type", 2: ", as numpy.save writes bfloat16"}
+        return f"{n}-byte raw values (numpy's void{held.get(n, '')})"
+    return a.dtype.name
 
 
 def embed(given: np.ndarray | None, t: Tensor, axes: dict[str, int], name: str,
@@ -619,7 +629,7 @@ def embed(given: np.ndarray | None, t: Tensor, axes: dict[str, int], name: str,
     if given.shape != want:
         raise TcplanError(Violation("bad-request", (), {
             "detail": f"--input {name}: expected an array of shape {want} ({', '.join(kept)}) "
-                      f"and dtype {dt}, got {given.shape} {given.dtype}",
+                      f"and dtype {dt}, got shape {given.shape}, dtype {dtype_text(given)}",
             "fix": "save the tensor with numpy.save in that shape and dtype"}))
     given = as_dtype(given, t.dtype, name)
     T = np.zeros(tensor_shape(axes, f"--input {name} over every axis"), dt)

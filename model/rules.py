@@ -1029,6 +1029,11 @@ class TcplanError(Exception):
     def message(self) -> str:
         return self.violations[0].message
 
+    @property
+    def fix(self) -> str:
+        """What to change, for the headline violation (its rule's fix, with its terms)."""
+        return self.violations[0].fix
+
     def to_json(self) -> dict[str, Any]:
         head = self.violations[0].to_json()
         if len(self.violations) > 1:

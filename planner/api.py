@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tcplan.model.rules import TcplanError
+from tcplan.model.rules import TcplanError, fail
 
 from .kinds import Options, Solved, kind_of
 from .registry import SolveRecord
@@ -38,8 +38,23 @@ def load(path: str | pathlib.Path) -> Problem:
     return load_problem(path)
 
 
-def loads(text: str, name: str = "<problem>") -> Problem:
-    """A problem from YAML text; ``name`` is where error messages say it came from."""
+def loads(text: str | dict[str, Any], name: str = "<problem>") -> Problem:
+    """A problem from YAML text, or from its mapping (the same keys, as ``yaml.safe_load``
+    gives them: written out as YAML and read as a file would be, so errors name its keys);
+    ``name`` is where error messages say it came from."""
+    if isinstance(text, dict):
+        import yaml
+        try:
+            text = yaml.safe_dump(text, sort_keys=False, default_flow_style=None)
+        except yaml.YAMLError as e:
+            raise fail("bad-problem", where=name, detail=f"not a problem's mapping: {e}",
+                       fix="give the keys docs/problem-format.md names, with strings, "
+                       "numbers, lists and mappings as values") from None
+    elif not isinstance(text, str):
+        raise fail("bad-problem", where=name, detail=f"expected YAML text or a mapping, "
+                   f"not {type(text).__name__}", fix="tcplan.loads(text) or "
+                   "tcplan.loads({'format': 1, 'kind': ..., ...}); tcplan.load(path) reads "
+                   "a file")
     return load_problem_text(text, name)
 
 

@@ -436,7 +436,7 @@ def answer_lines(lines: Iterable[str | bytes | Overlong]) -> Iterator[str]:
                 assert isinstance(line, str)  # (json.loads raised it: the line is decoded)
                 bad = fail("bad-request", detail=f"line {lineno}, column "
                            f"{_long_number_column(line)}: {e.detail}", fix=e.fix)
-                yield _ENCODE(_error_obj(bad))
+                yield _ENCODE(_with_id(_error_obj(bad), line))
             except UnicodeDecodeError as e:
                 bad = fail("bad-request", detail=f"line {lineno}: not UTF-8 (byte {e.start + 1})",
                            fix="write requests as UTF-8 JSON")
@@ -452,6 +452,25 @@ def answer_lines(lines: Iterable[str | bytes | Overlong]) -> Iterator[str]:
                 yield _ENCODE(answer_request(req))
     finally:
         gc.set_threshold(*old)
+
+
+_LONG = object()  # (a number too long to take, where a request's id is looked for)
+
+
+def _with_id(out: dict[str, Any], line: str) -> dict[str, Any]:
+    """The error answering a line whose numbers are too long to take, with the request's
+    ``id`` (read with those numbers left out) so that a client can match it; as it is
+    when the line has no id, or its id is the number too long."""
+    def short(text: str, convert: Any) -> Any:
+        return _LONG if len(text) > limits.NUMBER_MAX_CHARS else convert(text)
+    try:
+        req = json.loads(line, parse_int=lambda t: short(t, int),
+                         parse_float=lambda t: short(t, float))
+    except (ValueError, RecursionError):
+        return out
+    if isinstance(req, dict) and "id" in req and req["id"] is not _LONG:
+        return {"id": req["id"], **out}
+    return out
 
 
 def _run_batch(path: str, stdout: TextIO) -> int:
@@ -682,30 +701,35 @@ def _parse_index(text: str, axes: dict[str, int]) -> dict[str, int]:
 
 def _cmd_trace(args: argparse.Namespace, stdout: TextIO) -> int:
     problem = load_problem(args.problem)
-    kind_of(problem).trace_check(problem)
+    kind = kind_of(problem)
+    kind.trace_check(problem)
     index = _parse_index(args.index, problem.axes)
     full = {a: index.get(a, 0) for a in problem.axes}
-    rows = {name: tiers.trace(t, full) for name, t in problem.tensors.items()}
-    kind = kind_of(problem)
+    tensors = kind.traced_tensors(problem)  # (a free layout as planned: lower's, verify's)
+    rows = {name: tiers.trace(t, full) for name, t in tensors.items()}
     if kind.engine_stream and rows.get("stream", {}).get("held"):
         rows["stream"]["engine"] = True  # its Slice position is a DMN pair (an engine)
     warnings = []
-    for name, t in problem.tensors.items():
+    for name, t in tensors.items():
         warnings += kind.trace_warnings(problem, name, t)
+    planned = [n for n, t in tensors.items() if t is not problem.tensors.get(n)]
     if args.json:
-        out = {"problem": problem.name, "index": full, "tensors": rows,
+        out = {"problem": problem.name, "index": full, "tensors": rows, "planned": planned,
                "warnings": [v.to_json() for v in warnings]}
         print(json.dumps(out), file=stdout)
         return EXIT_OK
     lines = [f"problem {problem.name}: index "
              + ", ".join(f"{a}={v}" for a, v in full.items())]
-    width = max((len(n) for n in problem.tensors), default=0)
-    if not problem.tensors:
+    width = max((len(n) for n in tensors), default=0)
+    if not tensors:
         lines.append("(no placed tensors: a lane fold works on the Contraction Engine's "
                      "accumulators)")
-    for name, t in problem.tensors.items():
+    for name, t in tensors.items():
         lines.append(f"{name.ljust(width)}  {t.describe()}")
         lines.append(f"{''.ljust(width)}  -> {_trace_text(rows[name])}")
+    if planned:
+        lines.append(f"planned: {', '.join(planned)} (the free choices as solve, lower and "
+                     "verify take them)")
     if warnings:
         lines.append("warnings (placement rules; planning and lowering enforce them):")
         lines += [f"  [{v.rule}] {v.message}" for v in warnings]

@@ -286,6 +286,12 @@ class Kind:
     def trace_check(self, problem) -> None:
         """Whether `tcplan trace` can follow an index through the problem's tensors."""
 
+    def traced_tensors(self, problem) -> dict[str, Any]:
+        """The tensors `tcplan trace` follows an index through: the problem's as written,
+        or, where it leaves a layout free, as its plan lays them out (what `lower` and
+        `verify` use)."""
+        return dict(problem.tensors)
+
     def trace_warnings(self, problem, name: str, t) -> list:
         return tiers.placement_violations(t, problem.chips)
 

@@ -17,6 +17,8 @@ with ``--json``) and ``text()`` (what it prints without).  The parts below the p
 
 from importlib.metadata import PackageNotFoundError, version as _version
 
+import ml_dtypes  # noqa: F401 - registers "bfloat16" (and the fp8 types) as numpy dtype names
+
 from tcplan.planner.api import (Explanation, Lowered, Options, Problem, Progress, RunResult,
                                 SolveResult, TcplanError, VerifyResult, explain, load, loads,
                                 lower, run, solve, verify)

@@ -116,3 +116,30 @@ def test_version_is_the_distribution_version():
     from importlib.metadata import version
     assert tcplan.__version__ == version("tcplan")
     assert set(tcplan.__all__) <= set(dir(tcplan))
+
+
+# ---- issue 31's smaller defects: the documented error fields, a problem as a mapping ------
+def test_an_errors_fix_is_a_field_as_documented():
+    """docs/api.md: an input error's ``code``, ``message`` and ``fix``; ``fix`` is the
+    headline rule's fix with its terms (before, the attribute did not exist)."""
+    with pytest.raises(tcplan.TcplanError) as e:
+        tcplan.loads("format: 1\nkind: dma\nbogus: 1\n", "p.yaml")
+    assert e.value.code == "bad-problem" and e.value.fix.startswith("allowed keys: ")
+    assert e.value.fix == e.value.to_json()["fix"]
+
+
+def test_a_problem_loads_from_its_mapping():
+    """``tcplan.loads`` takes the mapping ``yaml.safe_load`` gives (before: an
+    AttributeError): the same plan as the file, errors naming its keys; anything else is a
+    located input error."""
+    import yaml
+    data = yaml.safe_load(Path(V).read_text())
+    assert tcplan.solve(tcplan.loads(data), verify="none").cycles == \
+        tcplan.solve(V, verify="none").cycles == 2548
+    with pytest.raises(tcplan.TcplanError) as e:
+        tcplan.loads({**data, "bogus": 1}, "mine")
+    assert e.value.kind == "input" and "bogus" in e.value.message and "mine" in \
+        e.value.message
+    with pytest.raises(tcplan.TcplanError) as e:
+        tcplan.loads(3)  # type: ignore[arg-type]
+    assert e.value.code == "bad-problem" and "not int" in e.value.message

@@ -167,3 +167,28 @@ def test_trace_of_a_dma_stream_checks_engines_not_slices():
     obj = json.loads(out.getvalue())
     assert obj["warnings"] == []  # the stream's Slice (4) selects DMN pairs: no slice-size
     assert obj["tensors"]["destination"]["chip"] == 2  # D / 2
+
+
+def test_trace_of_a_free_stream_follows_the_planned_stream():
+    """A problem with its stream free is traced through the stream the plan chooses (the
+    one `lower` and `verify` use; before, a default stream the plan never takes, issue
+    31): the index's engine, time step and packet lane computed by hand from the planned
+    Cluster m![D / 32], Slice m![H / 2], Time m![S / 64, S % 64, H % 2], Packet
+    m![D % 32] (tcplan solve's figures for this problem)."""
+    import io
+    import json
+    from tcplan.planner.cli import main
+    path = SEED.parent / "planning/attention_v_head_major.yaml"
+    out = io.StringIO()
+    S, H, D = 69, 3, 40
+    code = main(["trace", str(path), "--index", f"S={S},H={H},D={D}", "--json"],
+                stdout=out, stderr=io.StringIO())
+    assert code == 0
+    obj = json.loads(out.getvalue())
+    stream = obj["tensors"]["stream"]
+    assert obj["planned"] == ["stream"]
+    assert (stream["cluster"], stream["time"], stream["packet"]) == (
+        D // 32, (S // 64) * 128 + (S % 64) * 2 + H % 2, D % 32)
+    lowered = lower_problem(load_problem(path))
+    assert [d.text() for d in lowered.stream_dims.values()][-2:] == [
+        "m![S / 64, S % 64, H % 2]", "m![D % 32]"]

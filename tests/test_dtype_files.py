@@ -90,3 +90,16 @@ def test_run_json_lists_every_file_with_its_dtype_and_shape(tmp_path):
     for w in r["written"]:
         assert w["dtype"] == "bfloat16" and w["shape"] == [64, 32]
         assert np.load(w["path"]).dtype == NP_DTYPES["bf16"]
+
+
+def test_a_bf16_input_of_the_wrong_shape_names_its_dtype(tmp_path):
+    """numpy's own file of a bf16 array (its header says ``|V2``) in the wrong shape: the
+    error names the shape and the dtype as a user reads them, not numpy's ``|V2``
+    (issue 31), and exits 2."""
+    f = tmp_path / "v2.npy"
+    np.save(f, np.zeros((3, 5), ml_dtypes.bfloat16).view("V2"))
+    assert b"V2" in f.read_bytes()[:128]
+    code, said = run(tmp_path, "bf16", "o", str(f))
+    assert code == 2, said
+    assert "got shape (3, 5), dtype 2-byte raw values (numpy's void, as numpy.save writes " \
+        "bfloat16)" in said and "|V2" not in said

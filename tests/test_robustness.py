@@ -493,3 +493,19 @@ def test_a_batch_line_with_a_number_too_long_is_answered_at_its_column(tmp_path)
     assert len(out) == 3 and '"entries"' in out[2], o.show()
     assert "line 1, column 16: the number 10000" in out[0], o.show()
     assert f"line 2, column {len(good) + 9}: the number -" in out[1], o.show()
+
+
+def test_a_batch_line_with_a_number_too_long_keeps_its_id(tmp_path):
+    """The answer to a line refused for a number too long carries the request's ``id``
+    (before: none, so a client could not match it, issue 31); a line whose id is that
+    number is answered without one."""
+    import json
+    good = '{"axes": {"A": 8}, "buf": "m![A]", "time": "m![A]", "packet": "m![1]"'
+    lines = [good.replace("8", DIGITS, 1) + ', "id": "r1"}',
+             good + ', "id": 7, "x": ' + DIGITS + "}",
+             good + ', "id": ' + DIGITS + "}"]
+    p = _write(tmp_path, "ids.jsonl", "\n".join(lines) + "\n")
+    o = _clean(["sequence", "--batch", p], 0)
+    out = [json.loads(line) for line in o.stdout.splitlines()]
+    assert [a.get("id") for a in out] == ["r1", 7, None], o.show()
+    assert all(a["error"]["code"] == "bad-request" for a in out), o.show()

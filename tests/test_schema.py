@@ -67,3 +67,20 @@ def test_each_kind_allows_exactly_the_loaders_keys():
 def test_an_expectation_of_the_wrong_type_is_refused():
     text = EX.split("expect:")[0] + "expect: {cycles: 'fast'}\n"
     assert list(VALIDATOR.iter_errors(yaml.safe_load(text)))
+
+
+def test_the_format_page_names_every_kind_and_every_graph_op():
+    """docs/problem-format.md's `kind` row names every registered kind, and its graph
+    section every kind a graph's op may be (the registry's ``graph_roles``); before, it
+    named four graph op kinds of the registry's many (issue 31)."""
+    import re
+    from tcplan.planner.registry import kinds
+    page = (ROOT / "docs/problem-format.md").read_text()
+    row = next(line for line in page.splitlines() if line.startswith("| `kind` |"))
+    graph = page[page.index("### `graph`"):page.index("## Example")]
+    named = set(re.findall(r"`(\w+)`", row))
+    in_graph = set(re.findall(r"`(\w+)`", graph))
+    ks = kinds()
+    assert set(ks) <= named, sorted(set(ks) - named)
+    ops = {n for n, k in ks.items() if getattr(k, "graph_roles", None)}
+    assert ops and ops <= in_graph, sorted(ops - in_graph)

@@ -637,3 +637,20 @@ def test_a_solve_record_is_typed_and_prints_its_fields():
         assert lines[-2:] == ["cycles: 128 (lower bound 128, ratio 1.0)",
                               "verified: 2,048 positions" if verify == "full" else
                               "not verified (--verify none)"]
+
+
+def test_trace_of_a_free_fetch_stream_follows_the_planned_stream():
+    """`tcplan trace` of a Fetch whose stream is free follows the planned stream (Time
+    m![N, G, D / 16], Packet m![D % 16]: `tcplan solve`'s), not a placeholder (issue 31):
+    the time step and lane computed by hand."""
+    import io
+    import json
+    from pathlib import Path
+    from tcplan.planner.cli import main
+    path = Path(__file__).resolve().parents[1] / "problems/planning/fetch_q_free_stream.yaml"
+    out = io.StringIO()
+    N, G, D, T = 5, 1, 100, 24
+    assert main(["trace", str(path), "--index", f"N={N},G={G},D={D},T={T}", "--json"],
+                stdout=out, stderr=io.StringIO()) == 0
+    stream = json.loads(out.getvalue())["tensors"]["stream"]
+    assert (stream["time"], stream["packet"]) == ((N * 2 + G) * 8 + D // 16, D % 16)

@@ -130,6 +130,19 @@ class Dma(Kind):
         verify(mem, plan.destination, axes, held, moved)
         return {"destination": held}
 
+    def traced_tensors(self, problem) -> dict[str, Any]:
+        """A planned DMA's tensors as its plan lays them out: the stream searched, and a
+        free source or destination as chosen (the plan ``lower`` and ``verify`` use)."""
+        import dataclasses
+        out = dict(problem.tensors)
+        if not problem.spec.planned:
+            return out
+        plan = self.lower(problem)
+        out.update(source=plan.source, destination=plan.destination)
+        if "stream" in out:
+            out["stream"] = dataclasses.replace(out["stream"], dims=dict(plan.stream_dims))
+        return out
+
     def trace_warnings(self, problem, name: str, t) -> list:
         if name == "stream":  # its Chip/Cluster/Slice select engines, not placements
             return dma._stream_engine_violations(t, problem.chips)

@@ -278,6 +278,13 @@ class TensorUnitMove(Kind):
     def lower_bound(self, problem, plan) -> int | None:
         return tu.lower_bound(plan, problem.spec.free)
 
+    def traced_tensors(self, problem) -> dict[str, Any]:
+        """A free stream as the plan chooses it (what ``lower`` and ``verify`` use)."""
+        out = dict(problem.tensors)
+        if problem.spec.free:
+            out["stream"] = self.lower(problem).stream
+        return out
+
     def graph_summary(self, plan) -> dict[str, Any]:
         return {"stream": {d: plan.stream.dims[d].text() for d in ("time", "packet")},
                 "context": plan.context}
