@@ -127,3 +127,64 @@ def partial_violations(source: Tensor, destination: Tensor, where: str
             "where": where, "axis": a, "dst": destination.describe(), "terms": terms,
             "src_terms": src_terms}))
     return out
+
+
+def sub_tensor_violations(source: Tensor, destination: Tensor, where: str
+                          ) -> list[Violation]:
+    """``sub-tensor`` (a warning): the axes of which the destination holds fewer values
+    than the source, naming the source's digits it leaves behind (a destination that
+    carries an axis through ``K % 8`` where the source holds ``K``).  A destination that
+    does not carry an axis at all holds its value 0, the same mistake."""
+    have, want = carried(source), carried(destination)
+    sizes = {a: source.dims[fs[0][0]].axes[a] for a, fs in have.items()}
+    counts = {a: _count([f for _, f in fs], sizes[a]) for a, fs in have.items()}
+    kept = {a: _count([f for _, f in want.get(a, [])], sizes[a]) for a in have}
+    total = moved = 1
+    for a in have:
+        total, moved = total * counts[a], moved * min(kept[a], counts[a])
+    out = []
+    for a, fs in have.items():
+        if kept[a] >= counts[a]:
+            continue
+        size = sizes[a]
+        got = _ranges(f for _, f in want.get(a, []))
+        dropped = [t for _, f in fs if (t := _left(f, got, a, size)) is not None]
+
+        def terms(parts: list[tuple[str, Factor]]) -> str:
+            return ", ".join(f"{DIM_TITLES[d]} {f.label({a: size})}" for d, f in parts)
+        out.append(Violation("sub-tensor", (a,), {
+            "where": where, "axis": a, "moved": moved, "total": total,
+            "kept": f"through {terms(want[a])}" if a in want else "in no dimension",
+            "held": f"through {terms(fs)}",
+            "dropped": ", ".join(dropped) if dropped else "values beyond the destination's"}))
+    return out
+
+
+def _left(f: Factor, got: list[tuple[int, int]], a: str, size: int) -> str | None:
+    """The parts of source digit ``f`` the destination's digit ranges ``got`` do not reach
+    (``K / 8 % 2`` of ``K`` when they reach 8 and from 16 up), each with its values; None
+    when they reach it all."""
+    cur, hi, gaps = f.lo, f.lo * f.count, []
+    while cur < hi:
+        reach = next((top for lo, top in got if lo <= cur < top), None)
+        if reach is not None:
+            cur = reach
+            continue
+        end = min([lo for lo, _ in got if lo > cur] + [hi])
+        text = a if cur == 1 else f"{a} / {cur}"
+        gaps.append(text + (f" % {end // cur}" if end < size else "")
+                    + f" ({end // cur} values)")
+        cur = end
+    return ", ".join(gaps) or None
+
+
+def _count(fs: list[Factor], size: int) -> int:
+    """How many values of an axis of ``size`` the digits give (1 for none: the value 0;
+    values past the axis are padding, not counted)."""
+    vals = _values(fs)
+    if vals is not None:
+        return int((vals < size).sum())
+    n = 1
+    for f in fs:
+        n *= f.count
+    return min(n, size)

@@ -111,6 +111,15 @@ RULES: dict[str, Rule] = _rules(
         "docs/decisions.md item 92; docs/hardware.md R9",
         scope="input",
     ),
+    Rule(
+        "sub-tensor", "input", "a move leaves digits of its source behind",
+        "{where}: the destination carries {axis} {kept}, the source {held}: {dropped} "
+        "not moved ({moved:,} of the source's {total:,} elements move)",
+        "give the destination every digit of {axis} the source holds; or, if moving part "
+        "of the tensor is meant, say so with sub_tensor: true",
+        "docs/decisions.md item 113 (issue 31: a typo moved half a tensor silently)",
+        scope="dma",
+    ),
     # ---- tcplan's own limits (exit 1; model/limits.py) -----------------------------------
     Rule(
         "size-limit", "limit", "larger than tcplan simulates or plans",

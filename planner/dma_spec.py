@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from tcplan.model import hardware as hw
 from tcplan.model import limits
 from tcplan.model.mapping import MAX_SIZE, Factor, Mapping, axis, join, number
-from tcplan.model.rules import TcplanError
+from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import TIER_DIMS, Tensor
 
 from .layout import FreeElement
@@ -70,6 +70,9 @@ class DmaSpec:
     hops: int = 1
     engine_at: dict[str, int] | None = None
     pcie: bool = False
+    #: the sub-tensor warnings: source digits the destination leaves behind (none when
+    #: the problem says ``sub_tensor: true``: a part of the tensor is meant)
+    warnings: tuple[Violation, ...] = ()
 
     @property
     def planned(self) -> bool:
@@ -106,7 +109,22 @@ def load_dma(ctx: _Ctx, data: dict, kind: str, tensors: dict[str, Tensor]) -> Dm
     if "engine_at" in data:
         spec = dataclasses.replace(spec, engine_at=_engine_at(
             ctx, data["engine_at"], tensors["stream"], engines_free))
-    return spec
+    return dataclasses.replace(spec, warnings=_sub_tensor(ctx, data, tensors, spec))
+
+
+def _sub_tensor(ctx: _Ctx, data: dict, tensors: dict[str, Tensor], spec: DmaSpec
+                ) -> tuple[Violation, ...]:
+    """``sub-tensor`` warnings where the destination, as given, leaves digits of the
+    source behind, unless ``sub_tensor: true`` says a part of the tensor is meant."""
+    from tcplan.model.broadcast import sub_tensor_violations
+    said = data.get("sub_tensor", False)
+    if not isinstance(said, bool):
+        raise ctx.doc.error(("sub_tensor",), f"expected true or false, not {said!r}",
+                            "sub_tensor: true (the move is meant to leave digits behind)")
+    if said or spec.free_element or spec.free_slice or spec.free_source:
+        return ()
+    return tuple(sub_tensor_violations(tensors["source"], tensors["destination"],
+                                       ctx.doc.where(("destination",))))
 
 
 def _split_free_addresses(ctx: _Ctx, data: dict) -> tuple[dict, dict[str, tuple]]:

@@ -128,6 +128,7 @@ def format_dma(name: str, plan: Any) -> str:
     lines = [f"{name}: {src.upper()} -> {dst.upper()}, {plan.source.dtype}, packet "
              f"{plan.packet} elements ({plan.packet_bytes} B); {engine}: "
              f"{len(plan.engines)} engine(s), {n_cmd} command(s)"]
+    lines += [f"warning [{w.rule}] {w.message}\n  fix: {w.fix}" for w in plan.warnings]
     if plan.default_stream:
         lines.append("stream (default: destination order, innermost term as Packet): "
                      + ", ".join(f"{d} {plan_stream_text(plan, d)}" for d in ("time", "packet")))

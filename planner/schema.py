@@ -100,6 +100,8 @@ def _value(key: str) -> dict[str, Any]:
         "dtype": {"enum": sorted(hw.DTYPE_BYTES)},
         "axes": {"type": "object", "additionalProperties": _POSITIVE, "minProperties": 1},
         "expect": _expect(), "stream": _tensor(stream=True), "hops": {"enum": [1, 2]},
+        "sub_tensor": {"type": "boolean", "description": "a move meant to leave digits of "
+                       "its source behind (no sub-tensor warning)"},
         "bounds": {"type": "object", "properties": {"packet_max_bytes": _POSITIVE,
                                                     "align_bytes": _POSITIVE},
                    "additionalProperties": False},

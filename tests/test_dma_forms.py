@@ -192,3 +192,67 @@ def test_trace_of_a_free_stream_follows_the_planned_stream():
     lowered = lower_problem(load_problem(path))
     assert [d.text() for d in lowered.stream_dims.values()][-2:] == [
         "m![S / 64, S % 64, H % 2]", "m![D % 32]"]
+
+
+# ---- a move that leaves digits behind (issue 31: a typo moved half a tensor silently) ----
+TYPO = """format: 1
+name: typo
+kind: dma
+dtype: bf16
+axes: {K: 64, N: 32}
+source: {tier: hbm, element: 'm![K, N]'}
+destination: {tier: dm, slice: 'm![K / 16, 1 # 64]', element: 'm![K % 8, N]'}
+stream: {time: free, packet: free}
+"""
+
+
+def _said(argv: list[str]) -> tuple[int, str]:
+    import io
+    from tcplan.planner.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, stdout=out, stderr=err)
+    return code, out.getvalue() + err.getvalue()
+
+
+def io_json(argv: list[str]) -> dict:
+    import io
+    import json
+    from tcplan.planner.cli import main
+    out = io.StringIO()
+    assert main(argv, stdout=out, stderr=io.StringIO()) == 0
+    return json.loads(out.getvalue())
+
+
+def test_a_destination_that_drops_a_digit_is_warned_of(tmp_path):
+    """K % 8 where K % 16 was meant: the destination (K / 16 on slices, K % 8 in Element)
+    leaves K / 8 % 2 behind, so half the tensor moves: 1,024 of 2,048 elements. solve,
+    lower and verify say so, in the text and the JSON, with the digit not moved."""
+    import json
+    p = tmp_path / "typo.yaml"
+    p.write_text(TYPO)
+    for verb in ("solve", "lower", "verify"):
+        code, text = _said([verb, str(p)])
+        assert code == 0 and "warning [sub-tensor]" in text, (verb, text)
+        assert "K / 8 % 2 (2 values) not moved (1,024 of the source's 2,048 elements " \
+            "move)" in text, (verb, text)
+        assert "sub_tensor: true" in text
+    out = io_json(["solve", str(p), "--json"])
+    w, = out["plan"]["warnings"]
+    assert w["code"] == "sub-tensor" and w["terms"] == ["K"]
+    out = io_json(["verify", str(p), "--json"])
+    assert [x["code"] for x in out["warnings"]] == ["sub-tensor"]
+
+
+def test_a_sub_tensor_meant_is_not_warned_of(tmp_path):
+    """``sub_tensor: true`` says the part is meant; the seed's Example 5 says it; a padded
+    source (Example 6: A # 16, its 16th value padding) holds no more than its destination;
+    anything but true or false is a located error."""
+    p = tmp_path / "meant.yaml"
+    p.write_text(TYPO + "sub_tensor: true\n")
+    assert "warning" not in _said(["solve", str(p)])[1]
+    for name in ("dma_example_5", "dma_example_6"):
+        assert not load_problem(SEED / f"{name}.yaml").spec.warnings
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(TYPO + "sub_tensor: 1\n")
+    code, text = _said(["solve", str(bad)])
+    assert code == 2 and "bad.yaml:9" in text and "expected true or false" in text

@@ -26,7 +26,8 @@ class Dma(Kind):
 
     def graph_bank_accesses(self, plan) -> int:
         return 1  # (the guide's cumulative example counts a DMA's one)
-    keys = {"dma": key_sets({"source", "destination", "stream", "engine_at", "bounds", "hops"},
+    keys = {"dma": key_sets({"source", "destination", "stream", "engine_at", "bounds", "hops",
+                             "sub_tensor"},
                             {"source", "destination"}),
             "pcie": key_sets({"source", "destination", "stream", "bounds"},
                              {"source", "destination"})}
@@ -53,7 +54,7 @@ class Dma(Kind):
         from ..dma_plan import plan_free
         from ..outcome import unwrap
         if problem.spec.planned:  # a free stream or source: the searched layout's plan
-            return unwrap(plan_free(problem)).best.plan
+            return warned(problem, unwrap(plan_free(problem)).best.plan)
         return given_plan(problem)
 
     def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
@@ -61,9 +62,12 @@ class Dma(Kind):
         from tcplan.model.cost import dma_cycles
         result = run_dma(problem, plan, seed, progress=progress)
         cost = dma_cycles(plan)
-        return {"verified": True, "cycles": cost.cycles, "checked": result["checked"],
-                "method": "executed every command over simulated memories; holding rule",
-                "breakdown": cost.to_json()}
+        out = {"verified": True, "cycles": cost.cycles, "checked": result["checked"],
+               "method": "executed every command over simulated memories; holding rule",
+               "breakdown": cost.to_json()}
+        if plan.warnings:
+            out["warnings"] = [w.to_json() for w in plan.warnings]
+        return out
 
     def inputs(self, problem) -> tuple[str, ...]:
         return ("source",)
@@ -81,7 +85,9 @@ class Dma(Kind):
                  f"{b['write']:,.0f}; bottleneck: {b['bottleneck']}"]
         if b.get("hbm"):
             lines.append(_hbm_line(b["hbm"]))
-        return lines + [f"  penalty: {p}" for p in b["penalties"]]
+        return lines + [f"  penalty: {p}" for p in b["penalties"]] + [
+            f"warning [{w['code']}] {w['message']}\n  fix: {w['fix']}"
+            for w in report.get("warnings", [])]
 
     def solve(self, problem, opts: Options) -> Solved:
         return solve_dma(problem, opts)
@@ -155,8 +161,16 @@ register(Dma())
 def given_plan(problem: Problem[DmaSpec]) -> Any:
     """A DMA with nothing free: lowered as given."""
     t = problem.tensors
-    return dma.lower(t["source"], t["destination"], t["stream"], problem.chips,
-                     problem.spec.engine_at, pcie=problem.spec.pcie)
+    return warned(problem, dma.lower(t["source"], t["destination"], t["stream"],
+                                     problem.chips, problem.spec.engine_at,
+                                     pcie=problem.spec.pcie))
+
+
+def warned(problem: Problem[DmaSpec], plan: Any) -> Any:
+    """The plan with the problem's warnings first among its own (``sub-tensor``)."""
+    plan.warnings = [*problem.spec.warnings,
+                     *(w for w in plan.warnings if w not in problem.spec.warnings)]
+    return plan
 
 
 @dataclass(frozen=True)
@@ -296,7 +310,7 @@ def solve_dma(problem: Problem[DmaSpec], opts) -> Solved:
         if err.kind == "input":
             raise
         return Solved.no_plan(problem.name, err)
-    plan = got.plan
+    plan = warned(problem, got.plan)
     solve_s = time.perf_counter() - t0
     detailed = dma_cycles(plan)
     check = opts.verify
