@@ -164,18 +164,25 @@ def _left(f: Factor, got: list[tuple[int, int]], a: str, size: int) -> str | Non
     """The parts of source digit ``f`` the destination's digit ranges ``got`` do not reach
     (``K / 8 % 2`` of ``K`` when they reach 8 and from 16 up), each with its values; None
     when they reach it all."""
-    cur, hi, gaps = f.lo, f.lo * f.count, []
+    gaps = digit_gaps(f.lo, f.lo * f.count, got, a, size)
+    return ", ".join(f"{t} ({n} values)" for t, n in gaps) or None
+
+
+def digit_gaps(lo: int, hi: int, got: list[tuple[int, int]], a: str, size: int
+               ) -> list[tuple[str, int]]:
+    """The digits of axis ``a`` (``size`` values) in the range ``[lo, hi)`` that the digit
+    ranges ``got`` do not reach, as terms (``A % 4``, ``K / 8 % 2``) with their values."""
+    cur, gaps = lo, []
     while cur < hi:
-        reach = next((top for lo, top in got if lo <= cur < top), None)
+        reach = next((top for b, top in got if b <= cur < top), None)
         if reach is not None:
             cur = reach
             continue
-        end = min([lo for lo, _ in got if lo > cur] + [hi])
+        end = min([b for b, _ in got if b > cur] + [hi])
         text = a if cur == 1 else f"{a} / {cur}"
-        gaps.append(text + (f" % {end // cur}" if end < size else "")
-                    + f" ({end // cur} values)")
+        gaps.append((text + (f" % {end // cur}" if end < size else ""), end // cur))
         cur = end
-    return ", ".join(gaps) or None
+    return gaps
 
 
 def _count(fs: list[Factor], size: int) -> int:

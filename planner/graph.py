@@ -262,6 +262,8 @@ def _tensors(ctx: _Ctx, spec: Any) -> dict[str, GraphTensor]:
         first = _stream_dtype(ctx, keys, base, ctx.tensor(
             keys, _without_dtype({**base, "element": elements[cands[0]]} if elements and cands
                                  else base), str(name), allow_stream=True))
+        if elements and first.tier != "stream":
+            _free_overlap(ctx, keys, first)
         axes = tuple(a for a in ctx.axes if a in {x for m in first.dims.values()
                                                   for x in m.used_axes})
         for c, el in (elements or {}).items():
@@ -272,6 +274,36 @@ def _tensors(ctx: _Ctx, spec: Any) -> dict[str, GraphTensor]:
                                 "give candidates over the same digits")
         out[str(name)] = GraphTensor(str(name), base, axes, cands, given, elements or {})
     return out
+
+
+def _free_overlap(ctx: _Ctx, keys: tuple, first: Tensor) -> None:
+    """A free Element whose digits another dimension of the tensor holds too (every order
+    repeats them): the error a given layout gets, ``incompatible-decomposition``, at the
+    Element, with the digits the other dimensions leave to order."""
+    from tcplan.model.broadcast import digit_gaps
+    from tcplan.model.rules import TcplanError, fail
+    from tcplan.model.sequencer import layout_of_dims
+    from tcplan.model.tiers import DIM_TITLES
+    try:
+        layout_of_dims([(DIM_TITLES[d], m, 1) for d, m in first.dims.items()])
+        return
+    except TcplanError as err:
+        if err.code != "incompatible-decomposition":
+            raise
+        detail = err.violations[0].detail["detail"]
+    element = first.dims["element"]
+    held: dict[str, list[tuple[int, int]]] = {}
+    for d, m in first.dims.items():
+        for f in (m.factors if d != "element" else ()):
+            if f.axis is not None and f.count > 1:
+                held.setdefault(f.axis, []).append((f.lo, f.lo * f.radix))
+    left = [t for a in element.used_axes for t, _ in digit_gaps(
+        1, element.axes[a], sorted(held.get(a, [])), a, element.axes[a])]
+    raise fail("incompatible-decomposition", (keys[-1],),
+               detail=f"{ctx.doc.where(keys + ('element',))}: {detail}; every order of the "
+               "free Element repeats the digits the tensor's other dimensions hold",
+               fix="element: {digits: [" + ", ".join(f"'{t}'" for t in left) + "]} (the "
+               "digits no other dimension holds)")
 
 
 def _without_dtype(spec: dict) -> dict:

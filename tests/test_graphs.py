@@ -450,3 +450,35 @@ def test_run_takes_a_chain_ops_vrf_operands(tmp_path):
 def kind_inputs(p):
     from tcplan.planner.kinds import kind_of
     return kind_of(p).inputs(p)
+
+
+# ---- a free Element repeating digits another dimension holds (issue 31) ------------------
+REPEATS = """format: 1
+name: repeats
+kind: graph
+dtype: bf16
+axes: {A: 64, B: 32}
+tensors:
+  src: {tier: hbm, element: 'm![A, B]', given: true}
+  dst: {tier: dm, slice: 'm![A / 4, 1 # 16]', element: %ELEMENT%}
+ops:
+  - {name: load, kind: dma, source: src, destination: dst, stream: {time: free, packet: free}}
+"""
+
+
+@pytest.mark.parametrize("element", ["free, axes: [A, B]", "{digits: ['A', 'B']}"])
+def test_a_free_element_repeating_the_slices_digits_gets_the_fixed_layouts_error(element):
+    """The Slice holds A / 4 and the free Element orders all of A: every order repeats A's
+    high digits. Written as a given layout, tcplan names incompatible-decomposition; the
+    free one now gets the same rule (before: graph-no-layout over its candidates), at the
+    Element's line, its fix the digits no other dimension holds (A % 4 and B), which then
+    plan."""
+    with pytest.raises(tcplan.TcplanError) as e:
+        tcplan.loads(REPEATS.replace("%ELEMENT%", element), "repeats.yaml")
+    assert e.value.code == "incompatible-decomposition"
+    assert e.value.message.startswith("repeats.yaml:8:") and "A / 4" in e.value.message
+    assert e.value.fix.startswith("element: {digits: ['A % 4', 'B']}")
+    fixed = tcplan.loads(REPEATS.replace("%ELEMENT%", "{digits: ['A % 4', 'B']}"), "ok.yaml")
+    assert tcplan.solve(fixed, verify="none").status == "optimal"
+    given = tcplan.loads(REPEATS.replace("%ELEMENT%", "'m![A, B]'"), "given.yaml")
+    assert "incompatible-decomposition" in tcplan.solve(given, verify="none").error.message
