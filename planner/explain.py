@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tcplan.model import hardware as hw
 from tcplan.model.rules import RULES, TcplanError
 
 from .dma_spec import DmaSpec
@@ -154,10 +155,10 @@ def _no_plan(problem: Problem[DmaSpec], out: NoPlan[Search] | TimedOut[Search]
         items = [_item(v.rule, v.to_json()) for v in e.violations]
         return {"problem": problem.name, "feasible": False, "conflict": items}
     if found.conflict:  # the solver's core, shrunk (rule instances and bounds)
-        items = [_bound_item(problem, r.key) if r.rule is None else
-                 _labelled({**_item(r.rule, r.violation.to_json()),
-                            "requirement": r.key}, r.option)
-                 for r in found.conflict]
+        items = _grouped(problem, [
+            _bound_item(problem, r.key) if r.rule is None else
+            {**_item(r.rule, r.violation.to_json()), "requirement": r.key,
+             "option": r.option} for r in found.conflict])
         return {"problem": problem.name, "feasible": False, "conflict": items,
                 "pieces": [p.term() for p in found.pieces], "method": "core",
                 "options": len(found.options), "minimal": found.minimal}
@@ -203,11 +204,45 @@ def _bounds_binding(problem, best: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
-def _labelled(item: dict[str, Any], option: str) -> dict[str, Any]:
-    """A rule instance of one placement or engine split: its message says which."""
-    if option:
-        item = {**item, "option": option, "message": f"with {option}: {item['message']}"}
-    return item
+def _grouped(problem: Problem[DmaSpec], items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The core's items, one per rule and message: a rule broken the same way under many
+    placements or engine splits is one item saying under which (``options``); its fix
+    kept only where applying it can help under the problem's bounds."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for it in items:
+        key = (it.get("rule"), it["message"])
+        if key not in out:
+            out[key] = {**it, "options": []}
+            out[key].pop("option", None)
+        if it.get("option"):
+            out[key]["options"].append(it["option"])
+    return [_where(_helps(problem, it)) for it in out.values()]
+
+
+def _where(item: dict[str, Any]) -> dict[str, Any]:
+    """The item's message says the placements or engine splits it holds under."""
+    opts = item.pop("options")
+    if not opts:
+        return item
+    shown = "; ".join(opts[:3]) + (f"; and {len(opts) - 3} more" if len(opts) > 3 else "")
+    said = f"with {opts[0]}" if len(opts) == 1 else f"with each of {len(opts)} ({shown})"
+    return {**item, "options": opts, "message": f"{said}: {item['message']}"}
+
+
+#: fixes that need a packet of at least so many bytes (a bound below makes them useless)
+FIX_NEEDS_PACKET = {"dma-hbm-dm-align": hw.DMA_HBM_DM_ALIGN}
+
+
+def _helps(problem: Problem[DmaSpec], item: dict[str, Any]) -> dict[str, Any]:
+    """The item with its fix dropped where the problem's bounds keep it from helping (to
+    align packets to 8 B under ``packet_max_bytes: 4``): the bound is then what to change,
+    and the bound's own item says so."""
+    need = FIX_NEEDS_PACKET.get(item.get("rule") or "")
+    most = problem.spec.bounds.packet_max_bytes
+    if need is None or most is None or most >= need:
+        return item
+    return {**item, "fix": f"(none under bounds.packet_max_bytes {most}: the fix needs "
+                           f"packets of {need} B)", "fix_helps": False}
 
 
 def _bound_item(problem: Problem[DmaSpec], key: str = BOUND) -> dict[str, Any]:

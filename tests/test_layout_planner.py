@@ -681,3 +681,51 @@ stream: {time: free, packet: free}
 """)
     assert code == 0 and r["verified"] and r["plan"]["stream"]["time"] == "m![A = 5]"
     assert r["checked"] == 5 * 64
+
+
+# ---- explain: one item per conflict, a fix only where it helps (issue 31) ----------------
+SPLITS = """kind: dma
+dtype: bf16
+axes: {A: 64, B: 64}
+source: {tier: hbm, element: 'm![A, B]'}
+destination: {tier: dm, slice: 'm![A / 2, 1 # 8]', element: 'm![A % 2, B]'}
+stream: {cluster: free, slice: free, time: free, packet: free}
+bounds: {packet_max_bytes: 4}
+"""
+
+
+def test_a_conflict_under_every_engine_split_is_one_item(tmp_path):
+    """Under a 4-byte packet bound, 8-byte alignment fails under every engine split: one
+    item (before: one per split) naming the splits it holds under, its fix (pad to 8 B)
+    dropped as useless under the bound, whose own item is the thing to change."""
+    f = tmp_path / "splits.yaml"
+    f.write_text(SPLITS)
+    code, out, _ = run(["explain", str(f), "--json"])
+    r = json.loads(out)
+    assert code == 1 and not r["feasible"]
+    rules = [c["rule"] for c in r["conflict"]]
+    assert rules.count("dma-hbm-dm-align") == 1 and None in rules
+    align, = [c for c in r["conflict"] if c["rule"] == "dma-hbm-dm-align"]
+    assert len(align["options"]) == len(set(align["options"])) == r["options"] > 1
+    assert align["message"].startswith(f"with each of {len(align['options'])} (")
+    assert align["fix_helps"] is False and "pad" not in align["fix"]
+    code, text, _ = run(["explain", str(f)])
+    assert text.count("[dma-hbm-dm-align]") == 1 and len(text.splitlines()) == 5
+
+
+def test_a_fix_that_can_help_under_the_bounds_is_kept(tmp_path):
+    """The same rule under a 64-byte bound (3-byte rows: no packet is a multiple of 8 B
+    unless padded): padding helps there, so its fix stays."""
+    f = tmp_path / "rows.yaml"
+    f.write_text("""kind: dma
+dtype: i8
+axes: {A: 64, C: 3}
+source: {tier: hbm, element: 'm![A, C]'}
+destination: {tier: dm, slice: 'm![A]', element: 'm![C]'}
+stream: {time: free, packet: free}
+bounds: {packet_max_bytes: 64}
+""")
+    code, out, _ = run(["explain", str(f), "--json"])
+    items = [c for c in json.loads(out)["conflict"] if c["rule"] == "dma-hbm-dm-align"]
+    assert code == 1 and items and all("pad" in c["fix"] and "fix_helps" not in c
+                                       for c in items)
