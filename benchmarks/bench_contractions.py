@@ -42,8 +42,8 @@ def _best(f, repeat: int) -> tuple[float, object]:
 def enumerate_all(p) -> tuple[int, int]:
     """The baseline: every candidate lowered, the least (cycles, engaged, units) kept."""
     e, axes, dtype = p.spec.einsum, p.axes, p.dtype
-    rows = [cs.evaluate(c, e, axes, dtype) for c in cs.candidates(e, axes, dtype)
-            if cs.matches(c, p.spec.fixed, axes)]
+    held, _ = cs.family(e, axes, dtype, lambda c: cs.matches(c, p.spec.fixed, axes))
+    rows = [cs.evaluate(c, e, axes, dtype) for c in held]
     ok = [r for r in rows if r.plan is not None]
     best = min(ok, key=lambda r: (r.cycles, r.engaged, r.candidate.units))
     return best.cycles, len(rows)
@@ -76,9 +76,11 @@ def every_graph(p) -> tuple[int, int]:
     e, axes, dtype, s = p.spec.einsum, p.axes, p.dtype, p.spec
     opts = Options(op_plans=OpPlans(), verify="none")
     spans, planned = [], 0
-    for c in cs.candidates(e, axes, dtype):
+    held, _ = cs.family(e, axes, dtype, lambda c: cs.matches(c, s.fixed, axes)
+                        and cm.given_dm(c, e, axes, dtype, s.moves))
+    for c in held:
         r = cs.evaluate(c, e, axes, dtype)
-        if r.plan is not None and cs.matches(c, s.fixed, axes):
+        if r.plan is not None:
             t = cm._timed(r, e, axes, dtype, s.moves, opts, p.name)
             planned += 1
             if isinstance(t, cm.Timed):

@@ -468,9 +468,18 @@ def _with_id(out: dict[str, Any], line: str) -> dict[str, Any]:
                          parse_float=lambda t: short(t, float))
     except (ValueError, RecursionError):
         return out
-    if isinstance(req, dict) and "id" in req and req["id"] is not _LONG:
+    if isinstance(req, dict) and "id" in req and not _holds_long(req["id"]):
         return {"id": req["id"], **out}
     return out
+
+
+def _holds_long(x: Any) -> bool:
+    """Is ``x`` (a JSON value) or anything in it a number too long to take?"""
+    if isinstance(x, dict):
+        return any(_holds_long(v) for v in x.values())
+    if isinstance(x, list):
+        return any(_holds_long(v) for v in x)
+    return x is _LONG
 
 
 def _run_batch(path: str, stdout: TextIO) -> int:

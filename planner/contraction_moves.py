@@ -321,17 +321,16 @@ def search(e: cs.Einsum, axes: dict[str, int], dtype: str, fixed: dict, moves: M
            opts: Any, name: str) -> MovesChoice:
     """The candidate whose graph has the least makespan (module docstring: bounds, order,
     reuse)."""
-    every = list(cs.candidates(e, axes, dtype))
-    pool = [c for c in every if cs.matches(c, fixed, axes)
-            and given_dm(c, e, axes, dtype, moves)]
+    pool, total = cs.family(e, axes, dtype, lambda c: cs.matches(c, fixed, axes)
+                            and given_dm(c, e, axes, dtype, moves))
     if not pool:  # (what the problem fixes and the DM layouts it gives hold no candidate)
         from tcplan.model.rules import fail
         text = ", ".join([f"{d} {m.text()}" for d, m in fixed.items()] + [
             f"the {r} in DM with Element {getattr(moves, r).element}" for r in ROLES
             if getattr(moves, r).tier == "dm" and getattr(moves, r).element])
         v = fail("contraction-fixed", (text,), fixed=text,
-                 candidates=len(every)).violations[0]
-        return MovesChoice(None, 0, 0, len(every), ("contraction-fixed",), (v,))
+                 candidates=total).violations[0]
+        return MovesChoice(None, 0, 0, total, ("contraction-fixed",), (v,))
     cache = OpPlans()
     opts = replace(opts, op_plans=cache, verify="none", progress=None)
     floors = [floor(c, e, axes, dtype, moves) for c in pool]

@@ -10,11 +10,16 @@ The **candidates** are every mapping of this family (docs/contractions.md 'The c
   rest as rows of the TRF's Element (the Outer's Time broadcast over them), the rest on
   slices;
 * every other axis split into a spatial part (its outer digit, on Cluster and Slice:
-  512 units, the two clusters taken by the first even spatial digit's outer half, or, where
-  the units fit one cluster, that cluster alone: ``m![1 # 2]``) and a Time part; a batch
-  axis (in both operands and the result) likewise, its Time part also rows of the TRF's
-  Element (as attention's q-k keeps the heads: Element ``m![N, D]``);
+  512 units, the two clusters taken by the first even spatial digit's outer half) and a
+  Time part; a batch axis (in both operands and the result) wholly spatial;
 * the Lane Folder interleaved or sequential.
+
+Where what the problem fixes (a dimension, or DM layouts given) holds none of these, the
+**wide** family is searched instead: it adds, where the spatial digits fit one cluster,
+that cluster alone (``m![1 # 2]``, as kernels that leave the other cluster to other work
+type it), and batch axes split as any other, their Time part also rows of the TRF's
+Element (as attention's q-k keeps its heads: Element ``m![N, D]``).  :func:`family` says
+which.
 
 Each candidate is checked by the Contraction Engine's own model (model/engines/
 contraction.py ``Contraction.lower``: every rule of its stages) and costed by its cycles
@@ -34,7 +39,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from tcplan.model import hardware as hw
 from tcplan.model import limits
@@ -136,11 +141,11 @@ def _m(digits: list[str], pad: int | None = None) -> str:
     return f"m![{body} # {pad}]" if pad is not None else f"m![{body}]"
 
 
-def _spatial(digits: list[tuple[str, int]]) -> Iterator[tuple[str, str]]:
+def _spatial(digits: list[tuple[str, int]], wide: bool) -> Iterator[tuple[str, str]]:
     """Cluster and Slice of the spatial digits (outermost first): the two clusters taken by
-    the first even digit's outer half where one is even, then (where they fit) one cluster
-    (``m![1 # 2]``, as kernels that leave the other cluster to other work type it); none
-    when they hold more than a chip's units or cannot be padded to a cluster's slices."""
+    the first even digit's outer half where one is even, else one cluster (``m![1 # 2]``);
+    the wide family also the one cluster where the two are taken; none when they hold
+    more than a chip's units or cannot be padded to a cluster's slices."""
     u = 1
     for _, s in digits:
         u *= s
@@ -156,6 +161,8 @@ def _spatial(digits: list[tuple[str, int]]) -> Iterator[tuple[str, str]]:
         sl = _slices(inner, u // 2)
         if sl is not None:
             yield cluster, sl
+        if not wide:
+            return
     if u <= hw.SLICES_PER_CLUSTER:
         sl = _slices([t for t, _ in digits], u)
         if sl is not None:
@@ -189,17 +196,30 @@ def _k_options(k: str, size: int, f: int) -> Iterator[tuple[str, list[str], str,
     yield f"m![1 # {f}]", [k], f"m![1 # {f}]", "", "time"
 
 
-def candidates(e: Einsum, axes: dict[str, int], dtype: str) -> Iterator[Candidate]:
-    """Every candidate of the family (module docstring)."""
+def family(e: Einsum, axes: dict[str, int], dtype: str, keep: Callable[[Candidate], bool]
+           ) -> tuple[list[Candidate], int]:
+    """The candidates that hold what the problem fixes (``keep``): the family's, or, where
+    it holds none, the wide family's (module docstring); and how many that family has."""
+    every = list(candidates(e, axes, dtype))
+    pool = [c for c in every if keep(c)]
+    if pool:
+        return pool, len(every)
+    every = list(candidates(e, axes, dtype, wide=True))
+    return [c for c in every if keep(c)], len(every)
+
+
+def candidates(e: Einsum, axes: dict[str, int], dtype: str, wide: bool = False
+               ) -> Iterator[Candidate]:
+    """Every candidate of the family, or of the wide family (module docstring)."""
     (k,) = e.contracted
     f = flit_elements(dtype)
     free = [a for a in e.stream if a not in (k,)]  # (stream-only and batch, stream order)
     lane_axis = e.trf_only[0] if e.trf_only else None
     lanes = [n for n in hw.CONTRACT_LANES if lane_axis is None and n == 1 or
              lane_axis is not None and axes[lane_axis] % n == 0]
-    splits = {a: _divisors(axes[a]) for a in free}
+    splits = {a: _divisors(axes[a]) if wide or a not in e.batch else [axes[a]] for a in free}
     rows = {lane: _divisors(axes[lane_axis] // lane) if lane_axis else [1] for lane in lanes}
-    count = 12 * sum(len(r) for r in rows.values()) * math.prod(
+    count = (12 if wide else 6) * sum(len(r) for r in rows.values()) * math.prod(
         len(d) for d in splits.values())
     limits.check(count, limits.CONTRACTION_MAX_CANDIDATES, "the contraction's candidate "
                  "mappings", "candidates", {f"axis {a}": len(d) for a, d in splits.items()},
@@ -209,12 +229,12 @@ def candidates(e: Einsum, axes: dict[str, int], dtype: str) -> Iterator[Candidat
         for lane in lanes:
             for r in rows[lane]:
                 yield from _with_lane(e, axes, dtype, k, f, free, spatial, lane_axis,
-                                      lane, r)
+                                      lane, r, wide)
 
 
 def _with_lane(e: Einsum, axes: dict[str, int], dtype: str, k: str, f: int,
                free: list[str], spatial: tuple[int, ...], lane_axis: str | None,
-               lane: int, rows: int = 1) -> Iterator[Candidate]:
+               lane: int, rows: int = 1, wide: bool = False) -> Iterator[Candidate]:
     """The candidates with ``lane`` values of the TRF-only axis in the Lane and ``rows``
     more in the TRF's Element (the Outer stage reads a row a packet: its Time broadcast
     over them), the rest on slices."""
@@ -243,7 +263,7 @@ def _with_lane(e: Einsum, axes: dict[str, int], dtype: str, k: str, f: int,
     steps = 1
     for a, s in zip(free, spatial):
         steps *= axes[a] // s
-    for place in _spatial(digits):
+    for place in _spatial(digits, wide):
         for packet, k_times, outer_packet, packed, where in _k_options(k, axes[k], f):
             time = times + k_times
             outer_time = time
@@ -311,14 +331,13 @@ def search(e: Einsum, axes: dict[str, int], dtype: str, fixed: dict[str, Mapping
     """Every candidate that holds the fixed dimensions, evaluated in the order of its lower
     bound (its stream's flits: the Stream Adapter takes one a cycle) until the bound
     passes the best cycles found (no candidate left can reach them), then chosen."""
-    every = list(candidates(e, axes, dtype))
-    pool = sorted((c for c in every if matches(c, fixed, axes)),
-                  key=lambda c: (c.flits, c.units))
+    held, total = family(e, axes, dtype, lambda c: matches(c, fixed, axes))
+    pool = sorted(held, key=lambda c: (c.flits, c.units))
     if not pool:  # (what the problem fixes no candidate holds: that is the conflict)
         text = ", ".join(f"{d} {m.text()}" for d, m in fixed.items())
         v = fail("contraction-fixed", (text,), fixed=text,
-                 candidates=len(every)).violations[0]
-        return Choice(None, 0, ("contraction-fixed",), (v,), True, len(every))
+                 candidates=total).violations[0]
+        return Choice(None, 0, ("contraction-fixed",), (v,), True, total)
     rows: list[Evaluated] = []
     best: int | None = None
     for c in pool:
@@ -333,7 +352,7 @@ def search(e: Einsum, axes: dict[str, int], dtype: str, fixed: dict[str, Mapping
             search(e, axes, dtype, {}, time_limit, seed).best is not None:
         text = ", ".join(f"{d} {m.text()}" for d, m in fixed.items())
         v = fail("contraction-fixed", (text,), fixed=text,
-                 candidates=len(every)).violations[0]  # (freed, the rules are met)
+                 candidates=total).violations[0]  # (freed, the rules are met)
         return Choice(None, len(rows), ("contraction-fixed",) + out.core,
                       (v,) + out.examples, True, len(pool))
     return Choice(out.best, len(rows), out.core, out.examples, out.proven, len(pool))

@@ -249,9 +249,9 @@ def test_a_contraction_op_in_a_graph_plans_its_mapping_under_each_layout():
     assert cyc["gemv"] == sub + main  # (no DMA inside: the fill, then the main path)
     # the op's plan is the least over every candidate holding the DM layouts given
     p = op.problem
-    every = [c for c in cs.candidates(p.spec.einsum, p.axes, p.dtype)
-             if cs.matches(c, p.spec.fixed, p.axes)
-             and cm.given_dm(c, p.spec.einsum, p.axes, p.dtype, p.spec.moves)]
+    every, _ = cs.family(p.spec.einsum, p.axes, p.dtype,
+                         lambda c: cs.matches(c, p.spec.fixed, p.axes)
+                         and cm.given_dm(c, p.spec.einsum, p.axes, p.dtype, p.spec.moves))
     spans = []
     for c in every:
         ev = cs.evaluate(c, p.spec.einsum, p.axes, p.dtype)

@@ -253,14 +253,16 @@ def test_each_library_contraction_plans_proves_and_verifies(path):
     assert r.status == "optimal" and r.verified is True, r.text()
     row = expectations(p, r.to_json(), r.exit_code)
     assert row["ok"], row["why"]
-    every = [c for c in cs.candidates(p.spec.einsum, p.axes, p.dtype)
-             if cs.matches(c, p.spec.fixed, p.axes)]
+    from tcplan.planner import contraction_moves as cm
+    s = p.spec
+    every, _ = cs.family(s.einsum, p.axes, p.dtype, lambda c: cs.matches(c, s.fixed, p.axes)
+                         and (s.moves is None or cm.given_dm(c, s.einsum, p.axes, p.dtype,
+                                                             s.moves)))
     if len(every) <= 50:
         rows = [cs.evaluate(c, p.spec.einsum, p.axes, p.dtype) for c in every]
         if p.spec.moves is None:
             assert r.cycles == min(x.cycles for x in rows if x.plan is not None)
         else:  # (each candidate's graph planned apart: the least makespan)
-            from tcplan.planner import contraction_moves as cm
             from tcplan.planner.registry import Options
             spans = [t.makespan for t in (
                 cm._timed(x, p.spec.einsum, p.axes, p.dtype, p.spec.moves,

@@ -503,9 +503,10 @@ def test_a_batch_line_with_a_number_too_long_keeps_its_id(tmp_path):
     good = '{"axes": {"A": 8}, "buf": "m![A]", "time": "m![A]", "packet": "m![1]"'
     lines = [good.replace("8", DIGITS, 1) + ', "id": "r1"}',
              good + ', "id": 7, "x": ' + DIGITS + "}",
-             good + ', "id": ' + DIGITS + "}"]
+             good + ', "id": ' + DIGITS + "}",
+             good + ', "id": [1, ' + DIGITS + "]}"]
     p = _write(tmp_path, "ids.jsonl", "\n".join(lines) + "\n")
     o = _clean(["sequence", "--batch", p], 0)
     out = [json.loads(line) for line in o.stdout.splitlines()]
-    assert [a.get("id") for a in out] == ["r1", 7, None], o.show()
+    assert [a.get("id") for a in out] == ["r1", 7, None, None], o.show()
     assert all(a["error"]["code"] == "bad-request" for a in out), o.show()
