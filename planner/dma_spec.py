@@ -88,7 +88,8 @@ def load_dma(ctx: _Ctx, data: dict, kind: str, tensors: dict[str, Tensor]) -> Dm
     tensors["source"] = (free_source.base if free_source is not None else
                          ctx.tensor(("source",), data["source"], "source"))
     spec_d, free_element, free_slice = _destination(ctx, data, tensors["source"])
-    tensors["destination"] = ctx.tensor(("destination",), spec_d, "destination")
+    tensors["destination"] = _named_copies(ctx, ctx.tensor(("destination",), spec_d,
+                                                           "destination"))
     spec_s, free, engines_free = _free_stream(ctx, data, tensors)
     placement = _free_layouts(ctx, tensors, free, free_element, free_source, free_slice)
     spec = DmaSpec(free=tuple(free + engines_free), free_element=free_element,
@@ -110,6 +111,36 @@ def load_dma(ctx: _Ctx, data: dict, kind: str, tensors: dict[str, Tensor]) -> Dm
         spec = dataclasses.replace(spec, engine_at=_engine_at(
             ctx, data["engine_at"], tensors["stream"], engines_free))
     return dataclasses.replace(spec, warnings=_sub_tensor(ctx, data, tensors, spec))
+
+
+def _named_copies(ctx: _Ctx, t: Tensor) -> Tensor:
+    """A destination's bare numbers (``m![F, 2]``: two copies, as furiosa-opt writes a
+    broadcast) as axes of their own (``copies``, ``copies2``, ...; added to the problem's
+    axes): a broadcast over an axis the source does not carry, which the write side can
+    then address (each copy its own slot; docs/decisions.md item 114)."""
+    new: dict[str, int] = {}
+
+    def name(n: int) -> str:
+        k = len(new) + 1
+        while (label := "copies" if k == 1 else f"copies{k}") in ctx.axes or label in new:
+            k += 1
+        new[label] = n
+        return label
+
+    dims = {}
+    for d, m in t.dims.items():
+        items = m.raw[1] if m.raw[0] == "pair" else [m.raw]
+        if not any(i[0] == "num" and i[1] > 1 for i in items):
+            dims[d] = m
+            continue
+        named = [("ax", name(i[1]), i[2]) if i[0] == "num" and i[1] > 1 else i
+                 for i in items]
+        raw = ("pair", named) if m.raw[0] == "pair" else named[0]
+        dims[d] = Mapping(raw, {**m.axes, **new}, m.size)
+    if not new:
+        return t
+    ctx.axes.update(new)
+    return dataclasses.replace(t, dims=dims)
 
 
 def _sub_tensor(ctx: _Ctx, data: dict, tensors: dict[str, Tensor], spec: DmaSpec

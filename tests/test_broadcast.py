@@ -179,3 +179,29 @@ ops:
     with pytest.raises(TcplanError) as e:
         tcplan.loads(bad, "g.yaml")
     assert e.value.code == "bad-problem" and "carries the axes" in str(e.value.to_json())
+
+
+# ---- a broadcast written with a bare number (issue 31) -----------------------------------
+BARE = """kind: dma
+dtype: bf16
+axes: {F: 64%EXTRA%}
+source: {tier: hbm, element: 'm![F]'}
+destination: {tier: dm, slice: '%SLICE%', element: 'm![F]'}
+stream: {time: free, packet: free}
+"""
+
+
+def test_a_bare_number_in_a_destination_is_a_broadcast():
+    """``Slice m![2, 1 # 128]`` (two copies, as furiosa-opt writes a broadcast) plans and
+    verifies as the same destination with the copies named (``m![R, 1 # 128]``, R = 2),
+    every copy checked (before: refused by write-coverage); the copies' axis is named
+    ``copies`` and joins the problem's axes."""
+    bare = tcplan.loads(BARE.replace("%EXTRA%", "").replace("%SLICE%", "m![2, 1 # 128]"))
+    named = tcplan.loads(BARE.replace("%EXTRA%", ", R: 2").replace("%SLICE%",
+                                                                   "m![R, 1 # 128]"))
+    assert bare.axes == {"F": 64, "copies": 2}
+    assert bare.tensors["destination"].dims["slice"].text() == "m![copies, 1 # 128]"
+    a, b = tcplan.solve(bare), tcplan.solve(named)
+    assert a.status == b.status == "optimal" and a.verified and b.verified
+    assert a.cycles == b.cycles
+    assert a.to_json()["checked"] == b.to_json()["checked"] == 64 * 2
