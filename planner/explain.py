@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from tcplan.model import hardware as hw
+from tcplan.model import limits
 from tcplan.model.rules import RULES, TcplanError
 
 from .dma_spec import DmaSpec
@@ -116,7 +117,7 @@ def explain_dma(problem: Problem[DmaSpec], seed: int = 0) -> tuple[int, dict[str
                    "conflict": [_item(v.rule, v.to_json()) for v in e.violations]}
     cost = dma_cycles(plan)
     bound = lower_bound(plan)
-    binding = []
+    binding = [packet_item(plan)]
     if found is not None:
         assert isinstance(out, Found)
         from .layout import binding as bind
@@ -202,6 +203,44 @@ def _bounds_binding(problem, best: int, seed: int) -> list[dict[str, Any]]:
                         "detail": f"without it a plan takes {found.best.cycles:,} cycles "
                                   f"(estimate), against {best:,}"})
     return out
+
+
+def packet_item(plan: Any) -> dict[str, Any]:
+    """What sets a DMA's packet, and the requests it makes: the loop just outside the
+    packet (the unified sequencer's next entry) and which side it leaves contiguous."""
+    from tcplan.model.cost import _digits
+    eb, axi = plan.elem_bytes, hw.DMA_REQUEST_BYTES
+    packets = sum(limits.product(e[0] for e in _digits(c.entries, c.packet))
+                  for g in plan.engines for c in g.commands)
+    requests = packets * -(-plan.packet_bytes // axi)
+    head = (f"packet {plan.packet_bytes:,} B ({plan.packet} elements): {packets:,} packets, "
+            f"{requests:,} requests of at most {axi} B")
+    packet = plan.stream_dims["packet"].text()
+    outer = [(t, e) for t, e in zip(plan.terms, plan.unified)][:-1] \
+        if plan.unified and plan.unified[-1][0] == plan.packet else []
+    if not outer:
+        return {"rule": None, "about": "packet", "title": head,
+                "detail": f"the packet {packet} is the whole transfer"}
+    term, (n, r, w) = outer[-1]
+    read, write = r == plan.packet, w == plan.packet
+    loop = (f"the loop outside it ({'' if '*' in term else term + ': '}{n:,} steps of "
+            f"{r * eb:,} B in the source, {w * eb:,} B in the destination)")
+    if read and write:
+        why = (f"{loop} continues both sides in memory: a longer packet is possible"
+               + (" but makes no fewer requests" if plan.packet_bytes >= axi else ""))
+    elif read or write:
+        keeps, breaks = ("source", "destination") if read else ("destination", "source")
+        element = getattr(plan, breaks).dims["element"].text()
+        why = (f"{loop} continues the {keeps} in memory, not the {breaks} (its Element "
+               f"{element})")
+    elif r == w and r % plan.packet == 0:
+        split = ", ".join(f"{d.title()} {plan.stream_dims[d].text()}" for d in
+                          ("cluster", "slice") if plan.stream_dims[d].size > 1)
+        why = (f"{loop} continues neither side in memory: the values between are other "
+               "engines' " + (f"(the stream's {split})" if split else ""))
+    else:
+        why = f"{loop} continues neither side in memory"
+    return {"rule": None, "about": "packet", "title": head, "detail": why}
 
 
 def _grouped(problem: Problem[DmaSpec], items: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -729,3 +729,36 @@ bounds: {packet_max_bytes: 64}
     items = [c for c in json.loads(out)["conflict"] if c["rule"] == "dma-hbm-dm-align"]
     assert code == 1 and items and all("pad" in c["fix"] and "fix_helps" not in c
                                        for c in items)
+
+
+# ---- what sets the packet (issue 31) -----------------------------------------------------
+def test_explain_names_the_side_that_caps_the_packet(tmp_path):
+    """The destination Element m![K, N % 8] fed from a source m![K, N] (a weight sliced over
+    N / 8): the packet stops at N % 8 (16 B) because the loop outside it, N / 8, is next in
+    memory in the source but on another slice in the destination; 65,536 packets, one
+    request each (1,024 x 512 values / 8). Before, explain said only that the plan was at
+    its bound. With the destination's Element m![N % 8, K] (K innermost) the packet is a
+    row and the line says the stream could take a longer one."""
+    from tcplan.planner.explain import explain
+    text = """kind: dma
+dtype: bf16
+axes: {N: 1024, K: 512}
+source: {tier: hbm, element: 'm![K, N]'}
+destination: {tier: dm, cluster: 'm![1 # 2]', slice: 'm![N / 8, 1 # 2]', element: 'm![K, N % 8]'}
+stream: {cluster: free, slice: free, time: free, packet: free}
+"""
+    code, rep = explain(load_problem_text(text, "capped"))
+    item, = [b for b in rep["binding"] if b.get("about") == "packet"]
+    assert code == 0 and item["title"].startswith(
+        f"packet 16 B (8 elements): {1024 * 512 // 8:,} packets, {1024 * 512 // 8:,} requests")
+    assert "continues the source in memory, not the destination (its Element " \
+        "m![K, N % 8])" in item["detail"] and "N / 8" in item["detail"]
+    rows = text.replace("m![K, N % 8]", "m![N % 8, K]").replace("'m![K, N]'", "'m![N, K]'")
+    code, rep = explain(load_problem_text(rows, "rows"))
+    item, = [b for b in rep["binding"] if b.get("about") == "packet"]
+    assert "the values between are other engines' (the stream's" in item["detail"]
+    one = rows.replace("{cluster: free, slice: free, time: free, packet: free}",
+                       "{time: 'm![N / 8, N % 8, K / 8]', packet: 'm![K % 8]'}")
+    code, rep = explain(load_problem_text(one, "one"))
+    item, = [b for b in rep["binding"] if b.get("about") == "packet"]
+    assert "continues both sides in memory: a longer packet is possible" in item["detail"]
