@@ -251,8 +251,9 @@ def _grouped(problem: Problem[DmaSpec], items: list[dict[str, Any]]) -> list[dic
     for it in items:
         key = (it.get("rule"), it["message"])
         if key not in out:
-            out[key] = {**it, "options": []}
+            out[key] = {**it, "options": [], "requirements": []}
             out[key].pop("option", None)
+        out[key]["requirements"].append(it["requirement"])
         if it.get("option"):
             out[key]["options"].append(it["option"])
     return [_where(_helps(problem, it)) for it in out.values()]

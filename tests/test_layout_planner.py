@@ -177,7 +177,8 @@ def test_infeasible_problem_explained_minimally(path):
     p = load_problem(path)
     code, rep = explain(p)
     assert code == 1 and rep["feasible"] is False
-    got = sorted(it["requirement"] for it in rep["conflict"])
+    got = sorted(r for it in rep["conflict"] for r in it.get("requirements",
+                                                              [it["requirement"]]))
     rules = sorted({it["rule"] or it["requirement"] for it in rep["conflict"]})
     if "explanation" in p.expect:
         assert rules == sorted(p.expect["explanation"])
@@ -541,9 +542,9 @@ stream: {time: free, packet: free, slice: free}
     code, rep = explain(p)
     assert code == 1 and rep["method"] == "core"
     assert rep["conflict"] and {it["rule"] for it in rep["conflict"]} == {"dma-hbm-dm-align"}
-    got = [it["requirement"] for it in rep["conflict"]]
+    got = [r for it in rep["conflict"] for r in it["requirements"]]
     # the instances of two Slice candidates (A on 64 slices, A / 2 padded to 64) appear
-    labels = {it["option"].split(";")[0] for it in rep["conflict"]}
+    labels = {o.split(";")[0] for it in rep["conflict"] for o in it["options"]}
     assert labels == {"destination Slice m![A]", "destination Slice m![A / 2 # 64]"}
     out = plan_free(p)
     assert isinstance(out, NoPlan)
