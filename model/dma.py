@@ -429,16 +429,17 @@ def _split_packet(final: list, terms: list[str], stride0: int) -> tuple[list, li
 
 
 def alignment_checks(src_tier: str, dst_tier: str) -> tuple[str, list[tuple[str, int, int]]]:
-    """Seed 002 "제약 조건": which Tensor DMA sides must be aligned, and the rule that says so:
-    DM writes 8-byte aligned; HBM <-> DM also reads, and the packet, on both sides.  Returns
-    (rule id, [(side, entry index 1 read / 2 write, alignment)])."""
-    hbm_dm = {src_tier, dst_tier} == {"hbm", "dm"}
+    """Which Tensor DMA sides must be aligned, and the rule that says so: the access width
+    of the memory written binds (../shared decisions item 19, furiosa-opt's
+    ``assert_dma_layout``; docs/decisions.md item 115): a write into DM 8-byte aligned
+    (its strides, its packet and its base), from HBM (``dma-hbm-dm-align``, seed 002
+    "제약 조건") or from DM; a write into HBM 1 byte, no rule (what does not cover whole
+    256-byte blocks is priced as read-modify-write).  Returns (rule id, [(side, entry
+    index 1 read / 2 write, alignment)])."""
     checks = []
-    if dst_tier == "dm" or hbm_dm:
+    if dst_tier == "dm":
         checks.append(("write", 2, hw.DMA_DM_WRITE_ALIGN))
-    if hbm_dm:
-        checks.append(("read", 1, hw.DMA_HBM_DM_ALIGN))
-    return ("dma-hbm-dm-align" if hbm_dm else "dma-dm-write-align"), checks
+    return ("dma-hbm-dm-align" if src_tier == "hbm" else "dma-dm-write-align"), checks
 
 
 def _alignment(src: Tensor, dst: Tensor, e: "EngineWork", c: "Command") -> list[Violation]:

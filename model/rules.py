@@ -334,10 +334,11 @@ RULES: dict[str, Rule] = _rules(
         scope="dma",
     ),
     Rule(
-        "dma-hbm-dm-align", "hardware", "HBM <-> DM needs 8-byte aligned addresses and packets",
+        "dma-hbm-dm-align", "hardware", "a write from HBM into DM needs 8-byte aligned "
+        "addresses and packets",
         "the {side} side breaks {align}-byte alignment: {what}",
         "pad the innermost terms (#) so that rows and packets are multiples of 8 bytes",
-        "seed 002 '제약 조건' (HBM <-> DM: read, write and packet 8-byte aligned)",
+        "seed 002 '제약 조건'; the written memory's width binds (docs/decisions.md item 115)",
         scope="dma",
     ),
     Rule(

@@ -256,3 +256,28 @@ def test_a_sub_tensor_meant_is_not_warned_of(tmp_path):
     bad.write_text(TYPO + "sub_tensor: 1\n")
     code, text = _said(["solve", str(bad)])
     assert code == 2 and "bad.yaml:9" in text and "expected true or false" in text
+
+
+def test_a_store_into_hbm_with_2_byte_packets_plans_and_verifies():
+    """DM -> HBM transposing a bf16 tensor: 2-byte packets (one element), which the
+    compiler accepts (it checks the written memory's width: 1 byte for HBM) and tcplan
+    refused with dma-hbm-dm-align before (the spec's decision 19; docs/decisions.md item
+    115). Its partial 256-byte blocks are priced as read-modify-writes; a load the other
+    way, into DM, still needs 8-byte packets."""
+    import tcplan
+    store = """kind: dma
+dtype: bf16
+axes: {A: 64, B: 16}
+source: {tier: dm, slice: 'm![A, 1 # 4]', element: 'm![B]'}
+destination: {tier: hbm, element: 'm![B, A]'}
+stream: {time: free, packet: free}
+"""
+    r = tcplan.solve(tcplan.loads(store, "store.yaml"))
+    assert r.status == "optimal" and r.verified is True
+    assert r.to_json()["plan"]["packet_bytes"] == 2 and r.to_json()["checked"] == 64 * 16
+    load = store.replace("source: {tier: dm, slice: 'm![A, 1 # 4]', element: 'm![B]'}",
+                         "source: {tier: hbm, element: 'm![B, A]'}").replace(
+        "destination: {tier: hbm, element: 'm![B, A]'}",
+        "destination: {tier: dm, slice: 'm![A, 1 # 4]', element: 'm![B]'}")
+    back = tcplan.solve(tcplan.loads(load, "load.yaml"))
+    assert back.status == "infeasible" and "dma-hbm-dm-align" in back.error.message
