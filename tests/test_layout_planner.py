@@ -763,3 +763,28 @@ stream: {cluster: free, slice: free, time: free, packet: free}
     code, rep = explain(load_problem_text(one, "one"))
     item, = [b for b in rep["binding"] if b.get("about") == "packet"]
     assert "continues both sides in memory: a longer packet is possible" in item["detail"]
+
+
+def test_explain_says_when_the_given_layout_is_what_binds(tmp_path):
+    """The weight sliced over N / 8 with Element m![K, N % 8] plans 'at its lower bound',
+    11,423 cycles: the bound of that layout. explain plans the same problem with the
+    destination's Slice and Element free and says the layout costs 7.5x (1,524 cycles,
+    Slice m![K / 2]). The walkthrough's weight, whose layout's bound (3,231) is below what
+    the freed problem reaches, gets no such line."""
+    from tcplan.planner.explain import explain
+    f = tmp_path / "sliced.yaml"
+    f.write_text("""kind: dma
+dtype: bf16
+axes: {N: 1024, K: 512}
+source: {tier: hbm, element: 'm![K, N]'}
+destination: {tier: dm, cluster: 'm![1 # 2]', slice: 'm![N / 8, 1 # 2]', element: 'm![K, N % 8]'}
+stream: {cluster: free, slice: free, time: free, packet: free}
+""")
+    code, rep = explain(load_problem(f))
+    assert code == 0 and rep["cycles"] == rep["lower_bound"] == 11423
+    item, = [b for b in rep["binding"] if b.get("about") == "layout"]
+    assert item["title"].endswith("bounds every stream at 11,423 cycles; with its Slice and "
+                                  "Element free, 1,524")
+    assert item["detail"].startswith("Slice m![K / 2], Element m![K % 2, N] (7.5x")
+    code, rep = explain(load_problem(ROOT / "problems/walkthrough/weight.yaml"))
+    assert not [b for b in rep["binding"] if b.get("about") == "layout"]
