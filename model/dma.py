@@ -439,7 +439,8 @@ def alignment_checks(src_tier: str, dst_tier: str) -> tuple[str, list[tuple[str,
     checks = []
     if dst_tier == "dm":
         checks.append(("write", 2, hw.DMA_DM_WRITE_ALIGN))
-    return ("dma-hbm-dm-align" if src_tier == "hbm" else "dma-dm-write-align"), checks
+    from_hbm = src_tier == "hbm"
+    return ("dma-hbm-dm-align" if from_hbm else "dma-dm-write-align"), checks
 
 
 def _alignment(src: Tensor, dst: Tensor, e: "EngineWork", c: "Command") -> list[Violation]:

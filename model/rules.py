@@ -118,7 +118,7 @@ RULES: dict[str, Rule] = _rules(
         "give the destination every digit of {axis} the source holds; or, if moving part "
         "of the tensor is meant, say so with sub_tensor: true",
         "docs/decisions.md item 113 (issue 31: a typo moved half a tensor silently)",
-        scope="dma",
+        scope="input",
     ),
     # ---- tcplan's own limits (exit 1; model/limits.py) -----------------------------------
     Rule(
