@@ -236,25 +236,32 @@ MLP_TEXT = MLP.read_text()
 
 
 def test_a_conflict_names_the_ops_that_disagree():
-    """The chain commits a_dm T-major (its Commit needs the packet innermost); a store to a
-    given F-major HBM layout plans only from an F % 8-major a_dm."""
-    text = MLP_TEXT.replace("a_hbm: {tier: hbm, address: 1048576, element: free, axes: "
-                            "[B, T, F]}", "a_hbm: {tier: hbm, address: 1048576, element: "
-                            "'m![B, F, T]'}")
+    """The chain reads h_dm T-major (its Fetch needs the packet innermost); a load from a
+    given F-major HBM layout into DM plans only into an F % 8-major h_dm (a write into DM
+    keeps 8-byte packets). (Before docs/decisions.md item 115 the same conflict stood on
+    the store side, into HBM, which now has no alignment rule: that store plans.)"""
+    text = MLP_TEXT.replace("h_hbm: {tier: hbm, address: 0, element: 'm![B, T, F]', "
+                            "given: true}", "h_hbm: {tier: hbm, address: 0, element: "
+                            "'m![B, F, T]', given: true}")
     p = _load(text, "conflict.yaml")
     why = tcplan.explain(p)
     assert not why.feasible and why.exit_code == 1
-    assert [c["op"] for c in why.conflict] == ["bias_relu", "store"]
+    assert [c["op"] for c in why.conflict] == ["load", "bias_relu"]
     msg = " ".join(c["message"] for c in why.conflict)
-    assert "innermost-access" in msg and "a_dm m![F % 8, T]" in msg
+    assert "innermost-access" in msg and "dma-hbm-dm-align" in msg
+    assert "h_dm m![F % 8, T]" in msg
     solved = tcplan.solve(p)
     assert solved.status == "infeasible" and solved.error.code == "graph-no-layout"
     # minimal: without either op, the other has a plan
     g = p.spec.graph
     table = evaluate(g, Options())
-    for keep in ("bias_relu", "store"):
+    for keep in ("load", "bias_relu"):
         rows = table[next(o.index for o in g.ops if o.name == keep)]
         assert any(r.ok for r in rows)
+    store = MLP_TEXT.replace("a_hbm: {tier: hbm, address: 1048576, element: free, axes: "
+                             "[B, T, F]}", "a_hbm: {tier: hbm, address: 1048576, element: "
+                             "'m![B, F, T]'}")
+    assert tcplan.explain(_load(store, "store.yaml")).feasible
 
 
 def test_an_op_with_no_plan_at_all_is_the_conflict_alone():
