@@ -430,7 +430,7 @@ def _split_packet(final: list, terms: list[str], stride0: int) -> tuple[list, li
 
 def alignment_checks(src_tier: str, dst_tier: str) -> tuple[str, list[tuple[str, int, int]]]:
     """Which Tensor DMA sides must be aligned, and the rule that says so: the access width
-    of the memory written binds (../shared decisions item 19, furiosa-opt's
+    of the memory written binds (the spec's decision 19, furiosa-opt's
     ``assert_dma_layout``; docs/decisions.md item 115): a write into DM 8-byte aligned
     (its strides, its packet and its base), from HBM (``dma-hbm-dm-align``, seed 002
     "제약 조건") or from DM; a write into HBM 1 byte, no rule (what does not cover whole
