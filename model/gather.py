@@ -120,9 +120,10 @@ def plan(kind: str, variant: str, table: Tensor, rows_side: Tensor, index: Tenso
         violations.append(Violation("indexed-shape", tuple(sorted(outer_axes)), {
             "detail": f"the DM tensor's rows are indexed by {', '.join(sorted(outer_axes))}, "
                       f"the index tensor by {', '.join(sorted(set(idx_axes)))}"}))
-    index_entries = 1
+    index_entries = 1  # (its live positions: a padded dimension, `1 # 2`, adds none)
     for m in index.dims.values():
-        index_entries *= m.size
+        for f in m.factors:
+            index_entries *= f.count
     if not violations and walk.size != index_entries:
         violations.append(Violation("indexed-shape", tuple(t.body() for t in outer), {
             "detail": f"the DM tensor holds {walk.size} rows but the index has "

@@ -281,3 +281,16 @@ stream: {time: free, packet: free}
         "destination: {tier: dm, slice: 'm![A, 1 # 4]', element: 'm![B]'}")
     back = tcplan.solve(tcplan.loads(load, "load.yaml"))
     assert back.status == "infeasible" and "dma-hbm-dm-align" in back.error.message
+
+
+def test_an_unscaled_gather_with_a_padded_cluster_counts_live_entries():
+    """The index on one cluster (Cluster m![1 # 2]): 512 live entries, not the 1,024
+    positions its padded Cluster spans (before: indexed-shape, "the DM tensor holds 512
+    rows but the index has 1024 entries"); it verifies, 512 rows of 128 moved."""
+    import tcplan
+    text = (SEED / "gather_unscaled.yaml").read_text().replace(
+        "axes: {K: 512, D: 128, G: 512, CL: 2}", "axes: {K: 512, D: 128, G: 512}").replace(
+        "cluster: 'm![CL]'", "cluster: 'm![1 # 2]'")
+    assert text.count("m![1 # 2]") == 2
+    r = tcplan.verify(tcplan.loads(text, "one_cluster.yaml"))
+    assert r.verified is True and r.to_json()["checked"] == 512 * 128
