@@ -55,7 +55,9 @@ class Space:
         self.dense = tier != "dm"  # the tensors fill HBM and host spans; DM windows are sparse
         self.data = lazy_zeros(max(0, min(size, limit - lo)), self.dense)
         self.writes = lazy_zeros(self.data.size, self.dense)  # writes per byte (saturating)
-        self.bottom: np.ndarray | None = None  # sorted physical addresses of Bottom padding
+        #: Bottom padding (#{!}): a byte mask over ``data`` (1 where never to be touched),
+        #: mapped lazily like it; None while the space has none
+        self.bottom: np.ndarray | None = None
 
     def physical(self, addr: np.ndarray) -> np.ndarray:
         """Virtual -> physical byte index, bounds-checked."""
@@ -84,16 +86,17 @@ class Space:
         return phys - self.lo
 
     def _check_bottom(self, phys: np.ndarray) -> None:
-        if self.bottom is not None and self.bottom.size:
-            hit = np.isin(phys, self.bottom)
+        if self.bottom is not None and phys.size:
+            hit = self.bottom[phys] != 0  # (one lookup a byte: a mask, not a set search)
             if hit.any():
                 raise _access_error(self.tier, int(phys[hit][0]) + self.lo,
                                     "Bottom padding (#{!}) is never read or written")
 
     def forbid(self, phys: np.ndarray) -> None:
         """Add Bottom-padding bytes (physical indices) to the forbidden set."""
-        cur = self.bottom if self.bottom is not None else np.zeros(0, np.int64)
-        self.bottom = np.union1d(cur, phys)
+        if self.bottom is None:
+            self.bottom = lazy_zeros(self.data.size, self.dense)
+        self.bottom[np.asarray(phys, np.int64)] = 1
 
     def reset_writes(self) -> None:
         # a fresh zeroed allocation, mapped lazily (writing zeros would touch every page)

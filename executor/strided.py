@@ -75,14 +75,15 @@ def view(space: Space, addr: int, shape: tuple[int, ...], strides: tuple[int, ..
          eb: int, counts: bool = False) -> np.ndarray | None:
     """The bytes of a space as a view of ``shape + (eb,)`` (``strides`` in bytes), or,
     with ``counts``, their write counters (every byte of an element counts its writes; the
-    first is read); None when no view can say it (see :func:`_physical_strides`; Bottom
-    padding in the space)."""
-    if space.bottom is not None and space.bottom.size:
-        return None
+    first is read); None when no view can say it (see :func:`_physical_strides`; a view
+    that touches Bottom padding)."""
     got = _physical_strides(space, addr, shape, strides, eb)
     if got is None:
         return None
     base, phys = got
+    if space.bottom is not None and np.lib.stride_tricks.as_strided(
+            space.bottom[base:], tuple(shape) + (eb,), phys + (1,)).any():
+        return None  # (it touches Bottom padding: the index path says where)
     arr = space.writes if counts else space.data
     return np.lib.stride_tricks.as_strided(arr[base:], tuple(shape) + (eb,), phys + (1,),
                                            writeable=True)

@@ -271,3 +271,20 @@ def test_run_cli_rejects_non_npy_inputs(tmp_path):
         assert code == 2 and "bad-request" in err and "Traceback" not in err
     code, _, err = run(["verify", str(SEED / "dma_example_1.yaml"), "--seed", "-1"])
     assert code == 2 and "not a seed" in err
+
+
+def test_a_destination_with_bottom_padding_verifies_through_its_views():
+    """A tile whose destination is padded with #{!} (as furiosa-opt writes tile views)
+    verifies, every live element checked, and its Bottom bytes stay untouched: the check
+    is a byte mask, so views that miss the padding keep the fast path
+    (benchmarks/bench_bottom_padding.py times it against # padding)."""
+    import tcplan
+    text = """kind: dma
+dtype: bf16
+axes: {T: 1000, D: 120}
+source: {tier: hbm, element: 'm![T, D]'}
+destination: {tier: dm, slice: 'm![T / 8 #{!} 256]', element: 'm![T % 8, D #{!} 128]'}
+stream: {time: free, packet: free}
+"""
+    r = tcplan.verify(tcplan.loads(text, "bottom.yaml"))
+    assert r.verified and r.to_json()["checked"] == 1000 * 120
