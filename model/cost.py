@@ -404,6 +404,12 @@ def _packets(plan) -> int:
                 for g in plan.engines for c in g.commands), default=0)
 
 
+def total_packets(plan) -> int:
+    """Every packet a plan's commands move, over all its engines."""
+    return sum(limits.product(e[0] for e in _digits(c.entries, c.packet))
+               for g in plan.engines for c in g.commands)
+
+
 def _digits(entries, packet: int) -> list[tuple[int, int, int]]:
     return entries[:-1] if entries and packet > 1 and entries[-1][0] == packet else entries
 

@@ -26,6 +26,7 @@ makespan``).  :func:`search` finds the candidate whose graph has the least makes
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -286,6 +287,15 @@ class Timed:
     @property
     def makespan(self) -> int:
         return int(self.plan.cycles)
+
+    @functools.cached_property
+    def fill(self) -> int:
+        """The TRF's fill: the graph's sub-context path (its main path waits for it).
+        Computed once: a graph op's schedule asks for it under every choice."""
+        from .schedule import tasks_of
+        g, gp = self.problem.spec.graph, self.plan
+        return sum(max(gp.ops[i].cost for i in t.ops) for t in tasks_of(g)
+                   if t.context == "sub")
 
     def mapping(self) -> dict[str, str]:
         """The chosen mapping, each dimension as ``fix:`` gives it, and the lane mode."""

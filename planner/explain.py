@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 from tcplan.model import hardware as hw
-from tcplan.model import limits
 from tcplan.model.rules import RULES, TcplanError
 
 from .dma_spec import DmaSpec
@@ -258,10 +257,9 @@ def _layout_freed(problem: Problem[DmaSpec], cycles: int | None, seed: int
 def packet_item(plan: Any) -> dict[str, Any]:
     """What sets a DMA's packet, and the requests it makes: the loop just outside the
     packet (the unified sequencer's next entry) and which side it leaves contiguous."""
-    from tcplan.model.cost import _digits
+    from tcplan.model.cost import total_packets
     eb, axi = plan.elem_bytes, hw.DMA_REQUEST_BYTES
-    packets = sum(limits.product(e[0] for e in _digits(c.entries, c.packet))
-                  for g in plan.engines for c in g.commands)
+    packets = total_packets(plan)
     requests = packets * -(-plan.packet_bytes // axi)
     head = (f"packet {plan.packet_bytes:,} B ({plan.packet} elements): {packets:,} packets, "
             f"{requests:,} requests of at most {axi} B")

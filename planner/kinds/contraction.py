@@ -120,12 +120,9 @@ class Contraction(Kind):
         return frozenset({"vector engine"})
 
     def graph_prelude_cycles(self, plan: Any) -> int:
-        """The op's own graph's TRF fill: its sub-context path (the rest, its main path,
-        waits for it: the op's cycles are their sum)."""
-        from ..schedule import tasks_of
-        g, gp = plan.problem.spec.graph, plan.plan
-        return sum(max(gp.ops[i].cost for i in t.ops) for t in tasks_of(g)
-                   if t.context == "sub")
+        """The op's own graph's TRF fill (``Timed.fill``: the rest, its main path, waits
+        for it; the op's cycles are their sum)."""
+        return plan.fill
 
     def graph_place(self, data: dict[str, Any], role: str, spec: dict[str, Any]) -> tuple:
         key = "result" if role == "destination" else role
