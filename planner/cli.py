@@ -63,7 +63,8 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for add in (_verb_sequence, _verb_trace, _verb_lower, _verb_verify, _verb_schema,
-                _verb_completion, _verb_run, _verb_solve, _verb_explain, _verb_batch):
+                _verb_completion, _verb_run, _verb_solve, _verb_explain, _verb_batch,
+                _verb_import):
         add(sub)  # each verb's flags, in the order --help lists them
     for parser in (p, *sub.choices.values()):  # before or after the command
         parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
@@ -125,6 +126,11 @@ def _verb_verify(sub) -> None:
     v.add_argument("problem", metavar="PROBLEM.yaml")
     v.add_argument("--json", action="store_true", help="print one JSON object")
     v.add_argument("--seed", type=_seed, default=0, help="seed of the random source data")
+
+
+def _verb_import(sub) -> None:
+    from .rust.command import add_verb
+    add_verb(sub)
 
 
 def _verb_schema(sub) -> None:
@@ -523,7 +529,7 @@ def _cmd_sequence(args: argparse.Namespace, stdout: TextIO) -> int:
 
 
 COMMANDS = ("sequence", "trace", "lower", "verify", "run", "solve", "explain", "batch",
-            "schema", "completion")
+            "schema", "completion", "import")
 
 
 def _cmd_run(args: argparse.Namespace, stdout: TextIO) -> int:
@@ -813,6 +819,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
             return _cmd_explain(args, stdout)
         if args.command == "batch":
             return _cmd_batch(args, stdout, stderr)
+        if args.command == "import":
+            from .rust.command import run_import
+            return run_import(args, stdout)
         return _cmd_sequence(args, stdout)
     except TcplanError as err:
         if want_json:
