@@ -198,6 +198,10 @@ def _verb_solve(sub) -> None:
                     help="also write a graph's schedule to FILE.json in the Trace Event "
                          "Format (Perfetto, chrome://tracing): one track per context (main, "
                          "sub, DMA), a bar per task, an arrow per hazard; 1 us per cycle")
+    so.add_argument("--emit", choices=("rust",),
+                    help="print a graph's plan as furiosa-opt code (Rust) instead of the "
+                         "report: each tensor's type with its planned mappings, each move's "
+                         "call with its type parameters (docs/kernels.md)")
 
 
 def _verb_explain(sub) -> None:
@@ -581,10 +585,18 @@ def _cmd_verify(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
 def _cmd_solve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     _pictures_asked(args)
     _trace_asked(args)
+    if args.emit is not None and load_problem(args.problem).kind != "graph":
+        raise fail("bad-request", detail=f"--emit rust writes a graph's kernel; "
+                   f"{args.problem} is a {load_problem(args.problem).kind} problem",
+                   fix="use --emit rust on a graph (kind: graph)")
     with _progress(stderr) as progress:
         solved = api.solve(load_problem(args.problem), time_limit=args.time_limit,
                            workers=args.workers, seed=args.seed, verify=args.verify,
                            progress=progress)
+    if args.emit is not None and solved.plan is not None:
+        from .rust.command import emit_plan
+        print(emit_plan(args.problem, solved), file=stdout, end="")
+        return _pictures(args, solved) or _trace(args, solved) or solved.exit_code
     print(json.dumps(solved.to_json()) if args.json else solved.text(), file=stdout)
     return _pictures(args, solved) or _trace(args, solved) or solved.exit_code
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-from typing import TextIO
+from typing import Any, TextIO
 
 from tcplan.model.rules import fail
 
+from .emit import emit_rust, planned
 from .importer import Imported, import_file
 
 
@@ -91,3 +92,15 @@ def _text(done: list[Imported], out: str | None) -> str:
         else:
             lines.append(d.text if not lines else "---\n" + d.text)
     return "".join(lines)
+
+
+def emit_plan(problem_path: str, solved: Any) -> str:
+    """``solve --emit rust``: the solved graph's plan as furiosa-opt code."""
+    import yaml
+    doc = yaml.safe_load(pathlib.Path(problem_path).read_text())
+    p = planned(doc, solved.plan.to_json())
+    head = [f"Emitted by `tcplan solve --emit rust` from {pathlib.Path(problem_path).name}: "
+            f"{solved.status}, {solved.cycles:,} cycles.",
+            "The DMAs' streams are the DMA engine's to plan (ctx.tdma); tcplan's plan of "
+            "each is in `tcplan solve`'s report."]
+    return emit_rust(p, head)
