@@ -197,3 +197,83 @@ def _engines_of(split: dict[str, Mapping]) -> int:
     for m in split.values():
         n *= m.size
     return n
+
+
+# ---- the given layout against the same problem with it free (issue 31) ----------------------
+#: a given layout whose bound is at least this many times what the same problem with the
+#: layout free reaches is said to bind (`tcplan explain` and `tcplan solve`)
+FREED_RATIO = 1.2
+#: seconds the freed problem's plan may take (a remark, not the answer: it is left out
+#: when the search needs longer)
+FREED_TIME_LIMIT = 2.0
+
+
+@dataclasses.dataclass(frozen=True)
+class FreedLayout:
+    """A DM destination's given Slice and Element against the same problem with them (and
+    the stream) free: the given layout's lower bound (what no stream beats), the freed
+    problem's plan's cycles and the Slice and Element it took."""
+
+    bound: int
+    cycles: int
+    slice: Mapping
+    element: Mapping
+
+    @property
+    def ratio(self) -> float:
+        return round(self.bound / self.cycles, 1)
+
+    def title(self) -> str:
+        return (f"the destination's layout as given bounds every stream at {self.bound:,} "
+                f"cycles; with its Slice and Element free, {self.cycles:,}")
+
+    def detail(self) -> str:
+        return (f"Slice {self.slice.text()}, Element {self.element.text()} ({self.ratio}x "
+                "faster; the bound of a given layout is that layout's)")
+
+    def note(self) -> str:
+        """What `tcplan solve` says under a plan at its bound."""
+        return (f"the lower bound is this layout's: with the destination's Slice and Element "
+                f"free, {self.cycles:,} cycles ({self.ratio}x faster): Slice "
+                f"{self.slice.text()}, Element {self.element.text()}")
+
+    def to_json(self) -> dict:
+        return {"bound": self.bound, "cycles": self.cycles, "ratio": self.ratio,
+                "slice": self.slice.text(), "element": self.element.text()}
+
+
+def layout_freed(problem: Problem[DmaSpec], bound: int | None, seed: int = 0,
+                 time_limit: float = FREED_TIME_LIMIT) -> FreedLayout | None:
+    """Where the problem (a file) gives its DM destination's Slice and Element: the same
+    problem with them and the stream free, planned within ``time_limit``; the
+    :class:`FreedLayout` when its plan is at least FREED_RATIO times faster than ``bound``,
+    the given layout's lower bound, else None (a plan "at its bound" is at the bound of
+    the layout as given)."""
+    import pathlib
+
+    import yaml
+
+    from .spec import load_problem_text
+    spec, dst = problem.spec, problem.tensors["destination"]
+    path = pathlib.Path(problem.path)
+    if (bound is None or dst.tier != "dm" or spec.free_slice or spec.free_element
+            or spec.free_source or spec.hops > 1 or not path.is_file()):
+        return None
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("destination"), dict):
+        return None
+    data["destination"] = {k: v for k, v in data["destination"].items()
+                           if k not in ("slice", "element")} | {"slice": "free",
+                                                                "element": "free"}
+    data["stream"] = {"cluster": "free", "slice": "free", "time": "free", "packet": "free"}
+    data.pop("expect", None)
+    try:
+        freed = load_problem_text(yaml.safe_dump(data, sort_keys=False), problem.path)
+        out = plan_free(freed, time_limit, seed)
+    except TcplanError:
+        return None
+    if not isinstance(out, Found) or out.record.best.cycles * FREED_RATIO > bound:
+        return None
+    best = out.record.best
+    d = best.plan.destination.dims
+    return FreedLayout(bound, best.cycles, d["slice"], d["element"])

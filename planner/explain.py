@@ -116,7 +116,7 @@ def explain_dma(problem: Problem[DmaSpec], seed: int = 0) -> tuple[int, dict[str
                    "conflict": [_item(v.rule, v.to_json()) for v in e.violations]}
     cost = dma_cycles(plan)
     bound = lower_bound(plan)
-    binding = [packet_item(plan)] + _layout_freed(problem, bound, seed)
+    binding = [packet_item(plan)] + _freed_item(problem, bound, seed)
     if found is not None:
         assert isinstance(out, Found)
         from .layout import binding as bind
@@ -204,54 +204,14 @@ def _bounds_binding(problem, best: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
-#: a given layout whose plan takes at least this many times what the same problem with
-#: the layout free reaches is said to bind (issue 31)
-FREED_RATIO = 1.2
-#: seconds the freed problem's plan may take (a remark, not the answer: it is left out
-#: when the search needs longer)
-FREED_TIME_LIMIT = 2.0
-
-
-def _layout_freed(problem: Problem[DmaSpec], cycles: int | None, seed: int
-                  ) -> list[dict[str, Any]]:
-    """Where the problem gives its DM destination's Slice and Element: the same problem
-    with them (and the stream) free, planned; said when it is at least FREED_RATIO times
-    faster than ``cycles``, the given layout's lower bound (what no stream beats), with
-    the layout it takes: a plan "at its bound" is at the bound of the layout as given."""
-    import pathlib
-
-    import yaml
-
-    from .dma_plan import plan_free
-    from .spec import load_problem_text
-    spec, dst = problem.spec, problem.tensors["destination"]
-    path = pathlib.Path(problem.path)
-    if (cycles is None or dst.tier != "dm" or spec.free_slice or spec.free_element
-            or spec.free_source or spec.hops > 1 or not path.is_file()):
+def _freed_item(problem: Problem[DmaSpec], bound: int, seed: int) -> list[dict[str, Any]]:
+    """The given DM layout's remark (planner/dma_plan.py ``layout_freed``), when it binds."""
+    from .dma_plan import layout_freed
+    freed = layout_freed(problem, bound, seed)
+    if freed is None:
         return []
-    data = yaml.safe_load(path.read_text())
-    if not isinstance(data.get("destination"), dict):
-        return []
-    data["destination"] = {k: v for k, v in data["destination"].items()
-                           if k not in ("slice", "element")} | {"slice": "free",
-                                                                "element": "free"}
-    data["stream"] = {"cluster": "free", "slice": "free", "time": "free", "packet": "free"}
-    data.pop("expect", None)
-    try:
-        freed = load_problem_text(yaml.safe_dump(data, sort_keys=False), problem.path)
-        out = plan_free(freed, FREED_TIME_LIMIT, seed)
-    except TcplanError:
-        return []
-    if not isinstance(out, Found) or out.record.best.cycles * FREED_RATIO > cycles:
-        return []
-    best = out.record.best
-    d = best.plan.destination.dims
-    return [{"rule": None, "about": "layout", "title": f"the destination's layout as given "
-             f"bounds every stream at {cycles:,} cycles; with its Slice and Element free, "
-             f"{best.cycles:,}",
-             "detail": f"Slice {d['slice'].text()}, Element {d['element'].text()} "
-                       f"({cycles / best.cycles:.1f}x faster; the bound of a given layout is "
-                       "that layout's)"}]
+    return [{"rule": None, "about": "layout", "title": freed.title(),
+             "detail": freed.detail(), "freed": freed.to_json()}]
 
 
 def packet_item(plan: Any) -> dict[str, Any]:

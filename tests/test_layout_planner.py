@@ -765,6 +765,16 @@ stream: {cluster: free, slice: free, time: free, packet: free}
     assert "continues both sides in memory: a longer packet is possible" in item["detail"]
 
 
+#: issue 31's weight: sliced over N / 8, its Element m![K, N % 8]
+SLICED_WEIGHT = """kind: dma
+dtype: bf16
+axes: {N: 1024, K: 512}
+source: {tier: hbm, element: 'm![K, N]'}
+destination: {tier: dm, cluster: 'm![1 # 2]', slice: 'm![N / 8, 1 # 2]', element: 'm![K, N % 8]'}
+stream: {cluster: free, slice: free, time: free, packet: free}
+"""
+
+
 def test_explain_says_when_the_given_layout_is_what_binds(tmp_path):
     """The weight sliced over N / 8 with Element m![K, N % 8] plans 'at its lower bound',
     11,423 cycles: the bound of that layout. explain plans the same problem with the
@@ -773,13 +783,7 @@ def test_explain_says_when_the_given_layout_is_what_binds(tmp_path):
     the freed problem reaches, gets no such line."""
     from tcplan.planner.explain import explain
     f = tmp_path / "sliced.yaml"
-    f.write_text("""kind: dma
-dtype: bf16
-axes: {N: 1024, K: 512}
-source: {tier: hbm, element: 'm![K, N]'}
-destination: {tier: dm, cluster: 'm![1 # 2]', slice: 'm![N / 8, 1 # 2]', element: 'm![K, N % 8]'}
-stream: {cluster: free, slice: free, time: free, packet: free}
-""")
+    f.write_text(SLICED_WEIGHT)
     code, rep = explain(load_problem(f))
     assert code == 0 and rep["cycles"] == rep["lower_bound"] == 11423
     item, = [b for b in rep["binding"] if b.get("about") == "layout"]
@@ -788,3 +792,27 @@ stream: {cluster: free, slice: free, time: free, packet: free}
     assert item["detail"].startswith("Slice m![K / 2], Element m![K % 2, N] (7.5x")
     code, rep = explain(load_problem(ROOT / "problems/walkthrough/weight.yaml"))
     assert not [b for b in rep["binding"] if b.get("about") == "layout"]
+
+
+def test_solve_says_when_the_given_layout_is_what_binds(tmp_path):
+    """solve says it too, under a plan at its layout's bound (issue 31): the weight's
+    11,423 cycles are the bound of its layout, and with the Slice and Element free the
+    same move takes 1,524 (text and JSON, the seconds it took in ``times``). The
+    walkthrough's weight, whose plan (16,884) is not at its layout's bound (3,231), is not
+    planned again, nor is a problem whose destination is free."""
+    f = tmp_path / "sliced.yaml"
+    f.write_text(SLICED_WEIGHT)
+    code, text, _ = run(["solve", str(f)])
+    assert code == 0 and "lower bound 11,423, ratio 1.0" in text
+    assert text.splitlines()[-1] == (
+        "note: the lower bound is this layout's: with the destination's Slice and Element "
+        "free, 1,524 cycles (7.5x faster): Slice m![K / 2], Element m![K % 2, N]")
+    code, out, _ = run(["solve", str(f), "--json"])
+    r = json.loads(out)
+    assert r["layout_freed"] == {"bound": 11423, "cycles": 1524, "ratio": 7.5,
+                                 "slice": "m![K / 2]", "element": "m![K % 2, N]"}
+    assert 0 < r["times"]["layout_freed"] <= 2.5
+    for name in ("weight", "weight_free"):
+        code, out, _ = run(["solve", str(ROOT / f"problems/walkthrough/{name}.yaml"), "--json"])
+        r = json.loads(out)
+        assert code == 0 and "layout_freed" not in r and "layout_freed" not in r["times"]

@@ -220,6 +220,8 @@ class DmaSolved:
     solve_time: float
     times: dict[str, float]
     error: TcplanError | None = None  # why the plan did not verify
+    #: the given DM layout binds: the same problem with it free (planner/dma_plan.py)
+    freed: Any = None
 
     @property
     def bound_ratio(self) -> float | None:
@@ -243,6 +245,8 @@ class DmaSolved:
             out["error"] = self.error.to_json()
         if self.note is not None:
             out["note"] = self.note
+        if self.freed is not None:
+            out["layout_freed"] = self.freed.to_json()
         return out
 
 
@@ -322,11 +326,25 @@ def solve_dma(problem: Problem[DmaSpec], opts) -> Solved:
         verified, error = (None if check == "none" else True), None
     except TcplanError as err:
         verified, error, checked = False, err, 0
+    bound = lower_bound(plan)
+    t1 = time.perf_counter()
+    freed = _freed(problem, detailed.cycles, bound, opts)
+    if freed is not None:
+        times["layout_freed"] = round(time.perf_counter() - t1, 3)
     record = DmaSolved(problem.name, got.status, got.chosen, plan, detailed.cycles,
-                       estimate(plan).cycles, lower_bound(plan), detailed.to_json(), verified,
+                       estimate(plan).cycles, bound, detailed.to_json(), verified,
                        checked, check, got.candidates, got.rejected, round(solve_s, 3), times,
-                       error)
+                       error, freed)
     return Solved(record, plan, exit=EXIT_OK if verified is not False else EXIT_RULE)
+
+
+def _freed(problem: Problem[DmaSpec], cycles: int, bound: int | None, opts) -> Any:
+    """A plan at its layout's lower bound: the given DM layout against the same problem
+    with it free (planner/dma_plan.py ``layout_freed``, within the time limit and 2 s)."""
+    from ..dma_plan import FREED_TIME_LIMIT, layout_freed
+    if bound is None or cycles > bound:
+        return None
+    return layout_freed(problem, bound, opts.seed, min(FREED_TIME_LIMIT, opts.time_limit))
 
 
 def dma_solve_text(problem: Problem[DmaSpec], out: DmaSolved, plan: Any) -> str:
@@ -356,7 +374,8 @@ def dma_solve_text(problem: Problem[DmaSpec], out: DmaSolved, plan: Any) -> str:
          f"{out.lower_bound:,}, ratio {out.bound_ratio})"]
         + ([_hbm_line(hbm)] if hbm else [])
         + [_verified_line(out.verified, out.check, out.checked, out.error)]
-        + ([f"note: {out.note}"] if out.note is not None else []))
+        + ([f"note: {out.note}"] if out.note is not None else [])
+        + ([f"note: {out.freed.note()}"] if out.freed is not None else []))
 
 
 def _verified_line(verified: bool | None, check: str, checked: int,
