@@ -185,14 +185,15 @@ def verify_indexed(problem, plan, seed: int, T: np.ndarray | None = None,
     else:
         place(mem, side, axes, T)
         place(mem, table, axes, None)
-    # every element of every row: the DM side's loop nest (rows outer, a row's elements
-    # inner, one row perhaps spread over several slices), the HBM row contiguous
+    # every element of every row: the DM side's loop nest (one packet per walk position,
+    # a row perhaps spread over several slices), each packet contiguous in its HBM row
     addr = np.array([dm_address(0, 0, side.address)], np.int64)
     for n, st in plan.dm_entries:
         addr = (addr[:, None] + np.arange(n, dtype=np.int64) * st * eb).ravel()
     hbm, dm = mem.space("hbm", 0), mem.space("dm", 0)
-    hbm_addr = (table.address + rows[:, None] * rb
-                + np.arange(plan.row_elements, dtype=np.int64) * eb).ravel()
+    starts = plan.row_offsets(wc, plan.walk.size)  # each packet's place in its row
+    hbm_addr = (table.address + rows[:, None] * rb + (
+        starts[:, None] + np.arange(plan.packet_elements, dtype=np.int64)) * eb).ravel()
     if plan.kind == "gather":
         dm.write(addr, hbm.read(hbm_addr, eb))
         check_t, holder = side, dm

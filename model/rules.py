@@ -308,7 +308,9 @@ RULES: dict[str, Rule] = _rules(
     Rule(
         "indexed-shape", "hardware", "scatter/gather tensors must fit together",
         "{detail}",
-        "see seed 002 'Scatter와 Gather': table [K, row], DM [index positions, row], i32 index",
+        "see seed 002 'Scatter와 Gather': table [K, row], DM [index positions, row] (the row "
+        "may be split over the Slice and the Element, its innermost digits innermost in the "
+        "Element), i32 index",
         "seed 002 'Scatter와 Gather'",
         scope="dma",
     ),

@@ -75,7 +75,9 @@ def format_indexed(name: str, plan: Any) -> str:
         f"{plan.table.describe()}",
         f"  {plan.rows} rows of {plan.row.text()} = {plan.row_elements} elements "
         f"({plan.row_bytes} B); index {plan.index.describe()} holds {what}",
-        f"  DM side {plan.rows_side.describe()}: [{ent}] : {plan.row_bytes} B per packet",
+        f"  DM side {plan.rows_side.describe()}: [{ent}] : {plan.packet_bytes} B per packet"
+        + (f" ({plan.packet.text()}: {plan.row_bytes // plan.packet_bytes} packets a row)"
+           if plan.packet_bytes != plan.row_bytes else ""),
     ])
 
 

@@ -294,3 +294,70 @@ def test_an_unscaled_gather_with_a_padded_cluster_counts_live_entries():
     assert text.count("m![1 # 2]") == 2
     r = tcplan.verify(tcplan.loads(text, "one_cluster.yaml"))
     assert r.verified is True and r.to_json()["checked"] == 512 * 128
+
+
+#: a gathered row of D = 256 (512 B) split over the destination's Slice (D / 64, beside the
+#: index's G) and its Element (D % 64), as furiosa-opt writes a row too wide for one slice
+SPLIT_ROW = """kind: gather
+variant: scaled
+dtype: bf16
+axes: {K: 512, D: 256, G: 64}
+table: {tier: hbm, element: 'm![K, D]'}
+index: {tier: hbm, dtype: i32, element: 'm![G]'}
+destination: {tier: dm, cluster: 'm![1 # 2]', slice: 'm![G, D / 64]', element: 'm![D % 64]'}
+"""
+
+
+def test_a_gathered_row_split_over_slice_and_element_plans_and_verifies():
+    """Issue 31: furiosa-opt's gather moves dst less the index's axes (its payload) wherever
+    the DM tensor holds it; tcplan required the row as the DM tensor's innermost terms
+    (before: indexed-shape, "the DM tensor's innermost terms D % 64 are not the table's row
+    D"). One DMA packet is now the Element's innermost run of the row (D % 64, 128 B), and
+    the row's D / 64 is walked beside G: 4 packets a row, each on its own slice; it lowers
+    and verifies (every destination element against the table row its index selects)."""
+    import tcplan
+    plan = lower_problem(load_problem_text(SPLIT_ROW, "split.yaml"))
+    assert (plan.rows, plan.row_bytes, plan.packet.text(), plan.packet_bytes) == \
+        (64, 512, "m![D % 64]", 128)
+    slice_stride = 2**22 // 2  # (elements)
+    assert plan.dm_entries == [(64, 4 * slice_stride), (4, slice_stride), (64, 1)]
+    assert plan.walk.text() == "m![G, D / 64]"
+    r = tcplan.verify(tcplan.loads(SPLIT_ROW, "split.yaml"))
+    assert r.verified is True and r.to_json()["checked"] == 64 * 256
+    # on data: the destination (axes D, G) holds table[index[g] / 512 B, d]
+    import ml_dtypes
+    table = RNG.integers(-100, 100, (512, 256)).astype(ml_dtypes.bfloat16)
+    rows = RNG.integers(0, 512, 64)
+    got = tcplan.run(tcplan.loads(SPLIT_ROW, "split.yaml"),
+                     {"table": table, "index": (rows * 512).astype(np.int32)})
+    assert np.array_equal(got.arrays["destination"], table[rows].T)
+    # a row of 8 KiB (D = 4096), over 8 slices of 1 KiB: before, dma-packet-max (the whole
+    # row as one packet); and the scatter's way back, its DM rows split the same way
+    wide = SPLIT_ROW.replace("{K: 512, D: 256, G: 64}", "{K: 64, D: 4096, G: 32}").replace(
+        "m![G, D / 64]", "m![G, D / 512]").replace("m![D % 64]", "m![D % 512]")
+    plan = lower_problem(load_problem_text(wide, "wide.yaml"))
+    assert (plan.row_bytes, plan.packet_bytes) == (8192, 1024)
+    assert tcplan.verify(tcplan.loads(wide, "wide.yaml")).verified is True
+    back = """kind: scatter
+dtype: bf16
+axes: {K: 64, D: 256, C: 100}
+source: {tier: dm, cluster: 'm![1 # 2]', slice: 'm![K, D / 64]', element: 'm![D % 64]'}
+index: {tier: hbm, dtype: i32, element: 'm![K]'}
+destination: {tier: hbm, element: 'm![C, D]'}
+"""
+    assert tcplan.verify(tcplan.loads(back, "back.yaml")).verified is True
+
+
+@pytest.mark.parametrize("slice_,element,says", [
+    ("m![G, D / 64 % 2]", "m![D % 64]", "do not hold the table's row m![D] (256 values)"),
+    ("m![G, D % 4]", "m![D / 4]", "innermost term D / 4 is not the innermost part"),
+])
+def test_a_split_row_the_destination_cannot_hold_is_named(slice_, element, says):
+    """A split that drops digits of the row, or whose innermost Element term does not run
+    contiguously in the table's row (no DMA packet runs in both), is refused by name."""
+    text = SPLIT_ROW.replace("m![G, D / 64]", slice_).replace("m![D % 64]", element)
+    with pytest.raises(TcplanError) as ei:
+        lower_problem(load_problem_text(text.replace("G: 64", "G: 128") if "% 2" in slice_
+                                        else text, "bad.yaml"))
+    assert ei.value.code == "indexed-shape" and says in ei.value.message
+    assert len(ei.value.violations) == 1  # (no packet rule said of a packet not found)
