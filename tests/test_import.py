@@ -175,3 +175,44 @@ def test_a_file_that_is_not_rust_is_located(tmp_path, capsys):
     f.write_text("fn f( {\n")
     assert main(["import", str(f)]) == 2
     assert "bad.rs:1" in capsys.readouterr().err
+
+
+#: furiosa-opt's own example kernels (tests/data/furiosa_opt/src/), each function's graph
+EXAMPLES = {
+    "fetch_commit": ["fetch_commit_simple"],
+    "switch_engine": ["custom_broadcast", "custom_broadcast_ring2", "custom_broadcast_ring8",
+                      "custom_broadcast_multi", "custom_broadcast_moved_axis",
+                      "custom_broadcast_transpose", "custom_broadcast_split_tile"],
+    "reshape": ["reshape"],
+    "dma": ["dup_two", "dup_one", "dup_many", "mixed_inplace_and_returned_outputs",
+            "padded_tail_alignment"],
+    "memory_op": ["dm_relayout", "commit_view_bottom_pad"],
+    "transpose": ["transpose_simple"],
+}
+EXAMPLE_DIR = ROOT / "tests" / "data" / "furiosa_opt" / "src"
+
+
+@pytest.mark.parametrize("module", list(EXAMPLES))
+def test_furiosa_opt_examples_import(module):
+    done = import_file(EXAMPLE_DIR / f"{module}.rs")
+    assert [d.function for d in done if d.text is not None] == EXAMPLES[module]
+
+
+def test_a_tuple_result_is_one_move_per_item():
+    (d,) = import_file(EXAMPLE_DIR / "dma.rs", "dup_many")
+    doc = yaml.safe_load(d.text)
+    stores = [o for o in doc["ops"] if o["kind"] == "dma" and
+              doc["tensors"][o["destination"]]["tier"] == "hbm"]
+    assert [o["source"] for o in stores] == ["da", "db"] * 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module,function", [(m, f) for m, fs in EXAMPLES.items()
+                                             for f in fs])
+def test_furiosa_opt_examples_plan_and_verify(module, function, tmp_path, capsys):
+    (d,) = import_file(EXAMPLE_DIR / f"{module}.rs", function)
+    f = tmp_path / "k.yaml"
+    f.write_text(d.text)
+    assert main(["solve", str(f), "--json", "-q", "--verify", "sample"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert (got["status"], got["verified"]) == ("optimal", True)

@@ -20,6 +20,7 @@ class BodyReader:
     def __init__(self, graph: Graph, scope: Scope, fn: Node, callee: Any):
         self.g, self.scope, self.fn, self.callee = graph, scope, fn, callee
         self.env: dict[str, Any] = {}
+        self.tuple_types: tuple[TensorType | None, ...] = ()  # a tuple result's types
         self.flows = FlowReader(graph, scope, self.read, self.write)
 
     # -- tensors: read (a given tensor on first read) and written (a new version) ----------
@@ -47,8 +48,11 @@ class BodyReader:
         return value.tensor
 
     # -- statements ------------------------------------------------------------------------
-    def run(self, params: dict[str, Any], ret: TensorType | None, name: str = "result"
-            ) -> Any:
+    def run(self, params: dict[str, Any], ret: Any, name: str = "result") -> Any:
+        """The body read with ``params`` bound; ``ret`` the result's type (a tuple's: one
+        per item)."""
+        if isinstance(ret, tuple):
+            self.tuple_types, ret = ret, None
         self.env.update(params)
         self.env["ctx"] = Context("ctx")
         body = self.fn.child_by_field_name("body")
@@ -131,6 +135,12 @@ class BodyReader:
             return Enum(text_of(node.child_by_field_name("name")))
         if t == "struct_expression":
             return self.struct(node)
+        if t == "tuple_expression":
+            items = named(node)
+            types = self.tuple_types if len(self.tuple_types) == len(items) else \
+                (None,) * len(items)
+            return tuple(self.expr(i, e, f"{name or 'result'}_{k}")
+                         for k, (i, e) in enumerate(zip(items, types)))
         if t == "call_expression":
             return self.call(node, expected, name)
         raise Unsupported(node, f"an expression tcplan does not read ({t})")
@@ -219,14 +229,8 @@ class BodyReader:
         if method == "tile" and isinstance(recv, Slot) and len(targs) == 3 and values and \
                 isinstance(values[0], Const):
             return Tile(recv, self.scope.mapping(targs[2]), int(values[0].value))
-        if method == "to_dm":
-            if expected is None or expected.tier != "dm":
-                raise Unsupported(node, "to_dm() whose DM tensor type is not written")
-            src = self.read(recv, node)
-            dest = self.g.add(name, expected)
-            self.g.op(f"load_{name}", "dma", source=src, destination=dest,
-                      stream=dict(FREE_STREAM))
-            return Slot(expected, name, dest)
+        if method in ("to_dm", "to_hbm"):
+            return self.move(recv, method[3:], c, expected, name)
         if method == "to_hbm_view":
             src = self.read(recv, node)
             dest = self.write(values[1], node)
@@ -247,6 +251,31 @@ class BodyReader:
                       destination=dest)
             return None
         raise Unsupported(node, f".{method}() on a tensor is not a move tcplan models")
+
+
+    def move(self, recv: Any, tier: str, c: tuple, expected: TensorType | None,
+             name: str) -> Slot:
+        """``to_dm`` / ``to_hbm``: a DMA into a new tensor of the type written (the let's,
+        or the turbofish's: ``to_dm::<Cluster, Slice, Element>``, ``to_hbm::<Element>``)."""
+        node, targs, _ = c
+        src_type = recv.slot.type if isinstance(recv, Tile) else \
+            recv.type if isinstance(recv, Slot) else None
+        dims = TIER_ARGS[tier]
+        if targs and src_type is not None and len(targs) == len(dims):
+            expected = TensorType(tier, src_type.dtype, (("chip", src_type.dim("chip")),) + tuple(
+                (d, self.scope.mapping(a)) for d, a in zip(dims, targs)))
+        if expected is None or expected.tier != tier:
+            raise Unsupported(node, f"to_{tier}() whose {tier.upper()} tensor type is not "
+                              "written (annotate the let or give its type arguments)")
+        src = self.read(recv, node)
+        dest = self.g.add(name or f"{_base(recv)}_{tier}", expected)
+        self.g.op(f"{'load' if tier == 'dm' else 'store'}_{dest}", "dma", source=src,
+                  destination=dest, stream=dict(FREE_STREAM))
+        return Slot(expected, name, dest)
+
+
+#: a move's turbofish: the destination's dimensions after its Chip
+TIER_ARGS = {"dm": ("cluster", "slice", "element"), "hbm": ("element",)}
 
 
 def _base(value: Any) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import yaml
 
 from tcplan.model.mapping import parse
-from tcplan.model.rules import fail
+from tcplan.model.rules import TcplanError, fail
 
 from .body import BodyReader
 from .build import Graph, addresses, sink_register_loads
@@ -32,6 +32,7 @@ class Imported:
     name: str
     text: str | None
     reason: str = ""
+    error: TcplanError | None = None  # a located error in its source, when that is why
 
 
 def import_file(path: pathlib.Path, function: str | None = None,
@@ -45,6 +46,8 @@ def import_file(path: pathlib.Path, function: str | None = None,
                    f"{', '.join(fns) or 'none'})", fix="name one of its functions")
     chosen = [function] if function is not None else list(fns)
     out = [_one(crate, crate.main, fns[f], dict(generics or {}), path) for f in chosen]
+    if function is not None and out[0].error is not None:
+        raise out[0].error
     if function is not None and out[0].text is None:
         raise fail("bad-request", detail=f"{path}: {function}: {out[0].reason}",
                    fix="import a function that moves data, or bind its generics "
@@ -71,15 +74,24 @@ def _one(crate: Crate, mod: Module, fn: Node, generics: dict[str, str],
     reader = BodyReader(g, scope, fn, _callee)
     try:
         args = _params(scope, fn)
-        ret_node = fn.child_by_field_name("return_type")
-        ret = scope.tensor(ret_node) if ret_node is not None else None
+        out = reader.run(args, _result_type(scope, fn))
     except Unsupported as e:
         return Imported(name, gname, None, e.reason)
-    out = reader.run(args, ret)
+    except TcplanError as e:
+        return Imported(name, gname, None, e.message, e)
     g.notes += sink_register_loads(g, out.tensor if isinstance(out, Slot) else None)
     if not g.ops:
-        return Imported(name, gname, None, "it moves no data of its own")
+        return Imported(name, gname, None, "it moves no data of its own" if not g.notes else
+                        f"nothing of it is a move tcplan models ({g.notes[0]})")
     return Imported(name, gname, document(g, path, name, generics))
+
+
+def _result_type(scope: Scope, fn: Node) -> Any:
+    """The function's result type: a tensor type, a tuple of them, or None."""
+    node = fn.child_by_field_name("return_type")
+    if node is not None and node.type == "tuple_type":
+        return tuple(scope.tensor(c) for c in named(node))
+    return scope.tensor(node) if node is not None else None
 
 
 def _generic_params(fn: Node) -> list[str]:
@@ -234,7 +246,10 @@ def document(g: Graph, path: pathlib.Path, function: str, generics: Mapping[str,
         head += [f"# - {n}" for n in g.notes]
     used_axes = {a: s for a, s in g.axes.items() if any(
         a in parse(v, g.axes).used_axes for n in names for _, v in g.tensors[n].type.dims)}
+    chips = max([parse(t.type.dim("chip"), g.axes).size for n in names
+                 if "chip" in dict((t := g.tensors[n]).type.dims)] + [1])
     body = ["format: 1", f"name: {g.name}", "kind: graph", "dtype: bf16",
+            *([f"chips: {chips}"] if chips > 1 else []),
             _line("axes", used_axes).replace("axes: ", "axes: ", 1), "tensors:"]
     body += [f"  {_line(n, _tensor_spec(g, n, addr.get(n)))}" for n in names]
     body.append("ops:")

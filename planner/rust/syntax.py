@@ -77,6 +77,8 @@ def tokens(tree: Node) -> list[str]:
     """A token tree's tokens in order, its own brackets left out (nested ones kept)."""
     out: list[str] = []
     for c in tree.children[1:-1]:
+        if c.type in ("line_comment", "block_comment"):
+            continue
         if c.type == "token_tree":
             out += [text_of(c.children[0]), *tokens(c), text_of(c.children[-1])]
         else:
