@@ -17,6 +17,9 @@ from .rules import TcplanError, fail
 # --- input files (planner/inputs.py, planner/spec.py) -----------------------------------
 #: A problem file (the largest in problems/ is under 4 KiB).
 PROBLEM_FILE_MAX_BYTES = 1 << 16
+#: the largest Rust file ``tcplan import`` reads (furiosa-opt's largest Qwen3 kernel file is
+#: 16 KiB; its largest example, 60 KiB)
+RUST_FILE_MAX_BYTES = 1 << 20
 #: Nesting depth of a problem file's YAML (the deepest in problems/ is 5).
 YAML_MAX_DEPTH = 32
 #: YAML nodes in one problem file (scalars, lists and mappings together).

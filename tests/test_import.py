@@ -216,3 +216,19 @@ def test_furiosa_opt_examples_plan_and_verify(module, function, tmp_path, capsys
     assert main(["solve", str(f), "--json", "-q", "--verify", "sample"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert (got["status"], got["verified"]) == ("optimal", True)
+
+
+@pytest.mark.parametrize("content,words", [
+    ("fn f(ctx: &mut Context) { let x = " + "(" * 3000 + "1" + ")" * 3000 + "; }\n",
+     "nested too deeply"),
+    ("// x\n" * 300_000, "larger than 1,048,576 bytes"),
+    (b"\xff\xfe fn", "not UTF-8"),
+])
+def test_hostile_files_are_refused_by_name(content, words, tmp_path, capsys):
+    f = tmp_path / "k.rs"
+    if isinstance(content, bytes):
+        f.write_bytes(content)
+    else:
+        f.write_text(content)
+    assert main(["import", str(f)]) == 2
+    assert words in capsys.readouterr().err

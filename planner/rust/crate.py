@@ -10,7 +10,10 @@ from __future__ import annotations
 import pathlib
 from dataclasses import dataclass, field
 
+from tcplan.model import limits
 from tcplan.model.rules import fail
+
+from ..inputs import read_text
 
 from .syntax import Node, Source, is_mapping_macro, macro_tree, named, parse_source, text_of
 from .syntax import tokens
@@ -133,11 +136,7 @@ class Crate:
 
 
 def _read(file: pathlib.Path) -> str:
-    try:
-        return file.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise fail("bad-request", detail=f"{file}: cannot read it ({e})",
-                   fix="give a readable Rust file") from e
+    return read_text(file, max_bytes=limits.RUST_FILE_MAX_BYTES)
 
 
 def _child_file(parent: Module, name: str, src: pathlib.Path) -> pathlib.Path | None:

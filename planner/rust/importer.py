@@ -39,6 +39,15 @@ def import_file(path: pathlib.Path, function: str | None = None,
                 generics: Mapping[str, str] | None = None, text: str | None = None
                 ) -> list[Imported]:
     """Every function of the file (or the one named), each as a graph or a reason."""
+    try:
+        return _import(path, function, generics, text)
+    except RecursionError:
+        raise fail("bad-problem", where=str(path), detail="nested too deeply to read",
+                   fix="give a kernel as rustfmt writes it") from None
+
+
+def _import(path: pathlib.Path, function: str | None, generics: Mapping[str, str] | None,
+            text: str | None) -> list[Imported]:
     crate = Crate(path, text)
     fns = crate.main.fns
     if function is not None and function not in fns:
