@@ -90,8 +90,8 @@ def _one(crate: Crate, mod: Module, fn: Node, generics: dict[str, str],
         return Imported(name, gname, None, e.message, e)
     g.notes += sink_register_loads(g, out.tensor if isinstance(out, Slot) else None)
     if not g.ops:
-        return Imported(name, gname, None, "it moves no data of its own" if not g.notes else
-                        f"nothing of it is a move tcplan models ({g.notes[0]})")
+        return Imported(name, gname, None, "it moves no data of its own" +
+                        (f" ({g.notes[0]})" if g.notes else ""))
     return Imported(name, gname, document(g, path, name, generics))
 
 
