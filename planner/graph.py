@@ -26,6 +26,7 @@ import networkx as nx
 from tcplan.model import limits
 from tcplan.model.hardware import DTYPE_BYTES
 from tcplan.model.mapping import Mapping, join
+from tcplan.model.rules import TcplanError
 from tcplan.model.tiers import Tensor
 
 from .spec import SubDoc, _Ctx, _did_you_mean, problem_from
@@ -152,8 +153,11 @@ def load_graph(ctx: _Ctx, data: dict) -> Graph:
                         "objective: sum (every op's cycles), critical_path or makespan (the "
                         "schedule on the main, sub and DMA contexts)")
     base = {"dtype": ctx.dtype, "chips": ctx.chips, "axes": ctx.axes}
-    tensors = _tensors(ctx, data.get("tensors"))
-    ops = _ops(doc, data.get("ops"), tensors)
+    errors: list = []
+    tensors = _tensors(ctx, data.get("tensors"), errors)
+    ops = _ops(doc, data.get("ops"), [str(n) for n in data["tensors"]], errors)
+    if errors:
+        raise TcplanError(errors)
     g = Graph(doc, base, tensors, ops, objective)
     from .registry import kinds
     for op in ops:
@@ -237,43 +241,52 @@ def shared_bytes(g: Graph) -> list[tuple[str, str]]:
     return out
 
 
-def _tensors(ctx: _Ctx, spec: Any) -> dict[str, GraphTensor]:
+def _tensors(ctx: _Ctx, spec: Any, errors: list) -> dict[str, GraphTensor]:
+    """Every tensor of the graph; a tensor's error is collected in ``errors`` and the rest
+    are still read, so that one run names every mistake of the file."""
     doc = ctx.doc
     if not isinstance(spec, dict) or not spec:
         raise doc.error(("tensors",), "expected a mapping of names to tensors",
                         "tensors: {x: {tier: hbm, element: 'm![A, B]', given: true}}")
     out = {}
     for name, t in spec.items():
-        keys = ("tensors", name)
-        if not isinstance(t, dict):
-            raise doc.error(keys, "expected a tensor: a tier and one mapping per dimension",
-                            "x: {tier: hbm, element: 'm![A, B]'}")
-        given = t.get("given", False)
-        if not isinstance(given, bool):
-            raise doc.error(keys + ("given",), f"{given!r} is not true or false",
-                            "given: true (the tensor holds data when the graph starts)")
-        base = {k: v for k, v in t.items() if k not in GRAPH_TENSOR_KEYS}
-        if t.get("tier") == "stream" and t.get("time") == "free":
-            raise doc.error(keys + ("time",), "a graph's stream is given: the computation "
-                            "that reads or writes it fixes its Time and Packet",
-                            "write the stream's Time and Packet mappings")
-        elements = _candidates(ctx, keys, t)
-        cands = list(elements) if elements is not None else None
-        first = _stream_dtype(ctx, keys, base, ctx.tensor(
-            keys, _without_dtype({**base, "element": elements[cands[0]]} if elements and cands
-                                 else base), str(name), allow_stream=True))
-        if elements and first.tier != "stream":
-            _free_overlap(ctx, keys, first)
-        axes = tuple(a for a in ctx.axes if a in {x for m in first.dims.values()
-                                                  for x in m.used_axes})
-        for c, el in (elements or {}).items():
-            got = ctx.tensor(keys, {**base, "element": el}, str(name))
-            if {x for m in got.dims.values() for x in m.used_axes} != set(axes):
-                raise doc.error(keys + ("element",), f"the candidate {c} carries other axes "
-                                f"than {next(iter(elements or {}))}",
-                                "give candidates over the same digits")
-        out[str(name)] = GraphTensor(str(name), base, axes, cands, given, elements or {})
+        try:
+            out[str(name)] = _tensor(ctx, name, t)
+        except TcplanError as e:
+            errors += e.violations
     return out
+
+
+def _tensor(ctx: _Ctx, name: Any, t: Any) -> GraphTensor:
+    doc, keys = ctx.doc, ("tensors", name)
+    if not isinstance(t, dict):
+        raise doc.error(keys, "expected a tensor: a tier and one mapping per dimension",
+                        "x: {tier: hbm, element: 'm![A, B]'}")
+    given = t.get("given", False)
+    if not isinstance(given, bool):
+        raise doc.error(keys + ("given",), f"{given!r} is not true or false",
+                        "given: true (the tensor holds data when the graph starts)")
+    base = {k: v for k, v in t.items() if k not in GRAPH_TENSOR_KEYS}
+    if t.get("tier") == "stream" and t.get("time") == "free":
+        raise doc.error(keys + ("time",), "a graph's stream is given: the computation "
+                        "that reads or writes it fixes its Time and Packet",
+                        "write the stream's Time and Packet mappings")
+    elements = _candidates(ctx, keys, t)
+    cands = list(elements) if elements is not None else None
+    first = _stream_dtype(ctx, keys, base, ctx.tensor(
+        keys, _without_dtype({**base, "element": elements[cands[0]]} if elements and cands
+                             else base), str(name), allow_stream=True))
+    if elements and first.tier != "stream":
+        _free_overlap(ctx, keys, first)
+    axes = tuple(a for a in ctx.axes if a in {x for m in first.dims.values()
+                                              for x in m.used_axes})
+    for c, el in (elements or {}).items():
+        got = ctx.tensor(keys, {**base, "element": el}, str(name))
+        if {x for m in got.dims.values() for x in m.used_axes} != set(axes):
+            raise doc.error(keys + ("element",), f"the candidate {c} carries other axes "
+                            f"than {next(iter(elements or {}))}",
+                            "give candidates over the same digits")
+    return GraphTensor(str(name), base, axes, cands, given, elements or {})
 
 
 def _free_overlap(ctx: _Ctx, keys: tuple, first: Tensor) -> None:
@@ -378,54 +391,64 @@ def _bounded(ctx: _Ctx, keys: tuple, cands: list[str]) -> list[str]:
     return cands
 
 
-def _ops(doc, spec: Any, tensors: dict[str, GraphTensor]) -> list[GraphOp]:
+def _ops(doc, spec: Any, tensors: list[str], errors: list) -> list[GraphOp]:
+    """Every op of the graph over the tensors it declares (``tensors``); an op's error is
+    collected in ``errors`` and the rest are still read."""
     if not isinstance(spec, list) or not spec:
         raise doc.error(("ops",), "expected a list of ops",
                         "ops: [{name: load, kind: dma, source: x, destination: y}]")
-    ops, names = [], set()
+    ops: list[GraphOp] = []
+    names: set = set()
     for i, o in enumerate(spec):
-        keys = ("ops", i)
-        if not isinstance(o, dict):
-            raise doc.error(keys, "expected an op: a mapping with its kind and tensors",
-                            "{name: load, kind: dma, source: x, destination: y}")
-        kind, roles_of = o.get("kind"), op_roles()
-        if isinstance(kind, str):
-            from .registry import refuse_unmodelled
-            refuse_unmodelled(doc, keys + ("kind",), kind)
-        if not isinstance(kind, str) or kind not in roles_of:
-            what = (f"{kind!r} is not a graph op" + _did_you_mean(kind, roles_of)
-                    if "kind" in o else "missing")
-            raise doc.error(keys + ("kind",), what, "graph ops are " + ", ".join(roles_of)
-                            + " (docs/graphs.md)")
-        name = o.get("name", f"op{i + 1}")
-        if not isinstance(name, str) or name in names:
-            raise doc.error(keys + ("name",), f"{name!r} is not a new op name",
-                            "give every op its own name")
-        names.add(name)
-        if "hops" in o:
-            raise doc.error(keys + ("hops",), "a graph's op moves in one hop",
-                            "add the intermediate tensor and a second op", at_key=True)
-        for k in ("axes", "chips", "expect", "format"):
-            if k in o:
-                raise doc.error(keys + (k,), f"{k} is the graph's, not an op's",
-                                f"set {k} at the graph's top level", at_key=True)
-        from .registry import kinds
-        flags = dict(roles_of[kind])
-        named = {role: (o.get(role), (role,)) for role in roles_of[kind]}
-        for role, (t, at) in kinds()[kind].graph_extra_roles(o).items():
-            flags[role], named[role] = (True, True), (t, at)
-        roles = {}
-        for role, (t, at) in named.items():
-            if role not in o and at == (role,):
-                raise doc.error(keys, f"a {kind} op names its {role} tensor",
-                                f"{role}: <one of {', '.join(tensors)}>")
-            if not isinstance(t, str) or t not in tensors:
-                raise doc.error(keys + at, f"{t!r} is not a tensor of the graph"
-                                + _did_you_mean(t, tensors),
-                                "name one of " + ", ".join(tensors))
-            roles[role] = t
-        ops.append(GraphOp(i, name, kind, o, roles, flags))
+        try:
+            ops.append(_op(doc, i, o, tensors, names))
+        except TcplanError as e:
+            errors += e.violations
     return ops
+
+
+def _op(doc, i: int, o: Any, tensors: list[str], names: set) -> GraphOp:
+    keys = ("ops", i)
+    if not isinstance(o, dict):
+        raise doc.error(keys, "expected an op: a mapping with its kind and tensors",
+                        "{name: load, kind: dma, source: x, destination: y}")
+    kind, roles_of = o.get("kind"), op_roles()
+    if isinstance(kind, str):
+        from .registry import refuse_unmodelled
+        refuse_unmodelled(doc, keys + ("kind",), kind)
+    if not isinstance(kind, str) or kind not in roles_of:
+        what = (f"{kind!r} is not a graph op" + _did_you_mean(kind, roles_of)
+                if "kind" in o else "missing")
+        raise doc.error(keys + ("kind",), what, "graph ops are " + ", ".join(roles_of)
+                        + " (docs/graphs.md)")
+    name = o.get("name", f"op{i + 1}")
+    if not isinstance(name, str) or name in names:
+        raise doc.error(keys + ("name",), f"{name!r} is not a new op name",
+                        "give every op its own name")
+    names.add(name)
+    if "hops" in o:
+        raise doc.error(keys + ("hops",), "a graph's op moves in one hop",
+                        "add the intermediate tensor and a second op", at_key=True)
+    for k in ("axes", "chips", "expect", "format"):
+        if k in o:
+            raise doc.error(keys + (k,), f"{k} is the graph's, not an op's",
+                            f"set {k} at the graph's top level", at_key=True)
+    from .registry import kinds
+    flags = dict(roles_of[kind])
+    named = {role: (o.get(role), (role,)) for role in roles_of[kind]}
+    for role, (t, at) in kinds()[kind].graph_extra_roles(o).items():
+        flags[role], named[role] = (True, True), (t, at)
+    roles = {}
+    for role, (t, at) in named.items():
+        if role not in o and at == (role,):
+            raise doc.error(keys, f"a {kind} op names its {role} tensor",
+                            f"{role}: <one of {', '.join(tensors)}>")
+        if not isinstance(t, str) or t not in tensors:
+            raise doc.error(keys + at, f"{t!r} is not a tensor of the graph"
+                            + _did_you_mean(t, tensors),
+                            "name one of " + ", ".join(tensors))
+        roles[role] = t
+    return GraphOp(i, name, kind, o, roles, flags)
 
 
 def _dag(g: Graph) -> None:

@@ -489,3 +489,28 @@ def test_a_free_element_repeating_the_slices_digits_gets_the_fixed_layouts_error
     assert tcplan.solve(fixed, verify="none").status == "optimal"
     given = tcplan.loads(REPEATS.replace("%ELEMENT%", "'m![A, B]'"), "given.yaml")
     assert "incompatible-decomposition" in tcplan.solve(given, verify="none").error.message
+
+
+def test_a_graph_file_s_mistakes_come_in_one_run(tmp_path, capsys):
+    """Issue 31: every tensor's and every op's mistake is named at once (before, one per
+    run): an undeclared axis, a bad flag, a misspelt op kind and an unknown tensor."""
+    from tcplan.planner.cli import main
+    f = tmp_path / "g.yaml"
+    f.write_text("""format: 1
+name: multi
+kind: graph
+axes: {A: 64, B: 32}
+tensors:
+  x: {tier: hbm, element: 'm![A, B]', given: true}
+  y: {tier: dm, cluster: 'm![1 # 2]', slice: 'm![A, 1 # 4]', element: 'm![B, Q]'}
+  z: {tier: dm, cluster: 'm![1 # 2]', slice: 'm![A, 1 # 4]', element: 'm![B]', given: maybe}
+ops:
+  - {name: a, kind: dma, source: x, destination: y}
+  - {name: b, kind: dmaa, source: y, destination: z}
+  - {name: c, kind: dma, source: x, destination: w}
+""")
+    assert main(["solve", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert [ln.split(": ")[1] for ln in err.splitlines() if ln.startswith("error")] == [
+        f"{f}:7:71", f"{f}:8:87", f"{f}:11:21", f"{f}:12:50"]
+    assert "'Q'" in err and "'maybe'" in err and "did you mean 'dma'" in err and "'w'" in err
