@@ -119,7 +119,7 @@ def _generic_text(scope: Scope, fn: Node, text: str) -> str:
     """A ``--generic`` binding's mapping, its axes checked (those the crate declares)."""
     try:
         m = parse(text, _crate_axes(scope))
-    except Exception as e:
+    except TcplanError as e:
         raise fail("bad-request", detail=f"--generic: {text!r}: {e}",
                    fix="give a mapping over axes the kernel's crate declares") from e
     for a in m.used_axes:
@@ -171,7 +171,7 @@ def _callee(reader: BodyReader, fn: Node, args: list[Node], expected: TensorType
     ret_node = node.child_by_field_name("return_type")
     try:
         ret = callee_scope.tensor(ret_node) if ret_node is not None else None
-    except Exception:
+    except (TcplanError, Unsupported):
         ret = None
     line = scope.module.source.line(fn)
     if ret is None:
