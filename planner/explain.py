@@ -10,6 +10,10 @@ deletion runs over relaxed rules instead (`model.dma.lower(relax=...)`; ``method
 deletion``).  Free placements (Slice, Cluster, Chip, padding) and engine splits are options
 of the search, and the core spans them: a rule instance names the option it belongs to, and
 a bound of the problem is one requirement for all of them (``planner.layout._joint_core``).
+When the time limit cuts the search before any plan, the search still says the rules
+that leave no plan where a few of them show it without the model (``method: rules``:
+the DMA packet's alignment and bound over every run that can be the packet, the entry
+limit, what no order changes; planner/layout.py ``rules_proof``).
 For a feasible problem: the requirements whose removal lowers the model's floor, and the
 bounds whose removal gives a faster plan.
 """
@@ -160,8 +164,14 @@ def _no_plan(problem: Problem[DmaSpec], out: NoPlan[Search] | TimedOut[Search]
             {**_item(r.rule, r.violation.to_json()), "requirement": r.key,
              "option": r.option} for r in found.conflict])
         return {"problem": problem.name, "feasible": False, "conflict": items,
-                "pieces": [p.term() for p in found.pieces], "method": "core",
+                "pieces": [p.term() for p in found.pieces],
+                "method": "core" if found.proof == "model" else found.proof,
                 "options": len(found.options), "minimal": found.minimal}
+    if isinstance(out, TimedOut) and not found.rejected:
+        # the time limit, no plan lowered and no cheap proof: nothing a deletion filter
+        # could relax (each of its trials would spend the time limit again)
+        return {"problem": problem.name, "feasible": False, "method": "error",
+                "conflict": [_item(v.rule, v.to_json()) for v in e.violations]}
     core = minimal_conflict(problem, set(found.rejected))
     if not core:  # nothing to shrink: the error itself
         return {"problem": problem.name, "feasible": False, "method": "error",

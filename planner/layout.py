@@ -130,6 +130,9 @@ class Search:
     times: dict = field(default_factory=lambda: {"cp-sat": 0.0, "lowering": 0.0,
                                                  "estimate": 0.0})  # seconds spent in each
     searched: bool = True  # False: options lowered as given, no model (a given stream)
+    #: what shows the conflict: the model's core, or, when the time limit cut the search,
+    #: the rules alone (``rules``: :meth:`_Searcher.rules_proof`)
+    proof: str = "model"
 
     @property
     def best(self) -> Candidate:
@@ -299,6 +302,20 @@ class _Loops:
             todo += [(i,) + ch for i in range(len(self.n))
                      if i not in ch and self.merges(i, ch[0])]
         return out
+
+
+def _free_loops(opt: "Option", pieces: list[Piece]) -> list[bool]:
+    """Which pieces lie in the destination's free Element (its order chosen too)."""
+    dst = opt.destination
+    held = _ranges(Tensor("e", dst.tier, dst.dtype, {"element": dst.dims["element"]}))
+    return [opt.free_element is not None and any(
+        lo <= p.lo and p.hi <= hi for lo, hi in held.get(p.axis, [])) for p in pieces]
+
+
+def _loops(pieces: list[Piece], lp: list, free: list[bool] | None = None) -> _Loops:
+    """The pieces' loops as the lowering cuts them (``lp``: positions, strides)."""
+    return _Loops([p.term() for p in pieces], [x.positions for x in lp],
+                  [x.strides[0] for x in lp], [x.strides[1] for x in lp], free or [])
 
 
 def _stream(stream: Tensor, time_t: list[Mapping], pack_t: list[Mapping]) -> Tensor:
@@ -757,13 +774,43 @@ class _Searcher:
         if outcomes == ["dominated"] and self.single and not result.candidates:
             return Dominated(result)
         if "cut" in outcomes:  # the time limit cut the search
-            if not result.candidates:
-                return TimedOut(fail("plan-time-limit", (), limit=f"{self.req.time_limit:g}",
-                                     lowered=result.enumerated), result)
-            return Found(result, proven=False)
+            if result.candidates:
+                return Found(result, proven=False)
+            proof = self.rules_proof()  # before giving up on time: the rules' own proof
+            if proof is not None:
+                result.conflict, result.minimal = proof
+                result.proof = "rules"
+                return NoPlan(self.no_plan(), result)
+            return TimedOut(fail("plan-time-limit", (), limit=f"{self.req.time_limit:g}",
+                                 lowered=result.enumerated), result)
         if not result.candidates:
             return NoPlan(self.no_plan(), result)
         return Found(result)
+
+    def rules_proof(self) -> tuple[list[Requirement], bool] | None:
+        """No plan, shown without the model (the time limit cut the search): every option
+        dead under a few rules read off its loops (:class:`_Dead`: the DMA packet's
+        alignment and the packet bound over every run that can be the packet, too few
+        merges for the entry limit, what no order changes), shrunk by deletion over those
+        rules.  The conflict and whether it is shown minimal, or None."""
+        pcie, bound, eb = self.req.pcie, self.bound, self.source.elem_bytes
+        dead = [_Dead.of(opt, got, static, self.source, eb, bound, pcie)
+                for opt, got, static, _ in (self.checked[c] for c in self.live)]
+        for d in dead:  # (a relaxed requirement is none: explain's deletion filter)
+            d.drop_relaxed(self.req.relax)
+        keys = list(dict.fromkeys(k for d in dead for k in d.keys))
+        if not keys or not all(d.dead(set(keys)) for d in dead):
+            return None
+        drop_first = [k for k in keys if k not in ("align", BOUND_PACKET)] + [
+            k for k in (BOUND_PACKET, "align") if k in keys]
+        core = set(keys)
+        for k in drop_first:
+            if all(d.dead(core - {k}) for d in dead):
+                core.discard(k)
+        self.result.pieces = self.result.pieces or (dead[0].pieces if self.single else [])
+        reqs = [r for d in dead for r in d.requirements(core)]
+        reqs = list({(r.key, r.option): r for r in reqs}.values())
+        return reqs, not ("entry-limit" in core and len(core) > 1)  # (its test is a bound)
 
     def no_plan(self) -> TcplanError:
         """``plan-no-layout``: the model's conflict, or the rules that rejected its plans."""
@@ -861,15 +908,10 @@ class _Builder:
         self.m, self.c, self.opt, self.pieces, self.source, self.eb = (m, c, opt, pieces,
                                                                        source, eb)
         self.requirement = requirement
-        destination = opt.destination
         self.pre = f"o{c}_"
         self.n, self.terms = len(pieces), [p.term() for p in pieces]
-        held = _ranges(Tensor("e", destination.tier, destination.dtype,
-                              {"element": destination.dims["element"]}))
-        self.free = [opt.free_element is not None and any(
-            lo <= p.lo and p.hi <= hi for lo, hi in held.get(p.axis, [])) for p in pieces]
-        self.L = _Loops(self.terms, [p.positions for p in lp], [p.strides[0] for p in lp],
-                        [p.strides[1] for p in lp], self.free)
+        self.free = _free_loops(opt, pieces)
+        self.L = _loops(pieces, lp, self.free)
         self.E = [i for i in range(self.n) if self.free[i]]  # the free Element's loops
         # what each DMA packet costs at least, whatever the order (the model's objective);
         # with a free Element the representative's Element ends in the packet's run, as
@@ -1173,8 +1215,7 @@ def _option_floor(opt: Option, got: tuple) -> int:
     floor, moved = engine_floor(plan)
     most = hw.DMA_REQUEST_BYTES
     if opt.free_element is None:
-        L = _Loops([p.term() for p in pieces], [x.positions for x in lp],
-                   [x.strides[0] for x in lp], [x.strides[1] for x in lp])
+        L = _loops(pieces, lp)
         most = min(most, max(math.prod(L.n[i] for i in ch) * eb for ch in L.chains()))
     bits = min(max(most - 1, 0).bit_length(), REQUEST_BITS)  # 2 ** bits >= the packet
     reads, writes = hbm_bytes(plan)
@@ -1182,6 +1223,94 @@ def _option_floor(opt: Option, got: tuple) -> int:
     bus = max((bus_floor(reads.get(c, 0) / per, writes.get(c, 0) / per, 5)
                for c in set(reads) | set(writes)), default=0)
     return max(floor, request_floor(moved, bits), bus, dmn_floor(opt.destination))
+
+
+@dataclass
+class _Dead:
+    """One option's facts for :meth:`_Searcher.rules_proof`: the bytes of every run that can
+    be its DMA packet (:meth:`_Loops.chains`), which of them break the packet alignment
+    (``align``: a write into DM, model.dma.alignment_checks) or the problem's packet bound,
+    whether its loops can merge down to the entry limit, and the rules no order changes
+    (each a requirement the option is excluded by).  ``dead(keys)``: no plan meets the
+    rules ``keys`` (each test exact but the entry limit's, an upper bound on merges)."""
+
+    label: str
+    pieces: list[Piece]
+    misaligned: list[bool]  # per run
+    over: list[bool]  # per run
+    violations: dict[str, Any]  # requirement key -> its Violation (None: a bound)
+    entry_dead: bool = False
+
+    @staticmethod
+    def of(opt: Option, got: Any, static: list, source: Tensor, eb: int, bound: int | None,
+           pcie: bool) -> "_Dead":
+        pieces, lp, _ = got
+        L = _loops(pieces, lp, _free_loops(opt, pieces))
+        sizes = [math.prod(L.n[i] for i in ch) * eb for ch in L.chains()]
+        viol: dict[str, Any] = {v.rule: v for v in static}
+        viol.update({k: None for k in opt.over})
+        rule, checks = dma.alignment_checks(source.tier, opt.destination.tier)
+        align = max((a for _, _, a in checks), default=1) if not pcie else 1
+        misaligned = [max(b, eb) % align != 0 for b in sizes]
+        if any(misaligned):
+            viol["align"] = Violation(rule, (), {
+                "side": " and ".join(sorted(s for s, _, _ in checks)), "align": align,
+                "what": "packets of " + ", ".join(
+                    f"{b} B" for b in sorted({max(b, eb) for b, m in zip(sizes, misaligned)
+                                              if m}))})
+        over = [bound is not None and b > bound for b in sizes]
+        if any(over):
+            viol[BOUND_PACKET] = None
+        dead = _Dead(opt.label, pieces, misaligned, over, viol,
+                     "entry-limit" in {v.rule for v in static})
+        need = len(L.n) - hw.MAX_SEQUENCER_ENTRIES
+        if need > 0 and not dead.entry_dead:
+            pairs = [(i, j) for i in range(len(L.n)) for j in range(len(L.n))
+                     if i != j and L.merges(i, j)]
+            most = min(len({i for i, _ in pairs}), len({j for _, j in pairs}))
+            dead.entry_dead = most < need  # (each loop merges with one inside it at most)
+            if dead.entry_dead:
+                viol["entry-limit"] = Violation("entry-limit", tuple(L.terms), {
+                    "count": f"{len(L.n)} loops with at most {most} merges: at least "
+                             f"{len(L.n) - most}", "entries": ", ".join(L.terms)})
+        return dead
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self.violations)
+
+    def drop_relaxed(self, relax: frozenset[str]) -> None:
+        """Forget the requirements ``relax`` names (by key, by key before the option's
+        label, or by rule), as :meth:`_Searcher.assemble` turns them off."""
+        for r in self.requirements(set(self.violations)):
+            if {r.key, r.key.split("@")[0], r.rule or r.key} & relax:
+                del self.violations[next(k for k in self.violations
+                                         if self.key_of(k) == r.key)]
+
+    def dead(self, keys: set[str]) -> bool:
+        mine = keys & set(self.violations)
+        if mine - {"align", BOUND_PACKET, "entry-limit"} or (
+                "entry-limit" in mine and self.entry_dead):
+            return True  # (a rule no order changes excludes the option)
+        return not any(not (m and "align" in mine) and not (o and BOUND_PACKET in mine)
+                       for m, o in zip(self.misaligned, self.over))
+
+    def requirements(self, core: set[str]) -> list[Requirement]:
+        """This option's members of the core, as the model names its requirements."""
+        out = []
+        for k in sorted(core & set(self.violations)):
+            v = self.violations[k]
+            out.append(Requirement(self.key_of(k), None if v is None else v.rule, v, None,
+                                   "" if v is None else self.label))
+        return out
+
+    def key_of(self, k: str) -> str:
+        """The model's key of this option's requirement ``k``."""
+        v = self.violations[k]
+        if v is None:  # a bound of the problem: one key for every option
+            return k
+        key = f"{v.rule}:packet" if k == "align" else k
+        return f"{key}@{self.label}" if self.label else key
 
 
 def _cycles_of(objective: float, scale: int) -> int:

@@ -185,7 +185,9 @@ def format_explanation(name: str, rep: dict[str, Any]) -> str:
             + ("without any one of them, the others can be met" if rep.get("minimal", True)
                else "the time limit stopped the search before it showed them minimal")
             + ")" + (f", over {rep['options']} options (source layouts, placements, "
-                     "engine splits)" if rep.get("options", 1) > 1 else "") + ":")]
+                     "engine splits)" if rep.get("options", 1) > 1 else "")
+            + (" (the search reached its time limit; these rules alone leave no plan)"
+               if rep.get("method") == "rules" else "") + ":")]
         for it in rep["conflict"]:
             head = f"[{it['rule']}]" if it.get("rule") else "[bound]"
             lines.append(f"  {head} {it['message']}")

@@ -481,6 +481,63 @@ def test_time_limit_before_any_plan(monkeypatch):
     assert isinstance(out, TimedOut) and out.error.code == "plan-time-limit"
 
 
+#: a 4-chip load whose every DMA packet breaks the DM write's 8-byte alignment: the only
+#: runs contiguous on both sides are R (3 B) and none (1 B); 121 engine splits to search
+FOUR_CHIP_LOAD = """kind: dma
+chips: 4
+dtype: i8
+axes: {X: 4, A: 4, B: 4, C: 4, D: 4, E: 4, F: 4, G: 4, R: 3}
+source: {tier: hbm, chip: 'm![X]', element: 'm![A, B, C, D, E, F, G, R]'}
+destination: {tier: dm, chip: 'm![X]', cluster: 'm![A / 2]', slice: 'm![A % 2, B, C, D]',
+              element: 'm![G, F, E, R]'}
+stream: {chip: 'm![X]', cluster: free, slice: free, time: free, packet: free}
+"""
+
+
+def test_an_infeasible_search_cut_by_its_time_limit_names_its_rules(tmp_path):
+    """Issue 31: a multi-chip move with no layout whose proof takes longer than the time
+    limit (121 engine splits, each a model to build and search). Before, solve ended
+    'unknown' (plan-time-limit) and explain, after 31 s, named only the time limit. At the
+    time limit the search now reads the rules off every option's loops: each run that can
+    be the DMA packet is 1 or 3 bytes, so the packet's alignment alone leaves no plan
+    (a minimal core, exit 1), in solve as in explain."""
+    from tcplan.planner.dma_plan import plan_free
+    f = _write(tmp_path, FOUR_CHIP_LOAD, "load4.yaml")
+    out = plan_free(load_problem(f), time_limit=2)
+    assert isinstance(out, NoPlan) and out.record.proof == "rules" and out.record.minimal
+    assert len(out.record.options) == 121
+    assert {r.key.split("@")[0] for r in out.record.conflict} == {"dma-hbm-dm-align:packet"}
+    code, text, _ = run(["solve", str(f), "--time-limit", "2", "--json"])
+    r = json.loads(text)
+    assert code == 1 and r["status"] == "infeasible"
+    assert r["explanation"]["code"] == "plan-no-layout"
+    assert r["explanation"]["terms"] == ["dma-hbm-dm-align"]
+    code, text, _ = run(["explain", str(f)])  # (its own 10 s: the same proof)
+    assert code == 1 and text.count("[dma-hbm-dm-align]") >= 1
+    assert "packets of 1 B, 3 B" in text and "plan-time-limit" not in text
+
+
+def test_the_entry_limit_is_read_off_the_loops_at_the_time_limit(monkeypatch):
+    """Ten loops that merge nowhere (an HBM copy that reverses every axis) need two merges
+    to fit the 8 entries: no plan, said by entry-limit alone when the model is cut; a
+    feasible problem cut the same way stays 'unknown' (test_time_limit_before_any_plan)."""
+    from ortools.sat.python import cp_model
+
+    from tcplan.planner.dma_plan import plan_free
+    p = load_problem_text("""kind: dma
+dtype: i8
+axes: {A: 2, B: 2, C: 2, D: 2, E: 2, F: 2, G: 2, H: 2, I: 2, J: 2}
+source: {tier: hbm, element: 'm![A, B, C, D, E, F, G, H, I, J]'}
+destination: {tier: hbm, address: 4096, element: 'm![J, I, H, G, F, E, D, C, B, A]'}
+stream: {time: free, packet: free}
+""", "<reversed>")
+    monkeypatch.setattr(cp_model.CpSolver, "solve", lambda self, m, cb=None: cp_model.UNKNOWN)
+    out = plan_free(p)
+    assert isinstance(out, NoPlan) and out.record.proof == "rules"
+    (r,) = out.record.conflict
+    assert r.rule == "entry-limit" and "10 loops with at most 0 merges" in r.violation.message
+
+
 def _write(tmp_path, text, name="g.yaml"):
     f = tmp_path / name
     f.write_text(text)
@@ -664,10 +721,19 @@ def test_a_conflict_over_many_options_is_minimal_and_the_time_limit_holds():
     got = [r.key for r in found.conflict]
     assert len({r.option for r in found.conflict}) > 10  # it spans the options
     _check_minimal(p, got, {r.key for r in found.requirements}, got[::14])  # a sample
-    # a time limit too short to shrink it: still no plan, said to be not shown minimal
+    # a time limit too short to shrink it: still no plan, said to be not shown minimal, or
+    # shown by the rules alone (issue 31): every option's only DMA packet is one 2-byte
+    # element, so the packet's alignment leaves none a plan, a minimal core of its own
     out = plan_free(p, time_limit=0.3)
     assert not isinstance(out, Found)
-    assert out.error.code == "plan-time-limit" or not out.record.minimal
+    if out.record.proof == "rules":
+        core = [r.key for r in out.record.conflict]
+        assert out.error.code == "plan-no-layout" and out.record.minimal
+        assert {r.rule for r in out.record.conflict} == {"dma-hbm-dm-align"}
+        assert len(core) == 57 and all(k.startswith("dma-hbm-dm-align:packet@") for k in core)
+        _check_minimal(p, core, {r.key for r in found.requirements} | set(core), core[::40])
+    else:
+        assert out.error.code == "plan-time-limit" or not out.record.minimal
 
 
 def test_a_destination_digit_cut_short_is_streamed_as_it_is(tmp_path):
