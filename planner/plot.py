@@ -24,18 +24,27 @@ from __future__ import annotations
 
 import functools
 import io
+import logging
 import os
 import pathlib
+import re
 import tempfile
 from typing import Any
 
 from tcplan.model import hardware as hw
 from tcplan.model.rules import fail
 
+from . import heatmap
+
 SUFFIXES = (".svg", ".png")
 INSTALL = "pip install 'tcplan[plot]'"
 WHAT = ("a DMA or PCIe plan's HBM load per channel and bank, its DMA engines' timeline and "
         "its DMN load")
+PLOT_WHAT = (WHAT + "; a Fetch's or Commit's DM bank accesses and cycles; or a graph's "
+             "schedule and its DMA, Fetch and Commit ops' pictures")
+DRAWING = ("--plot", "plot()")  # the flags that draw (--report writes a page)
+#: Kind.pictures (planner/registry.py): what a kind's plan is drawn as
+TRANSFER, TENSOR_UNIT = "transfer", "tensor unit"
 WIDTH = 16.0  # inches, every picture
 DPI = 100  # a .png is WIDTH x DPI pixels wide
 #: while a figure is built and written: SVG text stays text; the hash salt is fixed so that
@@ -48,6 +57,7 @@ RC = {"svg.fonttype": "none", "svg.hashsalt": "tcplan", "font.size": 8,
 
 _READ, _WRITE, _START, _HBM, _MARK = "#4878d0", "#ee854a", "#b0b0b0", "#956cb4", "#d62728"
 _DMN = "#6acc64"  # the busiest DMN, when several engines share it
+LOG = logging.getLogger("tcplan")  # (the command line's: planner/cli.py)
 
 
 # ---- the checks a command makes before it works -------------------------------------------
@@ -75,17 +85,23 @@ def check_path(path: str | os.PathLike, flag: str = "--plot") -> pathlib.Path:
 
 
 def check_problem(problem, flag: str = "--plot") -> None:
-    """A problem whose plan can be drawn: a DMA or PCIe transfer, one hop, or (``--plot``)
-    a graph's schedule."""
+    """A problem whose plan can be drawn: a DMA or PCIe transfer, one hop; or (``--plot``,
+    ``plot()``) a Fetch, a Commit, a graph's schedule."""
     from .kinds import kind_of
-    if flag == "--plot" and kind_of(problem).has_schedule(problem):
+    kind = kind_of(problem)
+    drawing = flag in DRAWING
+    if drawing and (kind.has_schedule(problem) or kind.pictures == TENSOR_UNIT):
         return
-    if not kind_of(problem).pictures:
-        raise fail("bad-request", detail=f"{flag} draws {WHAT}; {problem.name} is a "
-                   f"{problem.kind} problem, which has none",
+    if kind.pictures == TENSOR_UNIT:
+        raise fail("bad-request", detail=f"{flag} writes the page of {WHAT}; "
+                   f"{problem.name} is a {problem.kind} problem",
+                   fix="draw it with --plot FILE (its DM banks and cycles)")
+    if kind.pictures != TRANSFER:
+        raise fail("bad-request", detail=f"{flag} draws {PLOT_WHAT if drawing else WHAT}; "
+                   f"{problem.name} is a {problem.kind} problem, which has none",
                    fix=f"use {flag} on a dma or pcie problem" + (
-                       " or a graph" if flag == "--plot" else "") + " (tcplan verify prints "
-                   "this kind's cycles)")
+                       ", a fetch, a commit or a graph" if drawing else "")
+                   + " (tcplan verify prints this kind's cycles)")
     from .dma_spec import DmaSpec
     hops = problem.spec.hops if isinstance(problem.spec, DmaSpec) else 1
     if hops > 1:
@@ -162,33 +178,22 @@ QUANTITIES = (("requests", "requests", "Blues"), ("first_opens", "first row open
               ("reopens", "row re-opens", "Reds"))
 
 
-def _draw_hbm(target, b: dict[str, Any]) -> None:
-    import numpy as np
-    from matplotlib import colormaps
-    from matplotlib.colors import Normalize
-    from matplotlib.ticker import MaxNLocator
+def _draw_hbm(target, b: dict[str, Any]) -> list[heatmap.Panel]:
+    """The HBM heatmaps on ``target``, per chip; the panels whose numbers
+    :func:`heatmap.fit` then keeps or leaves out."""
     chips = _hbm_chips(b)
     if not chips:
         ax = target.subplots()
         ax.set_axis_off()
         ax.text(0.5, 0.5, "no HBM side: this transfer makes no HBM requests", ha="center")
-        return
+        return []
     heights = [3 * (1.3 + 0.2 * len(_chip_banks(b, c))) + 0.4 for c in chips]
     subs = target.subfigures(len(chips), 1, height_ratios=heights) if len(chips) > 1 else [
         target]
     channels = {(r["chip"], r["channel"]): r for r in b.get("hbm_channels", [])}
+    panels = []
     for sub, chip in zip(subs, chips):
         banks = _chip_banks(b, chip)
-        row_of = {k: i for i, k in enumerate(banks)}
-        grids = {key: np.zeros((len(banks), hw.HBM_CHANNELS)) for key, _, _ in QUANTITIES}
-        used = np.zeros((len(banks), hw.HBM_CHANNELS), bool)
-        for r in b["hbm_banks"]:
-            if r["chip"] != chip:
-                continue
-            for j, k in enumerate(r["banks"]):
-                used[row_of[k], r["channel"]] = True
-                for key, _, _ in QUANTITIES:
-                    grids[key][row_of[k], r["channel"]] = r[key][j]
         mine = [r for (c, _), r in channels.items() if c == chip]
         hot = max(mine, key=lambda r: (r["busy_cycles"], -r["channel"]))
         total = {key: sum(r[key] for r in mine) for key, _, _ in QUANTITIES}
@@ -198,38 +203,65 @@ def _draw_hbm(target, b: dict[str, Any]) -> None:
             f"{total['first_opens']:,} first row opens, {total['reopens']:,} re-opens; "
             f"busiest channel {hot['channel']}: {_n(hot['busy_cycles'])} cycles",
             fontsize=10, fontweight="bold")
-        axes = sub.subplots(3, 1)
-        for ax, (key, label, cmap) in zip(axes, QUANTITIES):
-            grid = grids[key]
-            vmax = max(1.0, float(grid.max()))
-            norm = Normalize(0.0, vmax)
-            shown = np.ma.masked_array(grid, ~used)
-            # (interpolation "none": an SVG holds the cells at their own resolution, drawn
-            # pixelated, so they stay sharp when zoomed)
-            im = ax.imshow(shown, aspect="auto", norm=norm, interpolation="none",
-                           cmap=colormaps[cmap].with_extremes(bad="#f4f4f4"))
-            ax.set_xticks(range(hw.HBM_CHANNELS), [str(c) for c in range(hw.HBM_CHANNELS)],
-                          fontsize=7)
-            ax.set_yticks(range(len(banks)), [str(k) for k in banks], fontsize=6)
-            ax.set_xlabel("HBM channel (16 x stack + channel)", fontsize=7)
-            ax.set_ylabel("bank id", fontsize=7)
-            ax.set_title(f"{label} per bank", fontsize=9, loc="left")
-            for i, j in zip(*np.nonzero(used)):
-                v = grid[i, j]
-                ax.text(j, i, _n(v), ha="center", va="center", fontsize=5.5,
-                        color="white" if norm(v) > 0.6 else "black", in_layout=False)
-            top = ax.secondary_xaxis("top")
-            col = {r["channel"]: r[key] for r in mine}
-            sums = [f"{col[c]:,}" if c in col else "-" for c in range(hw.HBM_CHANNELS)]
-            top.set_xticks(range(hw.HBM_CHANNELS), sums, fontsize=6.5,
-                           rotation=0 if max(map(len, sums)) <= 7 else 90)
-            top.set_xlabel(f"{label} per channel", fontsize=7)
-            ax.add_patch(_outline(hot["channel"], len(banks)))
-            bar = sub.colorbar(im, ax=ax, pad=0.005, fraction=0.015, aspect=10)
-            bar.set_label(label, fontsize=7)
-            bar.ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-            bar.ax.yaxis.set_major_formatter(_comma())
-            bar.ax.tick_params(labelsize=6.5)
+        grids, used = _hbm_grids(b, chip, banks)
+        for ax, quantity in zip(sub.subplots(3, 1), QUANTITIES):
+            panels.append(_hbm_panel(sub, ax, quantity, grids[quantity[0]], used, banks,
+                                     mine, hot["channel"]))
+    return panels
+
+
+def _hbm_grids(b: dict[str, Any], chip: int, banks: list[int]):
+    """Per quantity, a (bank, channel) grid of the chip's numbers; which cells are used."""
+    import numpy as np
+    row_of = {k: i for i, k in enumerate(banks)}
+    grids = {key: np.zeros((len(banks), hw.HBM_CHANNELS)) for key, _, _ in QUANTITIES}
+    used = np.zeros((len(banks), hw.HBM_CHANNELS), bool)
+    for r in b["hbm_banks"]:
+        if r["chip"] != chip:
+            continue
+        for j, k in enumerate(r["banks"]):
+            used[row_of[k], r["channel"]] = True
+            for key, _, _ in QUANTITIES:
+                grids[key][row_of[k], r["channel"]] = r[key][j]
+    return grids, used
+
+
+def _hbm_panel(sub, ax, quantity: tuple[str, str, str], grid, used, banks: list[int],
+               mine: list[dict[str, Any]], hot: int) -> heatmap.Panel:
+    """One quantity's heatmap: a cell per (bank, channel) with its number, the channels'
+    totals above, the busiest channel outlined, the colour bar on the right."""
+    import numpy as np
+    from matplotlib import colormaps
+    from matplotlib.colors import Normalize
+    from matplotlib.ticker import MaxNLocator
+    key, label, cmap = quantity
+    norm = Normalize(0.0, max(1.0, float(grid.max())))
+    # (interpolation "none": an SVG holds the cells at their own resolution, drawn
+    # pixelated, so they stay sharp when zoomed)
+    im = ax.imshow(np.ma.masked_array(grid, ~used), aspect="auto", norm=norm,
+                   interpolation="none", cmap=colormaps[cmap].with_extremes(bad="#f4f4f4"))
+    digits = heatmap.cell_font(heatmap.root(ax))  # (the numbers around the cells too)
+    ax.set_xticks(range(hw.HBM_CHANNELS), [str(c) for c in range(hw.HBM_CHANNELS)],
+                  fontsize=digits)
+    ax.set_yticks(range(len(banks)), [str(k) for k in banks], fontsize=digits)
+    ax.set_xlabel("HBM channel (16 x stack + channel)", fontsize=7)
+    ax.set_ylabel("bank id", fontsize=7)
+    panel = heatmap.Panel(ax, ax.set_title(f"{label} per bank", fontsize=9, loc="left"))
+    for i, j in zip(*np.nonzero(used)):
+        heatmap.number(panel, j, i, _n(grid[i, j]), norm(grid[i, j]) > 0.6)
+    top = ax.secondary_xaxis("top")
+    col = {r["channel"]: r[key] for r in mine}
+    sums = [f"{col[c]:,}" if c in col else "-" for c in range(hw.HBM_CHANNELS)]
+    top.set_xticks(range(hw.HBM_CHANNELS), sums, fontsize=digits,
+                   rotation=0 if max(map(len, sums)) <= 6 else 90)
+    top.set_xlabel(f"{label} per channel", fontsize=7)
+    ax.add_patch(_outline(hot, len(banks)))
+    bar = sub.colorbar(im, ax=ax, pad=0.005, fraction=0.015, aspect=10)
+    bar.set_label(label, fontsize=7)
+    bar.ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    bar.ax.yaxis.set_major_formatter(_comma())
+    bar.ax.tick_params(labelsize=6.5)
+    return panel
 
 
 def _outline(channel: int, rows: int):
@@ -328,8 +360,7 @@ def _draw_timeline(target, b: dict[str, Any], sides: tuple[str, str],
         handles.append(Patch(color=_HBM, label="busiest HBM channel busy"))
     if b["bottleneck"] == SHARED_DMN and b.get("dmns"):
         handles.append(Patch(color=_DMN, label="busiest DMN busy (all its engines)"))
-    ax.legend(handles=handles, loc="lower right", fontsize=7, ncol=len(handles),
-              bbox_to_anchor=(1.0, 1.0), frameon=False)
+    heatmap.legend_below(target, handles)
     ax.grid(axis="x", color="#e0e0e0", lw=0.5)
     ax.set_axisbelow(True)
 
@@ -395,7 +426,7 @@ def hbm_figure(breakdown: dict[str, Any], title: str = ""):
     """Per chip the transfer touches: requests, first row opens and re-opens per bank x
     channel, with per-channel totals; the busiest channel outlined in red."""
     fig = _titled(max(1.0, _hbm_height(breakdown)), title)
-    _draw_hbm(fig, breakdown)
+    heatmap.fit(fig, _draw_hbm(fig, breakdown))
     return fig
 
 
@@ -427,9 +458,10 @@ def figure(breakdown: dict[str, Any], sides: tuple[str, str] = ("hbm", "dm"),
     fig = _new(sum(heights) + 0.6)
     fig.suptitle(title or f"{breakdown['cycles']:,} cycles", fontsize=12, fontweight="bold")
     hbm, timeline, dmns = fig.subfigures(3, 1, height_ratios=heights)
-    _draw_hbm(hbm, breakdown)
+    panels = _draw_hbm(hbm, breakdown)
     _draw_timeline(timeline, breakdown, sides, lower_bound)
     _draw_dmns(dmns, breakdown)
+    heatmap.fit(fig, panels)  # (once the whole figure is laid out)
     return fig
 
 
@@ -503,20 +535,109 @@ def schedule_figure(schedule, title: str = ""):
     return fig
 
 
+@_styled
+def tu_figure(data: dict[str, Any], title: str = "", lower_bound: int | None = None):
+    """A Fetch's or Commit's pictures (planner/tu_plot.py): its DM banks and its cycles;
+    ``data`` is ``tu_plot.picture_data`` of its plan."""
+    from . import tu_plot
+    fig = _titled(tu_plot.height(), title)
+    heatmap.fit(fig, tu_plot.draw(fig, data, lower_bound))
+    return fig
+
+
+def tu_title(name: str, d: dict[str, Any], lower_bound: int | None) -> str:
+    side = "DM -> stream" if d["engine"] == "fetch" else "stream -> DM"
+    return (f"{name}: {d['engine'].title()}, {side} ({d['context']} context), "
+            f"{d['cycles']:,} cycles" + (f", lower bound {lower_bound:,}" if lower_bound
+                                         else ""))
+
+
+def op_figure(problem, plan, name: str, lower_bound: int | None):
+    """The pictures of one plan as its kind draws them (``Kind.pictures``): a transfer's
+    three, a Fetch's or Commit's two; None for a kind with none.  ``name`` heads them."""
+    from .registry import kind_of
+    what = kind_of(problem).pictures
+    if what == TRANSFER:
+        from tcplan.model.cost import dma_cycles
+        b = dma_cycles(plan).to_json()
+        sides = sides_of(problem, plan)
+        return figure(b, sides, title_of(name, b, sides), lower_bound)
+    if what == TENSOR_UNIT:
+        from .tu_plot import picture_data
+        d = picture_data(plan)
+        return tu_figure(d, tu_title(name, d, lower_bound), lower_bound)
+    return None
+
+
+def graph_plan_of(plan):
+    """The graph plan (planner/graph_plan.py) of a scheduled problem's plan: a graph's own,
+    or a contraction's chosen candidate's (planner/contraction_moves.py ``Timed.plan``)."""
+    return plan if hasattr(plan, "ops") else getattr(plan, "plan", None)
+
+
+def op_path(path: pathlib.Path, op: str, taken: set[pathlib.Path]) -> pathlib.Path:
+    """Where an op's pictures go beside a graph's ``FILE``: ``STEM.OP.SUFFIX``, the op's
+    name kept to letters, digits, ``_`` and ``-`` (others become ``_``); a name that comes
+    out as another's gets ``-2``, ``-3``..."""
+    safe = re.sub(r"[^A-Za-z0-9_-]", "_", op)[:80] or "op"
+    out, k = path.with_name(f"{path.stem}.{safe}{path.suffix}"), 1
+    while out in taken or out == path:
+        k += 1
+        out = path.with_name(f"{path.stem}.{safe}-{k}{path.suffix}")
+    taken.add(out)
+    return out
+
+
+def op_pictures(name: str, gp, path: pathlib.Path):
+    """Each op of a graph plan that has pictures (its kind's: a DMA, PCIe, Fetch or
+    Commit), in the file's order: (its file beside ``path``, its figure), drawn one at a
+    time."""
+    from .registry import kind_of
+    taken: set[pathlib.Path] = set()
+    for row in gp.ops:
+        problem = row.problem
+        if not kind_of(problem).pictures or row.plan is None:
+            continue
+        bound = kind_of(problem).lower_bound(problem, row.plan)
+        fig = op_figure(problem, row.plan, f"{name}, op {problem.name}", bound)
+        if fig is not None:
+            yield op_path(path, problem.name, taken), fig
+
+
+def plot_graph(result, path: str | os.PathLike, flag: str = "--plot") -> pathlib.Path:
+    """A scheduled plan's pictures: its schedule in ``path``, and beside it each DMA, PCIe,
+    Fetch and Commit op's own (:func:`op_path`; each file written said on the log)."""
+    p = check_path(path, flag)
+    gp = graph_plan_of(result.plan)
+    out = save(schedule_figure(gp.schedule, result.problem.name), p, flag)
+    for where, fig in op_pictures(result.problem.name, gp, p):
+        LOG.info("%s: wrote %s", flag, save(fig, where, flag))
+    return out
+
+
 def drawable(result) -> bool:
-    """Has the result something to draw: a DMA's timed plan, or a graph's schedule?"""
-    if getattr(result.plan, "schedule", None) is not None:
+    """Has the result something to draw: a DMA's timed plan, a Fetch's or Commit's, or a
+    graph's schedule?"""
+    if getattr(graph_plan_of(result.plan), "schedule", None) is not None:
         return True
-    return bool((result.breakdown or {}).get("engines"))
+    b = result.breakdown or {}
+    return bool(b.get("engines") or "packets" in b and result.reason is None)
 
 
 def plot_result(result, path: str | os.PathLike, flag: str = "--plot") -> pathlib.Path:
     """Draw the plan of a ``SolveResult`` or ``VerifyResult`` (planner/api.py) to ``path``;
-    a solve's lower bound is marked on the timeline."""
+    a solve's lower bound is marked on the timeline.  A graph: :func:`plot_graph`."""
     check(result.problem, path, flag)
     from .kinds import kind_of
-    if kind_of(result.problem).has_schedule(result.problem):  # (a graph: its schedule)
-        return save(schedule_figure(result.plan.schedule, result.problem.name), path, flag)
+    kind = kind_of(result.problem)
+    if kind.has_schedule(result.problem):
+        return plot_graph(result, path, flag)
+    if kind.pictures == TENSOR_UNIT:  # (a verify keeps no plan: lowered again, as it was)
+        if not drawable(result):
+            breakdown_of(result, flag)  # (the error that says why)
+        plan = result.plan if result.plan is not None else kind.lower(result.problem)
+        return save(op_figure(result.problem, plan, result.problem.name, result.lower_bound),
+                    path, flag)
     b = breakdown_of(result, flag)
     return draw(path, b, sides_of(result.problem, result.plan), result.problem.name,
                 result.lower_bound, flag)

@@ -167,7 +167,9 @@ class Kind:
     #: as a graph's op: the role whose tensor's dtype is the op problem's dtype (an engine
     #: op reads a stream of its own type); None: the op's ``dtype:``, else the graph's
     dtype_role: str | None = None
-    pictures = False  # `--plot` / `--report` draw its plan (planner/plot.py: a DMA's breakdown)
+    #: what `--plot` / `--report` draw of its plan (planner/plot.py): "transfer" (a DMA's
+    #: breakdown: both), "tensor unit" (a Fetch's or Commit's: `--plot`), "" (nothing)
+    pictures = ""
     scheduled = False  # its plan has a schedule of contexts (`--trace`; planner/schedule.py)
 
     def has_schedule(self, problem) -> bool:

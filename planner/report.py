@@ -21,12 +21,14 @@ from typing import Any
 from tcplan.model import hardware as hw
 from tcplan.model.rules import fail
 
-from . import plot
+from . import heatmap, plot
 from .kinds.dma import DmaSolved
 
+#: the page is as wide as the pictures are shown (planner/heatmap.py: their numbers are
+#: drawn to be read, or left out, at that width)
 STYLE = """
 body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2em auto;
-       max-width: 1200px; padding: 0 1em; color: #222; line-height: 1.4; }
+       max-width: REPORT_PXpx; padding: 0 1em; color: #222; line-height: 1.4; }
 h1 { font-size: 1.6em; margin-bottom: 0.2em; }
 h2 { border-bottom: 1px solid #ccc; padding-bottom: 0.2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: 0.5em 0; }
@@ -42,7 +44,7 @@ pre { background: #f7f7f7; border: 1px solid #ddd; padding: 0.8em; overflow-x: a
 .bar.bound { background: #2ca02c; }
 figure { margin: 1em 0; }
 figure svg { max-width: 100%; height: auto; }
-"""
+""".replace("REPORT_PX", str(heatmap.REPORT_PX))
 
 
 def _e(v: Any) -> str:

@@ -274,7 +274,9 @@ def test_other_kinds_say_what_plot_draws(tmp_path):
                          str(tmp_path / "x.svg"))
     assert code == 2 and out == ""
     assert ("--plot draws a DMA or PCIe plan's HBM load per channel and bank, its DMA "
-            "engines' timeline and its DMN load; ve_sigmoid is a vector problem") in err
+            "engines' timeline and its DMN load; a Fetch's or Commit's DM bank accesses and "
+            "cycles; or a graph's schedule and its DMA, Fetch and Commit ops' pictures; "
+            "ve_sigmoid is a vector problem, which has none") in err
     code, out, err = cli("solve", str(ROOT / "problems/expressions/expr_abs_f32.yaml"),
                          "--report", str(tmp_path / "r"))
     assert code == 2 and "--report draws" in err and "expression problem" in err

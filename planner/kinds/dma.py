@@ -36,7 +36,7 @@ class Dma(Kind):
     graph_broadcast = True
     graph_roles = {n: {"source": (True, True), "destination": (False, True)}
                    for n in ("dma", "pcie")}
-    pictures = True
+    pictures = "transfer"
 
     def load(self, ctx, data: dict, kind: str, tensors: dict) -> DmaSpec:
         from tcplan.model.broadcast import partial_violations

@@ -90,6 +90,7 @@ class TensorUnitMove(Kind):
     graph_roles = {"fetch": {"source": (True, True), "stream": (False, True)},
                    "commit": {"stream": (True, True), "destination": (False, True)}}
     graph_broadcast = True  # a Fetch's stream may repeat what it reads (a broadcast read)
+    pictures = "tensor unit"  # `--plot`: its DM banks and cycles (planner/tu_plot.py)
 
     def graph_context(self, data: dict) -> str | None:
         return data.get("context")  # (absent: the path's, main unless all say sub)
