@@ -247,13 +247,15 @@ def _verb_batch(sub) -> None:
                          "the problems missing from it")
 
 
-PLOT_HELP = ("also draw the plan of a DMA or PCIe problem, or a graph's schedule (a row "
-             "per context, a bar per task, an arrow per hazard), to FILE (.svg or .png; needs "
-             "matplotlib: pip install 'tcplan[plot]'); a transfer's: per chip, the HBM requests, first row "
-             "opens and row re-opens of every channel and bank (a heatmap, with per-channel "
-             "totals); each DMA engine's commands on a timeline in cycles (start-up, read, "
-             "write), with the total cycles and the bottleneck marked; the bytes and cycles "
-             "of every DMN (docs/pictures.md)")
+PLOT_HELP = ("also draw the plan of a DMA, PCIe, Fetch or Commit problem, or a graph's "
+             "schedule (a row per context, a bar per task, an arrow per hazard) and, beside "
+             "it in FILE.<op>.<ext>, each of its DMA, PCIe, Fetch and Commit ops' own, to FILE "
+             "(.svg or .png; needs matplotlib: pip install 'tcplan[plot]'); a transfer's: per "
+             "chip, the HBM requests, first row opens and row re-opens of every channel and "
+             "bank (a heatmap, with per-channel totals); each DMA engine's commands on a "
+             "timeline in cycles (start-up, read, write), with the total cycles and the "
+             "bottleneck marked; the bytes and cycles of every DMN; a Fetch's or Commit's: a "
+             "slice's DM bank accesses and its cycles against its bound (docs/pictures.md)")
 
 
 def _picture_flags(commands: Mapping[str, argparse.ArgumentParser]) -> None:
