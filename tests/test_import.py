@@ -11,6 +11,7 @@ import collections
 import json
 import pathlib
 
+import numpy as np
 import pytest
 import yaml
 
@@ -233,3 +234,130 @@ def test_hostile_files_are_refused_by_name(content, words, tmp_path, capsys):
         f.write_text(content)
     assert main(["import", str(f)]) == 2
     assert words in capsys.readouterr().err
+
+
+def _sig(v):
+    return 1 / (1 + np.exp(-v))
+
+
+@pytest.mark.parametrize("steps,want", [
+    ([{"fp_binary": {"op": "SubF", "mode": "Mode00", "operand": 1.0}}], lambda x, a, b: x - x),
+    ([{"fp_binary": {"op": "AddF", "mode": "Mode11", "operand": {"vrf": "a"}}}],
+     lambda x, a, b: a + a),
+    ([{"fp_binary": {"op": "SubF", "mode": "Mode10", "operand": {"vrf": "a"}}}],
+     lambda x, a, b: a - x),
+    (["stash", {"fp_unary": "Sigmoid"}, {"fp_binary": {"op": "MulF(Mul0)", "operand": "stash"}}],
+     lambda x, a, b: _sig(x) * x),
+    ([{"fp_binary": {"op": "SubF", "operand": {"vrf": "a"}}},
+      {"fp_binary": {"op": "MulF(Fma)", "operand": {"vrf": "b"}}}],
+     lambda x, a, b: (x - a) * b),
+    ([{"clip": {"op": "Add", "operand": -1.5}}, {"clip": {"op": "Max", "operand": {"vrf": "b"}}},
+      {"fp_div": {"op": "DivF", "operand": 4.0}}], lambda x, a, b: np.maximum(x - 1.5, b) / 4),
+    ([{"fp_binary": {"op": "MulF(Mul1)", "operand": {"vrf": "a"}}},
+      {"fp_binary": {"op": "SubF", "mode": "Mode10", "operand": {"vrf": "b"}}},
+      {"fp_unary": "Exp"}], lambda x, a, b: np.exp(b - x * a)),
+])
+def test_a_chain_s_formula_is_what_its_steps_compute(steps, want):
+    """The importer's reference (planner/rust/formula.py), evaluated by tcplan's formula
+    evaluator, against the steps computed here directly (each argument mode as the Vector
+    Engine orders the stream and the operand)."""
+    from tcplan.model.expr import evaluate, parse_formula
+    from tcplan.planner.rust.formula import reference
+    rng = np.random.default_rng(7)
+    x, a, b = (rng.uniform(-2, 2, 16).astype(np.float32) for _ in range(3))
+    text = reference([{"tag": "zero"}, *steps, "final"])
+    f = parse_formula(text, "f32", {"a", "b"}, {"A": 16})
+    got = evaluate(f, {"x": x, "a": a, "b": b}, ["A"])
+    np.testing.assert_allclose(got, want(x, a, b), rtol=1e-5, atol=1e-6)
+
+
+#: a kernel file's head for the small cases below: D a DM f32 tensor over H, V a VRF one
+HEAD = """axes![H = 64];
+type D = DmTensor<f32, m![1], m![1 # 2], m![1 # 256], m![H]>;
+type V = VrfTensor<f32, m![1], m![1 # 2], m![1 # 256], m![H]>;
+type O = HbmTensor<f32, m![1], m![H]>;
+"""
+P = "ctx.main.begin(d.view()).fetch::<m![H / 8], m![H % 8]>()"
+
+
+def _one(tmp_path, body: str, args: str = "d: &D, o: &mut O") -> tuple[dict | None, str]:
+    f = tmp_path / "k.rs"
+    f.write_text(HEAD + f"fn k(ctx: &mut Context, {args}) {{\n{body}\n}}\n")
+    (done,) = import_file(f)
+    return (yaml.safe_load(done.text) if done.text else None), (done.text or done.reason)
+
+
+@pytest.mark.parametrize("body,words", [
+    ("let s;", "let s without a value"),
+    ("let x: D = ctx.main.begin().fetch::<m![H / 8], m![H % 8]>().commit();",
+     "begin() takes the tensor"),
+    (f"{P}.commit_view();", "commit_view() takes the view"),
+    ("d.view().to_hbm_view(&mut ctx.tdma);", "to_hbm_view() takes"),
+    (f"let x: D = {P}.fetch_cast().commit();", "fetch_cast without its element type"),
+    (f"let x: D = {P}.contract_outer::<m![H], m![1]>().commit();", "takes the TRF tensor"),
+    ("let x: D = ctx.main.begin(o.view()).fetch::<m![H / 8], m![H % 8]>().commit();",
+     "a Fetch reads a DM tensor"),
+    ("let x: D = ctx.main.begin(d.view()).collect::<m![H / 8], m![H % 8]>().commit();",
+     "before a fetch"),
+    (f"let x: D = {P}.vector_final().commit();", "vector_final() without vector_init()"),
+    ("let x: D = ctx.main.begin(d.view()).commit();", "commit() before a fetch"),
+    (f"let x: D = {P}.vector_init().vector_fp_unary(FpUnaryOp::Exp).commit();",
+     "commit() inside vector_init()"),
+    (f"let x: D = {P}.switch::<m![1 # 256], m![H / 8]>(SwitchConfig::Broadcast1 "
+     "{ slice1, slice0: 4 }).commit();", "is not a whole number"),
+    ("let x = -d;", "a negated value that is not a number"),
+])
+def test_what_the_importer_cannot_read_is_left_out_with_its_reason(body, words, tmp_path):
+    """Each is said (in the header, or as why nothing was imported), never a traceback."""
+    _, text = _one(tmp_path, body + "\nd.view().to_hbm_view(&mut ctx.tdma, o.view_mut());")
+    assert words in text
+
+
+def test_a_block_s_names_end_with_it(tmp_path):
+    doc, _ = _one(tmp_path, """let y: D = o.to_dm(&mut ctx.tdma);
+{ let y: D = o.to_dm(&mut ctx.tdma); }
+y.view().to_hbm_view(&mut ctx.tdma, o.view_mut());""")
+    store = doc["ops"][-1]
+    assert (store["source"], doc["ops"][0]["destination"]) == ("y", "y")
+
+
+def test_vrf_operands_keep_their_own_names(tmp_path):
+    """``v`` and ``v_vrf`` are two operands (two names), and a variable called ``x_vrf``
+    does not become the chain's input ``x``."""
+    doc, _ = _one(tmp_path, f"""let y: D = {P}.vector_init()
+    .vector_fp_binary(FpBinaryOp::MulF(FpMulAlu::Mul0), &v)
+    .vector_fp_binary(FpBinaryOp::AddF, &v_vrf)
+    .vector_fp_binary(FpBinaryOp::SubF, &x_vrf).vector_final().commit();""",
+                  "d: &D, v: &V, v_vrf: &V, x_vrf: &V")
+    (chain,) = [o for o in doc["ops"] if o["kind"] == "chain"]
+    assert chain["vrf"] == {"v": "v", "v_vrf": "v_vrf", "x_vrf": "x_vrf"}
+    assert chain["reference"] == "((x * v) + v_vrf) - x_vrf"
+
+
+def test_a_tile_written_then_read_is_one_tensor(tmp_path):
+    doc, _ = _one(tmp_path, """d.view().to_hbm_view(&mut ctx.tdma, o.view_mut().tile::<m![H], 2, m![H / 2]>(1));
+let z: DmTensor<f32, m![1], m![1 # 2], m![1 # 256], m![H / 2]> = o.tile::<m![H], 2, m![H / 2]>(1).to_dm(&mut ctx.tdma);""")
+    store, load = doc["ops"]
+    assert store["destination"] == load["source"] == "o_tile1"
+    assert not doc["tensors"]["o_tile1"].get("given")
+
+
+def test_paths_resolve_through_the_crate(tmp_path):
+    """``use crate::...`` of the root's items, ``super::f`` and ``crate::a::f`` calls."""
+    (tmp_path / "Cargo.toml").write_text("[package]\nname = 'k'\n")
+    src = tmp_path / "src"
+    (src / "k").mkdir(parents=True)
+    (src / "lib.rs").write_text("axes![H = 64];\npub type Chip = m![1];\npub mod k;\n")
+    (src / "k" / "mod.rs").write_text(
+        "use crate::{Chip, H};\npub mod a;\n"
+        "pub fn helper(ctx: &mut Context, x: &HbmTensor<f32, Chip, m![H]>) "
+        "-> DmTensor<f32, Chip, m![1 # 2], m![1 # 256], m![H]> { x.to_dm(&mut ctx.tdma) }\n")
+    (src / "k" / "a.rs").write_text(
+        "use crate::*;\n"
+        "fn f(ctx: &mut Context, x: &HbmTensor<f32, Chip, m![H]>, o: &mut HbmTensor<f32, Chip, "
+        "m![H]>) {\n    let y = super::helper(ctx, x);\n    let z = crate::k::helper(ctx, x);\n"
+        "    y.view().to_hbm_view(&mut ctx.tdma, o.view_mut());\n}\n")
+    (done,) = import_file(src / "k" / "a.rs")
+    assert "y = super::helper(): its moves are its own graph" in done.text
+    assert "z = crate::k::helper(): its moves are its own graph" in done.text
+    assert yaml.safe_load(done.text)["tensors"]["y"]["given"] is True

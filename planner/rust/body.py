@@ -15,22 +15,29 @@ from .values import Const, Context, Enum, Flow, Slot, Struct, Tile, Unsupported
 
 
 class BodyReader:
-    """Reads one function: ``params`` are its tensor arguments (name -> type)."""
+    """Reads one function's body into ``graph``: ``scope`` resolves its types, ``callee``
+    reads a call of another function (planner/rust/importer.py)."""
 
     def __init__(self, graph: Graph, scope: Scope, fn: Node, callee: Any):
         self.g, self.scope, self.fn, self.callee = graph, scope, fn, callee
         self.env: dict[str, Any] = {}
         self.tuple_types: tuple[TensorType | None, ...] = ()  # a tuple result's types
+        self.tiles: dict[tuple[int, str, int], str] = {}  # a tile's tensor, once there is one
         self.flows = FlowReader(graph, scope, self.read, self.write)
 
     # -- tensors: read (a given tensor on first read) and written (a new version) ----------
     def read(self, value: Any, node: Node) -> str:
         if isinstance(value, Tile):
+            key = (id(value.slot), value.element, value.index)
+            if key in self.tiles:
+                return self.tiles[key]
             if value.slot.type.tier != "hbm":
                 raise Unsupported(node, "a tile view of a DM tensor read at an offset: "
                                   "tcplan has no views")
             t = value.slot.type.with_dims(element=value.element)
-            return self.g.add(f"{value.slot.base}_tile{value.index}", t, given=True)
+            self.tiles[key] = self.g.add(f"{value.slot.base}_tile{value.index}", t,
+                                         given=True)
+            return self.tiles[key]
         if not isinstance(value, Slot):
             raise Unsupported(node, "a value that is not a tensor where a tensor is read")
         if value.tensor is None:
@@ -40,7 +47,9 @@ class BodyReader:
     def write(self, value: Any, node: Node) -> str:
         if isinstance(value, Tile):
             t = value.slot.type.with_dims(element=value.element)
-            return self.g.add(f"{value.slot.base}_tile{value.index}", t)
+            key = (id(value.slot), value.element, value.index)
+            self.tiles[key] = self.g.add(f"{value.slot.base}_tile{value.index}", t)
+            return self.tiles[key]
         if not isinstance(value, Slot):
             raise Unsupported(node, "a write into a value that is not a tensor")
         value.tensor = self.g.add(value.base if value.tensor is None else
@@ -60,9 +69,10 @@ class BodyReader:
         return self.block(body, ret, name)
 
     def block(self, body: Node, ret: TensorType | None, name: str) -> Any:
-        """A block's statements in order; its tail (no ``;``) is its value."""
+        """A block's statements in order; its tail (no ``;``) is its value.  What it binds
+        ends with it (the tensors it wrote stay written: a ``Slot`` is shared)."""
         items = named(body)
-        out = None
+        out, outer = None, dict(self.env)
         for k, st in enumerate(items):
             tail = k == len(items) - 1 and st.type != "let_declaration" and \
                 (st.child_count == 0 or text_of(st.children[-1]) != ";")
@@ -70,6 +80,7 @@ class BodyReader:
                 out = self.statement(st, ret if tail else None, name if tail else "")
             except Unsupported as e:
                 self.g.note(self.scope.module.source.line(e.node), e.reason)
+        self.env = outer
         return out
 
     def statement(self, st: Node, expected: TensorType | None, name: str) -> Any:
@@ -82,8 +93,11 @@ class BodyReader:
             name = text_of(pat)
             tnode = st.child_by_field_name("type")
             t = self.scope.tensor(tnode) if tnode is not None else None
+            value = st.child_by_field_name("value")
             try:
-                self.env[name] = self.expr(st.child_by_field_name("value"), t, name)
+                if value is None:
+                    raise Unsupported(st, f"let {name} without a value")
+                self.env[name] = self.expr(value, t, name)
             except Unsupported:
                 self.env.pop(name, None)  # (shadowed: what follows finds it unbound)
                 raise
@@ -107,8 +121,10 @@ class BodyReader:
         self.g.note(self.scope.module.source.line(node),
                     f"the loop over {var} ({text_of(rng)}): one iteration, {var} = "
                     f"{int(start.value)}")
+        outer = dict(self.env)
         self.env[var] = start
         self.block(node.child_by_field_name("body"), None, "")
+        self.env = outer
 
     # -- expressions -----------------------------------------------------------------------
     def expr(self, node: Node, expected: TensorType | None, name: str) -> Any:
@@ -130,7 +146,9 @@ class BodyReader:
             return Const(_number(node))
         if t == "unary_expression" and text_of(node).startswith("-"):
             v = self.expr(named(node)[0], None, name)
-            return Const(-v.value) if isinstance(v, Const) else v
+            if not isinstance(v, Const):
+                raise Unsupported(node, "a negated value that is not a number")
+            return Const(-v.value)
         if t == "scoped_identifier":
             return Enum(text_of(node.child_by_field_name("name")))
         if t == "struct_expression":
@@ -162,10 +180,11 @@ class BodyReader:
             tname.type == "scoped_type_identifier" else text_of(tname)
         fields = {}
         for f in named(node.child_by_field_name("body")):
-            if f.type == "field_initializer":
-                v = self.expr(f.child_by_field_name("value"), None, "")
-                fields[text_of(f.child_by_field_name("field"))] = \
-                    int(v.value) if isinstance(v, Const) else v
+            v = self.expr(f.child_by_field_name("value"), None, "") \
+                if f.type == "field_initializer" else None
+            if not isinstance(v, Const) or v.value != int(v.value):
+                raise Unsupported(f, f"{variant}'s field {text_of(f)} is not a whole number")
+            fields[text_of(f.child_by_field_name("field"))] = int(v.value)
         return Struct(variant, fields)
 
     def call(self, node: Node, expected: TensorType | None, name: str) -> Any:
@@ -197,6 +216,8 @@ class BodyReader:
         if method in ("view", "view_mut") and not argn:
             return recv
         if isinstance(recv, Context) and method == "begin":
+            if len(argn) != 1:
+                raise Unsupported(node, "begin() takes the tensor it reads")
             src = self.expr(argn[0], None, name)
             if isinstance(src, Tile):
                 raise Unsupported(node, "a Fetch from a tile view: tcplan has no views")
@@ -209,6 +230,11 @@ class BodyReader:
     def finish(self, flow: Flow, method: str, c: tuple, expected: TensorType | None,
                name: str) -> Any:
         node = c[0]
+        if method in ("commit", "commit_view", "to_trf", "to_vrf") and (
+                flow.steps is not None or flow.stream is None):
+            raise Unsupported(node, f"{method}() " + ("inside vector_init() ... "
+                              "vector_final()" if flow.steps is not None else
+                              "before a fetch"))
         if method == "commit":
             if expected is None or expected.tier != "dm":
                 raise Unsupported(node, "commit() whose DM tensor type is not written "
@@ -217,6 +243,8 @@ class BodyReader:
             self.flows.commit(flow, dest)
             return Slot(expected, name or flow.base, dest)
         if method == "commit_view":
+            if len(c[2]) != 1:
+                raise Unsupported(node, "commit_view() takes the view it writes")
             self.flows.commit(flow, self.write(c[2][0], node))
             return None
         if method in ("to_trf", "to_vrf"):
@@ -232,6 +260,8 @@ class BodyReader:
         if method in ("to_dm", "to_hbm"):
             return self.move(recv, method[3:], c, expected, name)
         if method == "to_hbm_view":
+            if len(values) != 2:
+                raise Unsupported(node, "to_hbm_view() takes the DMA context and a view")
             src = self.read(recv, node)
             dest = self.write(values[1], node)
             self.g.op(f"store_{dest}", "dma", source=src, destination=dest,

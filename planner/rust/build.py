@@ -63,18 +63,23 @@ class Graph:
 
     def used(self) -> list[str]:
         """The tensors some op reads or writes, in the order they came to be."""
-        named: set[str] = set()
-        for o in self.ops:
-            for k in ("source", "destination", "stream", "trf", "index"):
-                if isinstance(o.get(k), str):
-                    named.add(o[k])
-            named |= set(o.get("vrf", {}).values())
+        named = {n for o in self.ops for n in touched(o)}
         return [n for n in self.tensors if n in named]
 
 
+#: an op's keys that name a tensor it reads (besides ``vrf``'s values), and the one it writes
+READ_KEYS = ("source", "stream", "trf", "index")
+WRITE_KEY = "destination"
+
+
+def touched(o: dict[str, Any], write: bool = True) -> list[str]:
+    """The tensors an op names: those it reads, and (``write``) the one it writes."""
+    keys = READ_KEYS + ((WRITE_KEY,) if write else ())
+    return [o[k] for k in keys if isinstance(o.get(k), str)] + list(o.get("vrf", {}).values())
+
+
 def _reads(o: dict[str, Any]) -> set[str]:
-    out = {o[k] for k in ("source", "stream", "trf", "index") if isinstance(o.get(k), str)}
-    return out | set(o.get("vrf", {}).values())
+    return set(touched(o, write=False))
 
 
 def _pipeline(g: Graph, k: int) -> list[int]:
@@ -166,9 +171,7 @@ def _first_fit(g: Graph, n: str, size: int, life: dict[str, tuple[int, int]],
 def _lifetimes(g: Graph, names: list[str]) -> dict[str, tuple[int, int]]:
     life: dict[str, tuple[int, int]] = {}
     for k, o in enumerate(g.ops):
-        touched = [o.get(r) for r in ("source", "destination", "stream", "trf", "index")]
-        for n in [*touched, *o.get("vrf", {}).values()]:
-            if isinstance(n, str):
-                lo, hi = life.get(n, (k, k))
-                life[n] = (min(lo, k), max(hi, k))
+        for n in touched(o):
+            lo, hi = life.get(n, (k, k))
+            life[n] = (min(lo, k), max(hi, k))
     return {n: (0 if g.tensors[n].given else life[n][0], life[n][1]) for n in names}

@@ -99,8 +99,9 @@ def emit_plan(problem_path: str, solved: Any) -> str:
     import yaml
     doc = yaml.safe_load(pathlib.Path(problem_path).read_text())
     p = planned(doc, solved.plan.to_json())
+    cycles = f", {solved.cycles:,} cycles" if solved.cycles is not None else ""
     head = [f"Emitted by `tcplan solve --emit rust` from {pathlib.Path(problem_path).name}: "
-            f"{solved.status}, {solved.cycles:,} cycles.",
+            f"{solved.status}{cycles}.",
             "The DMAs' streams are the DMA engine's to plan (ctx.tdma); tcplan's plan of "
             "each is in `tcplan solve`'s report."]
     return emit_rust(p, head)

@@ -65,13 +65,15 @@ class Crate:
         return self.modules[self.main_path]
 
     def module(self, path: Path) -> Module | None:
+        """The module at ``path`` (``()``: the crate's root, lib.rs or main.rs), loaded from
+        its parent's inline ``mod`` or its file; None where there is none."""
         if path in self.modules:
             return self.modules[path]
-        if self.src is None or not path:
+        if self.src is None:
             return None
-        parent = self.module(path[:-1]) if path[:-1] != () or self.src else None
-        if path[:-1] == () and () not in self.modules:
-            parent = self._root()
+        if not path:
+            return self._root()
+        parent = self.module(path[:-1])
         if parent is None:
             return None
         if path[-1] in parent.mods and parent.mods[path[-1]].child_by_field_name("body"):
@@ -176,17 +178,19 @@ def _axes(source: Source, mac: Node) -> dict[str, int]:
     """``axes![A = 4, B = 8]``: each name and its size."""
     toks = tokens(macro_tree(mac))
     out = {}
-    for k in range(0, len(toks) - 2, 4 if len(toks) > 3 else 3):
-        name, eq, size = toks[k:k + 3]
-        if eq != "=" or not size.replace("_", "").isdigit():
+    for k in range(0, len(toks), 4):
+        entry = toks[k:k + 4]
+        name, eq, size = (entry + ["", "", ""])[:3]
+        if eq != "=" or not size.replace("_", "").isdigit() or \
+                entry[3:] not in ([], [","]) or not name.isidentifier():
             raise fail("bad-problem", where=f"{source.path}:{source.line(mac)}",
-                       detail=f"axes!: expected NAME = SIZE, got {' '.join(toks[k:k + 3])}",
+                       detail=f"axes!: expected NAME = SIZE, got {' '.join(entry)}",
                        fix="write axes![A = 4, B = 8]")
         out[name] = int(size.replace("_", ""))
     return out
 
 
-def _absolute(parts: list[str], here: Path) -> Path | None:
+def absolute(parts: list[str], here: Path) -> Path | None:
     """A ``use`` path made absolute; ``None`` for another crate's."""
     if parts[0] == "crate":
         return tuple(parts[1:])
@@ -204,24 +208,24 @@ def _use(mod: Module, arg: Node, here: Path, prefix: tuple[str, ...] = ()) -> No
     """Record a ``use`` tree's names in ``mod`` (absolute paths)."""
     t = arg.type
     if t in ("scoped_identifier", "identifier", "self", "crate", "super"):
-        parts = [*prefix, *_path_parts(arg)]
-        p = _absolute(parts, here)
+        parts = [*prefix, *path_parts(arg)]
+        p = absolute(parts, here)
         if p is not None and p:
             mod.uses[p[-1]] = p
     elif t == "use_as_clause":
-        parts = [*prefix, *_path_parts(arg.child_by_field_name("path"))]
-        p = _absolute(parts, here)
-        if p is not None:
+        parts = [*prefix, *path_parts(arg.child_by_field_name("path"))]
+        p = absolute(parts, here)
+        if p:
             mod.uses[text_of(arg.child_by_field_name("alias"))] = p
     elif t == "use_wildcard":
-        base = [*prefix, *_path_parts(arg.named_children[0])] if arg.named_children else \
+        base = [*prefix, *path_parts(arg.named_children[0])] if arg.named_children else \
             list(prefix)
-        p = _absolute(base, here)
+        p = absolute(base, here)
         if p is not None:
             mod.globs.append(p)
     elif t == "scoped_use_list":
         path = arg.child_by_field_name("path")
-        pre = (*prefix, *_path_parts(path)) if path is not None else prefix
+        pre = (*prefix, *path_parts(path)) if path is not None else prefix
         for c in named(arg.child_by_field_name("list")):
             _use(mod, c, here, pre)
     elif t == "use_list":
@@ -229,10 +233,10 @@ def _use(mod: Module, arg: Node, here: Path, prefix: tuple[str, ...] = ()) -> No
             _use(mod, c, here, prefix)
 
 
-def _path_parts(node: Node) -> list[str]:
+def path_parts(node: Node) -> list[str]:
     if node.type == "scoped_identifier":
         path = node.child_by_field_name("path")
-        return ([*_path_parts(path)] if path is not None else []) + \
+        return ([*path_parts(path)] if path is not None else []) + \
             [text_of(node.child_by_field_name("name"))]
     return [text_of(node)]
 

@@ -14,13 +14,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcplan.model.rules import fail
+from tcplan.model.tiers import TIER_DIMS, default_dim
 
-RUST_TYPES = {"hbm": "HbmTensor", "dm": "DmTensor", "trf": "TrfTensor", "vrf": "VrfTensor"}
-DIMS = {"hbm": ("chip", "element"), "dm": ("chip", "cluster", "slice", "element"),
-        "trf": ("chip", "cluster", "slice", "lane", "element"),
-        "vrf": ("chip", "cluster", "slice", "element"),
-        "stream": ("cluster", "slice", "time", "packet")}
+from .flow import SWITCH_CONFIGS
+from .types import TENSOR_TYPES
+
+RUST_TYPES = {tier: name for name, (tier, _) in TENSOR_TYPES.items()
+              if not name.endswith(("View", "ViewMut"))}
 ENDS = ("commit", "to_trf", "to_vrf")
+#: the graph ops furiosa-opt code is written for (the rest: a located refusal)
+WRITTEN = {"dma", "fetch", "fetch_cast", "collect", "switch", "cast", "transpose",
+           "commit_trim", "commit", "to_trf", "to_vrf", "contract", "chain",
+           "inter_slice_reduce", "scatter", "contraction"}
 
 
 @dataclass
@@ -43,14 +48,25 @@ def planned(doc: dict[str, Any], plan: dict[str, Any]) -> Planned:
                    f"{doc.get('name')} is a {doc.get('kind')} problem",
                    fix="use --emit rust on a graph (kind: graph)")
     p = Planned(doc["name"], dict(doc["axes"]), doc.get("dtype", "bf16"))
+    chips = int(doc.get("chips", 1))
     for n, t in doc["tensors"].items():
+        if t["tier"] not in RUST_TYPES and t["tier"] != "stream":
+            raise fail("bad-request", detail=f"--emit rust: {n} is a {t['tier']} tensor, "
+                       "which a furiosa-opt kernel does not hold", fix="emit a graph whose "
+                       "tensors are in HBM, DM, the TRF or the VRF")
         spec = {k: v for k, v in t.items() if k not in ("axes", "address")}
         spec.setdefault("dtype", p.dtype)
         if n in plan.get("layouts", {}):
             spec["element"] = plan["layouts"][n]
-        if spec["tier"] != "stream":
-            spec.setdefault("chip", "m![1]")
+        for d in TIER_DIMS[t["tier"]]:
+            spec.setdefault(d, default_dim(t["tier"], d, chips).text())
         p.tensors[n] = spec
+    for op in doc["ops"]:
+        if op["kind"] not in WRITTEN:
+            raise fail("bad-request", detail=f"--emit rust: op {op['name']} is a "
+                       f"{op['kind']}, which tcplan does not write as furiosa-opt code",
+                       fix="emit a graph of moves, Fetch-to-Commit pipelines and "
+                       "contractions (docs/kernels.md 'Emitting a plan')")
     for op, opplan in zip(doc["ops"], plan["ops"]):
         if op["kind"] == "contraction":
             _contraction(p, op, opplan["plan"])
@@ -117,7 +133,7 @@ def _fetch_source(op_name: str) -> str:
 # ---- the code ---------------------------------------------------------------------------
 def _type(t: dict[str, Any]) -> str:
     return f"{RUST_TYPES[t['tier']]}<{t['dtype']}, " + ", ".join(
-        t[d] for d in DIMS[t["tier"]]) + ">"
+        t[d] for d in TIER_DIMS[t["tier"]]) + ">"
 
 
 def _num(v: float) -> str:
@@ -133,7 +149,7 @@ def emit_rust(p: Planned, header: list[str]) -> str:
                if t["tier"] == "hbm" and not t.get("given") and n in written]
     body: list[str] = []
     consumers = _consumers(p)
-    for k, op in enumerate(p.ops):
+    for op in p.ops:
         body += _statement(p, op, consumers)
     lines = [*(f"// {h}" for h in header), *(f"// {n}" for n in p.notes),
              "use furiosa_opt_std::prelude::*;", "",
@@ -182,7 +198,7 @@ def _pipeline(p: Planned, fetch: dict[str, Any], consumers: dict[str, dict[str, 
     dest = op["destination"]
     end = ".commit()" if op["kind"] == "commit" else f".{op['kind']}()"
     return [f"    let {dest}: {_type(p.tensors[dest])} = ctx",
-            f"        .{fetch['context']}", *(f"        {c}" for c in calls),
+            f"        .{fetch.get('context', 'main')}", *(f"        {c}" for c in calls),
             f"        {end};"]
 
 
@@ -199,7 +215,7 @@ def _calls(p: Planned, op: dict[str, Any]) -> list[str]:
         return [f".cast::<{op['to']}, {d['packet']}>()"]
     if k == "switch":
         (variant, fields), = op["config"].items()
-        name = {"broadcast1": "Broadcast1", "custom_broadcast": "CustomBroadcast"}[variant]
+        name = {v: k for k, v in SWITCH_CONFIGS.items()}[variant]
         inner = ", ".join(f"{a}: {b}" for a, b in fields.items())
         return [f".switch::<{d['slice']}, {d['time']}>(SwitchConfig::{name} {{ {inner} }})"]
     if k == "contract":

@@ -42,6 +42,11 @@ class FlowReader:
         return [self.scope.mapping(t) for t in targs[:n]]
 
     def call(self, flow: Flow, method: str, c: Call) -> Any:
+        if (flow.stream is None) != (method == "fetch"):
+            raise Unsupported(c[0], f".{method}() " + ("before a fetch" if flow.stream is None
+                                                        else "after the pipeline's fetch"))
+        if flow.steps is None and method == "vector_final":
+            raise Unsupported(c[0], "vector_final() without vector_init()")
         if flow.steps is not None and method != "vector_final":
             return self._vector(flow, method, c)
         handler = getattr(self, "m_" + method, None)
@@ -53,6 +58,8 @@ class FlowReader:
     def m_fetch(self, flow: Flow, c: Call) -> Flow:
         time, packet = self._maps(c[1], 2, c[0], "fetch")
         src = self.g.tensors[flow.source].type
+        if src.tier != "dm":
+            raise Unsupported(c[0], f"a Fetch reads a DM tensor, not {src.tier.upper()}")
         st = TensorType("stream", src.dtype, (("cluster", src.dim("cluster")),
                                               ("slice", src.dim("slice")),
                                               ("time", time), ("packet", packet)))
@@ -61,8 +68,13 @@ class FlowReader:
                   context=flow.context)
         return flow
 
+    def _dtype(self, c: Call, what: str) -> str:
+        if not c[1]:
+            raise Unsupported(c[0], f"{what} without its element type")
+        return self.scope.dtype(c[1][0])
+
     def m_fetch_cast(self, flow: Flow, c: Call) -> Flow:
-        to = self.scope.dtype(c[1][0])
+        to = self._dtype(c, "fetch_cast")
         t = self._type(flow)
         return self._next(flow, "widen", "fetch_cast", TensorType("stream", to, t.dims), to=to)
 
@@ -81,7 +93,7 @@ class FlowReader:
                           config={SWITCH_CONFIGS[cfg.variant]: dict(cfg.fields)})
 
     def m_cast(self, flow: Flow, c: Call) -> Flow:
-        to = self.scope.dtype(c[1][0])
+        to = self._dtype(c, "cast")
         (packet,) = self._maps(c[1][1:], 1, c[0], "cast")
         t = self._type(flow)
         return self._next(flow, "cast", "cast",
@@ -114,6 +126,8 @@ class FlowReader:
     # -- the contraction ---------------------------------------------------------------------
     def m_contract_outer(self, flow: Flow, c: Call) -> Flow:
         time, packet = self._maps(c[1], 2, c[0], "contract_outer")
+        if len(c[2]) != 1:
+            raise Unsupported(c[0], "contract_outer() takes the TRF tensor")
         flow.stages = {"trf": self.read_tensor(c[2][0], c[0]),
                        "outer": {"time": time, "packet": packet}}
         return flow
@@ -154,10 +168,14 @@ class FlowReader:
     def m_vector_final(self, flow: Flow, c: Call) -> Flow:
         steps, flow.steps = flow.steps or [], None
         t = flow.chain_type or self._type(flow)
-        if len(steps) == 1 and isinstance(steps[0], tuple):  # a lone inter-slice reduce
-            _, op, slice_, time = steps[0]
+        inter = [s for s in steps if isinstance(s, tuple)]
+        if inter and len(inter) == len(steps) - sum(s == {"tag": "zero"} for s in steps) \
+                and len(inter) == 1:  # an inter-slice reduce alone (after its tag)
+            _, op, slice_, time = inter[0]
             return self._next(flow, "reduced", "inter_slice_reduce",
                               t.with_dims(slice=slice_, time=time), op=op)
+        if inter:
+            raise Unsupported(c[0], "an inter-slice reduce among other vector steps")
         name = self.g.add(f"{flow.base}_chain", t)
         fields: dict[str, Any] = {"source": flow.chain_source, "destination": name}
         if flow.vrf:
@@ -186,11 +204,28 @@ class FlowReader:
         if isinstance(value, Enum) and value.name == "Stash":
             return "stash"
         if isinstance(value, Slot) and value.type.tier == "vrf":
-            key = value.base[:-4] if value.base.endswith("_vrf") else value.base
-            flow.vrf[key] = self.read_tensor(value, node)
+            tensor = self.read_tensor(value, node)
+            key = _vrf_key(flow.vrf, value.base, tensor)
+            flow.vrf[key] = tensor
             return {"vrf": key}
         raise Unsupported(node, "a vector operand that is not a number, the stash or a VRF "
                           "tensor")
+
+
+#: names a chain's formula gives its own inputs: no VRF operand may take them
+FORMULA_NAMES = {"x", "group0", "group1"}
+
+
+def _vrf_key(taken: dict[str, str], base: str, tensor: str) -> str:
+    """A VRF operand's name in the chain: its variable's, less ``_vrf``, unless another
+    operand or the formula's input has it."""
+    for key in (base[:-4] if base.endswith("_vrf") else base, tensor):
+        if taken.get(key, tensor) == tensor and key not in FORMULA_NAMES:
+            return key
+    k = 2
+    while f"{tensor}_{k}" in taken:
+        k += 1
+    return f"{tensor}_{k}"
 
 
 SWITCH_CONFIGS = {"Broadcast1": "broadcast1", "CustomBroadcast": "custom_broadcast"}

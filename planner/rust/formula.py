@@ -6,12 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-#: a binary step's operation -> the formula operator (``{a}`` the stream, ``{b}`` the operand)
-BINARY = {"SubF": "{a} - {b}", "AddF": "{a} + {b}", "MulF(Mul0)": "{a} * {b}",
-          "MulF(Mul1)": "{a} * {b}", "DivF": "{a} / {b}", "Add": "{a} + {b}",
-          "Max": "max({a}, {b})", "Min": "min({a}, {b})"}
-#: the argument mode that swaps the operands (``operand - x``)
-SWAPPED = {"Mode10"}
+from tcplan.model.vector import BINARY_MODES
+
+#: each binary step's operations -> the formula they compute (``{a}`` the first operand,
+#: ``{b}`` the second, as the step's argument mode orders the stream and its operand)
+BINARY = {
+    "fp_binary": {"AddF": "{a} + {b}", "SubF": "{a} - {b}", "MulF(Mul0)": "{a} * {b}",
+                  "MulF(Mul1)": "{a} * {b}", "MulF(Fma)": "{a} * {b}", "DivF": "{a} / {b}"},
+    "clip": {"Add": "{a} + {b}", "Max": "max({a}, {b})", "Min": "min({a}, {b})"},
+    "fp_div": {"DivF": "{a} / {b}"},
+}
 REDUCE = {"Add": "sum", "Max": "rmax", "Min": "rmin"}
 UNARY = {"Exp": "exp", "Sqrt": "sqrt", "Sigmoid": "sigmoid", "Tanh": "tanh", "Log": "log",
          "Erf": "erf", "Sin": "sin", "Cos": "cos", "NegExp": "negexp"}
@@ -36,7 +40,7 @@ def _operand(o: Any, stash: str) -> str:
         return _group(stash)
     if isinstance(o, dict):
         return str(o["vrf"])
-    return repr(float(o))
+    return repr(float(o)) if float(o) >= 0 else f"({float(o)!r})"
 
 
 def reference(steps: list[Any]) -> str | None:
@@ -53,11 +57,11 @@ def reference(steps: list[Any]) -> str | None:
             e = f"{UNARY[arg]}({e})"
         elif key == "reduce" and arg["op"] in REDUCE:
             e = f"{REDUCE[arg['op']]}({e}, {arg['axis']})"
-        elif key in ("fp_binary", "clip", "fp_div") and arg["op"] in BINARY:
-            a, b = _group(e), _operand(arg["operand"], stash)
-            if arg.get("mode") in SWAPPED:
-                a, b = b, a
-            e = BINARY[arg["op"]].format(a=a, b=b)
+        elif key in BINARY and arg["op"] in BINARY[key] and \
+                arg.get("mode", "Mode01") in BINARY_MODES:
+            side = {"s": _group(e), "o0": _operand(arg["operand"], stash)}
+            first, second = BINARY_MODES[arg.get("mode", "Mode01")]
+            e = BINARY[key][arg["op"]].format(a=side[first], b=side[second])
         else:
             return None
     return e

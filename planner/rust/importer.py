@@ -18,7 +18,7 @@ from tcplan.model.rules import TcplanError, fail
 
 from .body import BodyReader
 from .build import Graph, addresses, sink_register_loads
-from .crate import Crate, Module
+from .crate import Crate, Module, absolute, path_parts
 from .syntax import Node, named, text_of, type_arguments
 from .types import Scope, TensorType
 from .values import Context, Slot, Unsupported
@@ -110,7 +110,8 @@ def _generic_params(fn: Node) -> list[str]:
     out = []
     for p in named(tp):
         n = p.child_by_field_name("name") if p.type != "type_identifier" else p
-        if n is not None and p.type != "lifetime" and p.type != "lifetime_parameter":
+        if n is not None and p.type not in ("lifetime", "lifetime_parameter",
+                                            "const_parameter"):
             out.append(text_of(n))
     return out
 
@@ -190,18 +191,21 @@ def _callee(reader: BodyReader, fn: Node, args: list[Node], expected: TensorType
 
 
 def _function(scope: Scope, fn: Node) -> tuple[Module, Node] | None:
+    """The function a call names: ``f`` as the module sees it, or a path (``m::f``,
+    ``super::f``, ``crate::a::f``) from this module, its imports or the crate's root."""
     if fn.type == "identifier":
         return scope.crate.resolve(scope.module, text_of(fn), "fns")
-    if fn.type != "scoped_identifier":
+    if fn.type != "scoped_identifier" or fn.child_by_field_name("path") is None:
         return None
-    path = fn.child_by_field_name("path")
-    mod_name = text_of(path)
-    here = scope.module
-    for cand in ([here.uses[mod_name]] if mod_name in here.uses else []) + \
-            [g + (mod_name,) for g in here.globs] + [here.path[:-1] + (mod_name,)]:
-        m = scope.crate.module(cand)
-        if m is not None and text_of(fn.child_by_field_name("name")) in m.fns:
-            return m, m.fns[text_of(fn.child_by_field_name("name"))]
+    parts = path_parts(fn.child_by_field_name("path"))
+    here, name = scope.module, text_of(fn.child_by_field_name("name"))
+    first = here.uses.get(parts[0])
+    for cand in (absolute(parts, here.path), here.path + tuple(parts),
+                 first + tuple(parts[1:]) if first else None,
+                 *(g + tuple(parts) for g in here.globs)):
+        m = scope.crate.module(cand) if cand is not None else None
+        if m is not None and name in m.fns:
+            return m, m.fns[name]
     return None
 
 
@@ -259,7 +263,7 @@ def document(g: Graph, path: pathlib.Path, function: str, generics: Mapping[str,
                  if "chip" in dict((t := g.tensors[n]).type.dims)] + [1])
     body = ["format: 1", f"name: {g.name}", "kind: graph", "dtype: bf16",
             *([f"chips: {chips}"] if chips > 1 else []),
-            _line("axes", used_axes).replace("axes: ", "axes: ", 1), "tensors:"]
+            _line("axes", used_axes), "tensors:"]
     body += [f"  {_line(n, _tensor_spec(g, n, addr.get(n)))}" for n in names]
     body.append("ops:")
     body += [f"  - {_line('x', o)[3:]}" for o in g.ops]

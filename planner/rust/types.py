@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from tcplan.model.rules import fail
+from tcplan.model.mapping import parse
+from tcplan.model.rules import TcplanError, fail
 
 from .crate import Crate, Module
 from .syntax import Node, is_mapping_macro, macro_tree, named, text_of, tokens, type_arguments
@@ -75,7 +76,12 @@ class Scope:
         """The mapping text a type argument stands for (``m![...]``, an alias of one or a
         bound generic parameter); every axis it names is recorded in ``axes``."""
         if is_mapping_macro(node):
-            return "m![" + self._join(node, tokens(macro_tree(node))) + "]"
+            text = "m![" + self._join(node, tokens(macro_tree(node))) + "]"
+            try:
+                parse(text, self.axes)
+            except TcplanError as e:
+                raise self.bad(node, f"{text}: {e.message}", e.fix) from None
+            return text
         name = text_of(node)
         if node.type == "type_identifier" and name in self.generics:
             return self.generics[name]
@@ -139,7 +145,7 @@ class Scope:
 
 
 def local_aliases(body: Node) -> dict[str, Node]:
-    """A function body's own ``type X = ...;`` items (anywhere in it)."""
+    """A function body's own ``type X = ...;`` items (its top-level statements)."""
     out = {}
     for item in named(body):
         if item.type == "type_item":
