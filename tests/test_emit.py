@@ -73,3 +73,19 @@ def test_emit_needs_a_graph(capsys):
     assert main(["solve", str(ROOT / "problems" / "walkthrough" / "weight.yaml"), "--emit",
                  "rust", "-q"]) == 2
     assert "--emit rust writes a graph's kernel" in capsys.readouterr().err
+
+
+def test_what_emit_does_not_write_is_refused_by_name(capsys):
+    assert main(["solve", str(ROOT / "problems" / "graphs" / "embedding_lookup_then_store.yaml"),
+                 "--emit", "rust", "-q"]) == 2
+    assert "op lookup is a gather, which tcplan does not write" in capsys.readouterr().err
+
+
+def test_dimensions_a_graph_leaves_out_are_written_with_their_defaults(tmp_path, capsys):
+    """tu_path_collect_cast gives no Chip or Cluster: the code types them as tcplan reads
+    them (m![1], m![1 # 2]), and reads back."""
+    code, back = _round_trip(ROOT / "problems" / "graphs" / "tu_path_collect_cast.yaml",
+                             tmp_path, capsys)
+    assert "DmTensor<bf16, m![1], m![1 # 2]," in code or "DmTensor<f32, m![1], m![1 # 2]," \
+        in code
+    assert back["ops"]
