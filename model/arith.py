@@ -97,3 +97,8 @@ def divisors(n: int, up_to: int | None = None) -> list[int]:
     for p, e in factorize(n):
         out = [d * p ** k for d in out for k in range(e + 1) if d * p ** k <= limit]
     return sorted(out)
+
+
+def round_up(n: int, align: int) -> int:
+    """The least multiple of ``align`` at or above ``n``."""
+    return -(-n // align) * align

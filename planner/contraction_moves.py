@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tcplan.model import hardware as hw
+from tcplan.model.arith import round_up
 from tcplan.model.cost import dmn_floor
 from tcplan.model.engines.base import flit_elements
 from tcplan.model.engines.contraction import ContractionPlan
@@ -93,10 +94,6 @@ def given_dm(c: cs.Candidate, e: cs.Einsum, axes: dict[str, int], dtype: str,
 
 def _size(digits: list[Mapping]) -> int:
     return math.prod(d.size for d in digits)
-
-
-def _up(n: int, align: int) -> int:
-    return -(-n // align) * align
 
 
 def _trf_stream(k: str, size: int, f: int, outer: list[str]) -> tuple[str, str]:
@@ -192,7 +189,7 @@ def _memory(e: cs.Einsum, axes: dict[str, int], s: Sides, moves: Moves,
         tensors[f"{role}_dm"] = {"tier": "dm", "chip": "m![1]", **spatial,
                                  "element": given or {"digits": s.texts(role)},
                                  "address": address, "dtype": s.dtypes[role]}
-        address = _up(address + s.bytes(role), DM_ALIGN)
+        address = round_up(address + s.bytes(role), DM_ALIGN)
     hbm_at = 0
     letters = {"source": e.stream, "trf": e.trf, "result": e.result}
     for role in ("trf", "source", "result"):
@@ -205,7 +202,7 @@ def _memory(e: cs.Einsum, axes: dict[str, int], s: Sides, moves: Moves,
                                   "dtype": s.dtypes[role], "given": role != "result",
                                   **({"element": p.element} if p.element else
                                      {"element": "free", "axes": list(letters[role])})}
-        hbm_at = _up(hbm_at + size, HBM_ALIGN)
+        hbm_at = round_up(hbm_at + size, HBM_ALIGN)
         src, dst = (f"{role}_dm", f"{role}_hbm") if role == "result" else \
             (f"{role}_hbm", f"{role}_dm")
         ops.append({"name": f"{'store' if role == 'result' else 'load'}_{role}",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcplan.model import hardware as hw
+from tcplan.model.arith import round_up
 from tcplan.model.mapping import parse
 
 from .types import TensorType
@@ -129,10 +130,6 @@ def _bytes(g: Graph, t: Tensor) -> int:
     return size * hw.DTYPE_BYTES[t.type.dtype]
 
 
-def _up(n: int, a: int) -> int:
-    return -(-n // a) * a
-
-
 def addresses(g: Graph, names: list[str]) -> dict[str, int]:
     """Each memory tensor's address: DM and HBM tensors one after the other in the order
     they came to be; a register file's tensor at the lowest address no tensor alive with it
@@ -148,7 +145,7 @@ def addresses(g: Graph, names: list[str]) -> dict[str, int]:
         size = _bytes(g, t)
         if tier in top:
             out[n] = top[tier]
-            top[tier] = _up(top[tier] + size, ALIGN[tier])
+            top[tier] = round_up(top[tier] + size, ALIGN[tier])
             continue
         out[n] = _first_fit(g, n, size, life, out)
     return out
@@ -164,7 +161,7 @@ def _first_fit(g: Graph, n: str, size: int, life: dict[str, tuple[int, int]],
     for lo, hi in busy:
         if at + size <= lo:
             break
-        at = max(at, _up(hi, ALIGN[g.tensors[n].type.tier]))
+        at = max(at, round_up(hi, ALIGN[g.tensors[n].type.tier]))
     return at
 
 

@@ -11,7 +11,7 @@ to the same graph (tests/test_emit.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from tcplan.model.rules import fail
 from tcplan.model.tiers import TIER_DIMS, default_dim
@@ -22,10 +22,6 @@ from .types import TENSOR_TYPES
 RUST_TYPES = {tier: name for name, (tier, _) in TENSOR_TYPES.items()
               if not name.endswith(("View", "ViewMut"))}
 ENDS = ("commit", "to_trf", "to_vrf")
-#: the graph ops furiosa-opt code is written for (the rest: a located refusal)
-WRITTEN = {"dma", "fetch", "fetch_cast", "collect", "switch", "cast", "transpose",
-           "commit_trim", "commit", "to_trf", "to_vrf", "contract", "chain",
-           "inter_slice_reduce", "scatter", "contraction"}
 
 
 @dataclass
@@ -203,36 +199,51 @@ def _pipeline(p: Planned, fetch: dict[str, Any], consumers: dict[str, dict[str, 
 
 
 def _calls(p: Planned, op: dict[str, Any]) -> list[str]:
+    """An op inside a pipeline as its furiosa-opt calls (``OP_CALLS``, one per kind)."""
     d: dict[str, Any] = p.tensors.get(op.get("destination", ""), {})
-    k = op["kind"]
-    if k in ("collect", "transpose"):
-        return [f".{k}::<{d['time']}, {d['packet']}>()"]
-    if k == "commit_trim":
-        return [f".commit_trim::<{d['packet']}>()"]
-    if k == "fetch_cast":
-        return [f".fetch_cast::<{op['to']}>()"]
-    if k == "cast":
-        return [f".cast::<{op['to']}, {d['packet']}>()"]
-    if k == "switch":
-        (variant, fields), = op["config"].items()
-        name = {v: k for k, v in SWITCH_CONFIGS.items()}[variant]
-        inner = ", ".join(f"{a}: {b}" for a, b in fields.items())
-        return [f".switch::<{d['slice']}, {d['time']}>(SwitchConfig::{name} {{ {inner} }})"]
-    if k == "contract":
-        s = op["stages"]
-        return [f".contract_outer::<{s['outer']['time']}, {s['outer']['packet']}, _, _, _>"
-                f"(&{op['trf']})", f".contract_packet::<{s['packet']}>()",
-                f".contract_time::<{s['time']}>()",
-                f".contract_lane::<{d['time']}, {d['packet']}>(LaneMode::"
-                f"{str(s['lane']).capitalize()})"]
-    if k == "inter_slice_reduce":
-        return [".vector_init()", f".vector_inter_slice_reduce::<{d['slice']}, {d['time']}>"
-                f"(InterSliceReduceOpF32::{op['op']})", ".vector_final()"]
-    if k == "chain":
-        return [".vector_init()", *(_step(s, op.get("vrf", {})) for s in op["chain"]
-                                    if s != "final"), ".vector_final()"]
-    raise fail("bad-request", detail=f"--emit rust: op {op['name']} ({k}) has no "
-               "furiosa-opt call tcplan writes", fix="leave --emit rust out for this graph")
+    write = OP_CALLS.get(op["kind"])
+    if write is None:
+        raise fail("bad-request", detail=f"--emit rust: op {op['name']} ({op['kind']}) has "
+                   "no furiosa-opt call tcplan writes", fix="leave --emit rust out for it")
+    return write(op, d)
+
+
+def _switch(op: dict[str, Any], d: dict[str, Any]) -> list[str]:
+    (variant, fields), = op["config"].items()
+    name = {v: k for k, v in SWITCH_CONFIGS.items()}[variant]
+    inner = ", ".join(f"{a}: {b}" for a, b in fields.items())
+    return [f".switch::<{d['slice']}, {d['time']}>(SwitchConfig::{name} {{ {inner} }})"]
+
+
+def _contract(op: dict[str, Any], d: dict[str, Any]) -> list[str]:
+    s = op["stages"]
+    return [f".contract_outer::<{s['outer']['time']}, {s['outer']['packet']}, _, _, _>"
+            f"(&{op['trf']})", f".contract_packet::<{s['packet']}>()",
+            f".contract_time::<{s['time']}>()",
+            f".contract_lane::<{d['time']}, {d['packet']}>(LaneMode::"
+            f"{str(s['lane']).capitalize()})"]
+
+
+OpCalls = Callable[[dict[str, Any], dict[str, Any]], list[str]]
+#: each op kind inside a pipeline -> its calls (``op``, its destination stream ``d``)
+OP_CALLS: dict[str, OpCalls] = {
+    "collect": lambda op, d: [f".collect::<{d['time']}, {d['packet']}>()"],
+    "transpose": lambda op, d: [f".transpose::<{d['time']}, {d['packet']}>()"],
+    "commit_trim": lambda op, d: [f".commit_trim::<{d['packet']}>()"],
+    "fetch_cast": lambda op, d: [f".fetch_cast::<{op['to']}>()"],
+    "cast": lambda op, d: [f".cast::<{op['to']}, {d['packet']}>()"],
+    "switch": _switch,
+    "contract": _contract,
+    "inter_slice_reduce": lambda op, d: [
+        ".vector_init()", f".vector_inter_slice_reduce::<{d['slice']}, {d['time']}>"
+        f"(InterSliceReduceOpF32::{op['op']})", ".vector_final()"],
+    "chain": lambda op, d: [".vector_init()", *(_step(s, op.get("vrf", {}))
+                                                for s in op["chain"] if s != "final"),
+                            ".vector_final()"],
+}
+#: the graph ops furiosa-opt code is written for (the rest: a located refusal): those of a
+#: pipeline, and the moves, Fetches, stores and contractions that frame them
+WRITTEN = set(OP_CALLS) | {*ENDS, "dma", "fetch", "scatter", "contraction"}
 
 
 def _operand(o: Any, vrf: dict[str, str]) -> str:

@@ -179,12 +179,9 @@ def _callee(reader: BodyReader, fn: Node, args: list[Node], expected: TensorType
         reader.g.note(line, f"{fname}(): its moves are its own graph")
         return None
     if ret.tier in ("vrf", "trf"):  # a register file's load: part of this launch, inlined
-        plist = [p for p in named(node.child_by_field_name("parameters"))
-                 if p.type == "parameter"]
-        names = [text_of(p.child_by_field_name("pattern")) for p in plist]
+        names = [text_of(p.child_by_field_name("pattern")) for p in _value_params(node)]
         sub = BodyReader(reader.g, callee_scope, node, _callee)
-        return sub.run(dict(zip(names[len(names) - len(values):], values)), ret,
-                       name or "result")
+        return sub.run(dict(zip(names, values)), ret, name or "result")
     reader.g.note(line, f"{name} = {fname}(): its moves are its own graph; its result is "
                   "given here")
     return Slot(expected or ret, name)
@@ -209,12 +206,18 @@ def _function(scope: Scope, fn: Node) -> tuple[Module, Node] | None:
     return None
 
 
+def _value_params(fn: Node) -> list[Node]:
+    """A function's parameters but its context (``ctx: &mut Context``): those a call's
+    values (its arguments less ``ctx``) bind, in order."""
+    return [p for p in named(fn.child_by_field_name("parameters")) if p.type == "parameter"
+            and not text_of(p.child_by_field_name("type")).endswith("Context")]
+
+
 def _unify(scope: Scope, fn: Node, values: list[Any]) -> dict[str, str]:
     """The callee's generic parameters bound by its tensor arguments' types."""
     params = set(_generic_params(fn))
     out: dict[str, str] = {}
-    plist = [p for p in named(fn.child_by_field_name("parameters")) if p.type == "parameter"]
-    for p, v in zip(plist[1:] if len(plist) == len(values) + 1 else plist, values):
+    for p, v in zip(_value_params(fn), values):
         if not isinstance(v, Slot):
             continue
         tnode = p.child_by_field_name("type")

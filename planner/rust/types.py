@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from tcplan.model import hardware as hw
 from tcplan.model.mapping import parse
 from tcplan.model.rules import TcplanError, fail
 
@@ -24,9 +25,8 @@ TENSOR_TYPES = {
     "VrfTensor": ("vrf", ("chip", "cluster", "slice", "element")),
 }
 
-#: furiosa-opt's element types and tcplan's names for them
-DTYPES = {"bf16": "bf16", "f32": "f32", "i32": "i32", "i8": "i8", "i16": "i16",
-          "f8e4m3": "f8e4m3", "f8e5m2": "f8e5m2"}
+#: furiosa-opt's element types are tcplan's dtypes, by the same names (model/hardware.py)
+DTYPES = tuple(hw.DTYPE_BYTES)
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class Scope:
     def dtype(self, node: Node) -> str:
         name = text_of(node)
         if name in DTYPES:
-            return DTYPES[name]
+            return name
         found = self.alias(name) if node.type == "type_identifier" else None
         if found is not None:
             return found[0].dtype(found[1])
