@@ -15,15 +15,17 @@ from typing import Mapping as _Mapping
 from .rules import TcplanError, fail
 
 # --- input files (planner/inputs.py, planner/spec.py) -----------------------------------
-#: A problem file (the largest in problems/ is under 4 KiB).
-PROBLEM_FILE_MAX_BYTES = 1 << 16
+#: A problem file: a whole model's graph (a 28-layer Qwen3 decode step is a few MB; one
+#: kernel's file is under 20 KiB).  libyaml reads 16 MiB in about 3 s.
+PROBLEM_FILE_MAX_BYTES = 1 << 24
 #: the largest Rust file ``tcplan import`` reads (furiosa-opt's largest Qwen3 kernel file is
 #: 16 KiB; its largest example, 60 KiB)
 RUST_FILE_MAX_BYTES = 1 << 20
 #: Nesting depth of a problem file's YAML (the deepest in problems/ is 5).
 YAML_MAX_DEPTH = 32
-#: YAML nodes in one problem file (scalars, lists and mappings together).
-YAML_MAX_NODES = 10_000
+#: YAML nodes in one problem file (scalars, lists and mappings together): a 28-layer
+#: decode step has a few hundred thousand; each costs a few hundred bytes composed.
+YAML_MAX_NODES = 1 << 21
 #: One line of ``tcplan sequence --batch`` (a request is a few hundred bytes).
 JSON_LINE_MAX_BYTES = 1 << 20
 #: How much of an overlong batch line is skipped before the batch stops (``/dev/zero``
@@ -77,7 +79,9 @@ SAMPLE_POSITIONS = 1 << 16
 #: Failed (source order, option) pairs of a free HBM source whose conflicts are joined into
 #: one minimal conflict (beyond, the rules that rejected them are named with their counts).
 JOINT_CORE_MOST = 120
-GRAPH_EVALUATIONS_MAX = 2000
+#: Distinct op plans (op signatures under their layout choices, planner/op_cache.py) one
+#: graph may ask for; identical ops (every layer of a model) count once.
+GRAPH_EVALUATIONS_MAX = 20_000
 #: Value combinations of one axis the broadcast check lists exactly (model/broadcast.py);
 #: above it, a source that holds an axis in part is compared by digit ranges.
 BROADCAST_EXACT_VALUES = 1 << 22

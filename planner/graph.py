@@ -40,7 +40,9 @@ def op_roles() -> dict[str, dict[str, tuple[bool, bool]]]:
     return {n: k.graph_roles[n] for n, k in kinds().items() if n in k.graph_roles}
 
 #: a tensor's keys in a graph beside those of a tensor in any problem
-GRAPH_TENSOR_KEYS = {"given", "axes"}
+GRAPH_TENSOR_KEYS = {"given", "axes", "keep"}
+#: an op's keys in a graph beside its kind's: its launch (a kernel function call)
+GRAPH_OP_KEYS = ("name", "launch")
 OBJECTIVES = ("sum", "critical_path", "makespan")
 
 
@@ -54,6 +56,7 @@ class GraphTensor:
     #: each candidate's Element: an order the user wrote (text, read with the tensor) or
     #: an order of the digits the user listed (built from them)
     elements: dict[str, Mapping | str] = field(default_factory=dict)
+    keep: bool = False  # lives to the graph's end (a result read after it)
 
     def with_element(self, element: str | None) -> dict[str, Any]:
         """Its spec with one candidate Element (its own when it is not free)."""
@@ -71,6 +74,12 @@ class GraphOp:
     #: role -> (it reads the tensor, its spec goes into the op's problem): the kind's
     #: ``graph_roles`` and the roles the op names of its own (``Kind.graph_extra_roles``)
     flags: dict[str, tuple[bool, bool]] = field(default_factory=dict)
+    launch: str = ""  # the launch (a kernel function call) it runs in; "": the graph's one
+    at: int = -1  # its index in the file's ops (a sub-graph's op keeps it: its errors)
+
+    def __post_init__(self) -> None:
+        if self.at < 0:
+            self.at = self.index
 
     @property
     def vrf(self) -> list[str]:
@@ -104,6 +113,8 @@ class Graph:
     order: list[int] = field(default_factory=list)  # a topological order of the ops
     #: each memory tensor's tier and bytes ``[lo, hi)`` in a unit (``_disjoint``)
     spans: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    #: the launches in the order they run (each op's ``launch``; one, "", when none named)
+    launches: list[str] = field(default_factory=list)
     _problems: dict = field(default_factory=dict, repr=False)
 
     def free(self) -> list[str]:
@@ -173,42 +184,73 @@ def load_graph(ctx: _Ctx, data: dict) -> Graph:
 REUSED_TIERS = ("trf", "vrf")
 
 
-def _lifetimes(g: Graph) -> dict[str, tuple[int, int]]:
-    """Per tensor, the first and last step of the graph's order that touch it (a given one
-    lives from the start)."""
+def launch_steps(g: Graph) -> list[tuple[int, int]]:
+    """Per launch, its first and last step in the graph's order (launches are contiguous:
+    the order runs them one after another)."""
+    out: dict[str, tuple[int, int]] = {}
+    for k, i in enumerate(g.order):
+        a, _ = out.get(g.ops[i].launch, (k, k))
+        out[g.ops[i].launch] = (a, k)
+    return [out[n] for n in g.launches if n in out]
+
+
+def lifetimes(g: Graph) -> dict[str, tuple[int, int]]:
+    """Per tensor, the steps of the graph's order over which it holds its bytes (both
+    included).  A register file's tensor (TRF, VRF): from the first op touching it (a given
+    one: from the start) to the last.  Any other: from the start of the launch of the
+    first op touching it to the end of the launch of the last (DM and HBM are reused only
+    between launches), and to the graph's end when nothing reads it after it is written (a
+    result) or it says ``keep: true``."""
     rank = {i: k for k, i in enumerate(g.order)}
-    life: dict[str, tuple[int, int]] = {n: (0, 0) for n, t in g.tensors.items() if t.given}
+    steps = launch_steps(g)
+    of_step = [0] * len(g.order)
+    for n, (a, b) in enumerate(steps):
+        of_step[a:b + 1] = [n] * (b - a + 1)
+    touch: dict[str, tuple[int, int]] = {}
+    read: set[str] = set()
     for op in g.ops:
         k = rank[op.index]
+        read.update(op.reads)
         for n in op.roles.values():
-            a, b = life.get(n, (k, k))
-            life[n] = (min(a, k), max(b, k))
+            a, b = touch.get(n, (k, k))
+            touch[n] = (min(a, k), max(b, k))
+    end = len(g.order) - 1
+    life = {}
+    for n, t in g.tensors.items():
+        a, b = touch.get(n, (0, end))
+        if t.spec.get("tier") in REUSED_TIERS:
+            life[n] = (0 if t.given else a, b)
+            continue
+        a, b = steps[of_step[a]][0], steps[of_step[b]][1]
+        life[n] = (a, end if t.keep or (not t.given and n not in read) else b)
     return life
 
 
 def _disjoint(g: Graph) -> None:
-    """Tensors of one tier must not share bytes: each reaches, in every unit (chip,
-    cluster, slice) it spans, the bytes from its address over its Element (its largest
-    candidate's, when free: a padded order reaches further).  Every layout spans units from
-    index 0 up, so two tensors of a tier meet exactly when those byte ranges do.  A register
-    file's tensors may share bytes when one's last use comes before the other's first
-    (:func:`shared_bytes`).  Records each tensor's span (``g.spans``)."""
-    life = _lifetimes(g)
+    """Tensors of one tier must not share bytes while both live (:func:`lifetimes`): each
+    reaches, in every unit (chip, cluster, slice) it spans, the bytes from its address over
+    its Element (its largest candidate's, when free: a padded order reaches further).
+    Every layout spans units from index 0 up, so two tensors of a tier meet exactly when
+    those byte ranges do.  Swept in the order lifetimes start, against the tensors still
+    live.  Records each tensor's span (``g.spans``)."""
+    life = lifetimes(g)
     g.spans = _spans(g)
-    seen: list[str] = []
-    for n, (tier, lo, hi) in g.spans.items():
-        for other in seen:
+    live: list[str] = []
+    for n in sorted(g.spans, key=lambda n: life[n][0]):
+        tier, lo, hi = g.spans[n]
+        live = [o for o in live if life[o][1] >= life[n][0]]
+        for other in live:
             o_tier, a, b = g.spans[other]
             if o_tier != tier or not (lo < b and a < hi):
                 continue
-            if tier in REUSED_TIERS and (life[n][1] < life[other][0] or
-                                         life[other][1] < life[n][0]):
-                continue  # (one is done with before the other is written)
+            both = g.ops[g.order[life[n][0]]].name if g.order else "the start"
             raise g.doc.error(("tensors", n, "address") if "address" in g.tensors[n].spec
                               else ("tensors", n), f"{n} ({tier} bytes {lo:,} to {hi:,}) "
                               f"overlaps {other} (bytes {a:,} to {b:,}) in the same "
-                              "units", f"give {n} address: {b} or above")
-        seen.append(n)
+                              f"units while both are live (at op {both})",
+                              f"give {n} address: {b} or above, or end {other}'s life in "
+                              "an earlier launch")
+        live.append(n)
 
 
 def _spans(g: Graph) -> dict[str, tuple[str, int, int]]:
@@ -228,16 +270,22 @@ def _spans(g: Graph) -> dict[str, tuple[str, int, int]]:
 
 
 def shared_bytes(g: Graph) -> list[tuple[str, str]]:
-    """The pairs of tensors that share bytes (a register file reused), the one used first
-    first: its last use comes before the other's first in the graph's order."""
-    life = _lifetimes(g)
+    """The pairs of tensors of one launch that share bytes (a register file reused), the
+    one used first first: its last use comes before the other's first in the graph's
+    order.  (Tensors of different launches are kept apart by the launches' order.)"""
+    life = lifetimes(g)
+    steps = launch_steps(g)
+    groups: dict[int, list[str]] = {}
+    for n in g.spans:
+        groups.setdefault(next(k for k, (a, b) in enumerate(steps)
+                               if a <= life[n][0] <= b), []).append(n)
     out = []
-    names = list(g.spans)
-    for k, n in enumerate(names):
-        for other in names[k + 1:]:
-            (tier, lo, hi), (o_tier, a, b) = g.spans[n], g.spans[other]
-            if tier == o_tier and lo < b and a < hi:
-                out.append((n, other) if life[n][1] < life[other][0] else (other, n))
+    for names in groups.values():
+        for k, n in enumerate(names):
+            for other in names[k + 1:]:
+                (tier, lo, hi), (o_tier, a, b) = g.spans[n], g.spans[other]
+                if tier == o_tier and lo < b and a < hi:
+                    out.append((n, other) if life[n][1] < life[other][0] else (other, n))
     return out
 
 
@@ -262,10 +310,13 @@ def _tensor(ctx: _Ctx, name: Any, t: Any) -> GraphTensor:
     if not isinstance(t, dict):
         raise doc.error(keys, "expected a tensor: a tier and one mapping per dimension",
                         "x: {tier: hbm, element: 'm![A, B]'}")
-    given = t.get("given", False)
+    given, keep = t.get("given", False), t.get("keep", False)
     if not isinstance(given, bool):
         raise doc.error(keys + ("given",), f"{given!r} is not true or false",
                         "given: true (the tensor holds data when the graph starts)")
+    if not isinstance(keep, bool):
+        raise doc.error(keys + ("keep",), f"{keep!r} is not true or false",
+                        "keep: true (the tensor lives to the graph's end: a result)")
     base = {k: v for k, v in t.items() if k not in GRAPH_TENSOR_KEYS}
     if t.get("tier") == "stream" and t.get("time") == "free":
         raise doc.error(keys + ("time",), "a graph's stream is given: the computation "
@@ -286,7 +337,7 @@ def _tensor(ctx: _Ctx, name: Any, t: Any) -> GraphTensor:
             raise doc.error(keys + ("element",), f"the candidate {c} carries other axes "
                             f"than {next(iter(elements or {}))}",
                             "give candidates over the same digits")
-    return GraphTensor(str(name), base, axes, cands, given, elements or {})
+    return GraphTensor(str(name), base, axes, cands, given, elements or {}, keep)
 
 
 def _free_overlap(ctx: _Ctx, keys: tuple, first: Tensor) -> None:
@@ -426,6 +477,10 @@ def _op(doc, i: int, o: Any, tensors: list[str], names: set) -> GraphOp:
         raise doc.error(keys + ("name",), f"{name!r} is not a new op name",
                         "give every op its own name")
     names.add(name)
+    launch = o.get("launch", "")
+    if not isinstance(launch, str) or ("launch" in o and not launch):
+        raise doc.error(keys + ("launch",), f"{launch!r} is not a launch name",
+                        "launch: projection (ops of one kernel call share a name)")
     if "hops" in o:
         raise doc.error(keys + ("hops",), "a graph's op moves in one hop",
                         "add the intermediate tensor and a second op", at_key=True)
@@ -448,7 +503,7 @@ def _op(doc, i: int, o: Any, tensors: list[str], names: set) -> GraphOp:
                             + _did_you_mean(t, tensors),
                             "name one of " + ", ".join(tensors))
         roles[role] = t
-    return GraphOp(i, name, kind, o, roles, flags)
+    return GraphOp(i, name, kind, o, roles, flags, launch)
 
 
 def _dag(g: Graph) -> None:
@@ -492,13 +547,23 @@ def _dag(g: Graph) -> None:
         raise doc.error(("ops", cycle[0][0]), "the ops form a cycle: " + " -> ".join(
             names + names[:1]), "a graph's ops run once each, in order: break the cycle")
     g.dag = dag
-    g.order = list(nx.lexicographical_topological_sort(dag))
+    g.launches = list(dict.fromkeys(op.launch for op in g.ops))
+    rank = {op.index: g.launches.index(op.launch) for op in g.ops}
+    for u, v, t in dag.edges(data="tensor"):
+        if rank[u] > rank[v]:
+            raise doc.error(("ops", v, "launch"), f"op {g.ops[v].name} (launch "
+                            f"{g.ops[v].launch}) reads {t}, written by op {g.ops[u].name} "
+                            f"of the later launch {g.ops[u].launch}", "launches run in the "
+                            "order of their first op in the file: move the writer's launch "
+                            "first")
+    g.order = list(nx.lexicographical_topological_sort(dag, key=lambda i: (rank[i], i)))
 
 
 def _op_problem(g: Graph, op: GraphOp, layout: dict[str, str]):
     """The op as a problem of its kind: its tensors' specs put where it names them."""
-    keys = ("ops", op.index)
-    data = {k: v for k, v in op.data.items() if k not in ("name", *op_roles()[op.kind])}
+    keys = ("ops", op.at)
+    data = {k: v for k, v in op.data.items() if k not in (*GRAPH_OP_KEYS,
+                                                           *op_roles()[op.kind])}
     axes = g.axes_of(op.roles.values())
     from .registry import kinds
     kind = kinds()[op.kind]

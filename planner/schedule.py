@@ -343,12 +343,30 @@ def tasks_and_hazards(g) -> tuple[list[Task], list[Hazard]]:
         except nx.NetworkXNoCycle:
             cut = _reusing_within(g, tasks)
             if not cut:
-                return tasks, hazards
+                return tasks, hazards + _launch_order(g, tasks, hazards)
         tasks = [t for k, t in enumerate(tasks) if k not in cut or t.part] + [
             Task(g.ops[i].name, (i,), tasks[k].context, _resources(g, (i,)))
             for k in sorted(cut) if not tasks[k].part for i in tasks[k].ops]
         rank = {i: n for n, i in enumerate(g.order)}
         tasks.sort(key=lambda t: min(rank[i] for i in t.ops))
+
+
+def _launch_order(g, tasks: Sequence[Task], hazards: Sequence[Hazard]) -> list[Hazard]:
+    """Launches run one after another: each task of a launch that no task of it waits for
+    (a sink) before each task of the next that waits for none of it (a source); every task
+    leads to a sink and follows a source, so every task of one launch ends before any
+    of the next starts."""
+    if len(g.launches) < 2:
+        return []
+    of = [g.launches.index(g.ops[t.ops[0]].launch) for t in tasks]
+    has_after = {h.before for h in hazards if of[h.before] == of[h.after]}
+    has_before = {h.after for h in hazards if of[h.before] == of[h.after]}
+    out = []
+    for n, name in enumerate(g.launches[1:], 1):
+        sinks = [k for k in range(len(tasks)) if of[k] == n - 1 and k not in has_after]
+        sources = [k for k in range(len(tasks)) if of[k] == n and k not in has_before]
+        out += [Hazard(a, b, "launch order", name) for a in sinks for b in sources]
+    return out
 
 
 # ---- the model ----------------------------------------------------------------------------

@@ -62,12 +62,13 @@ def test_deep_and_large_yaml_are_refused_before_any_walk(tmp_path):
     deep = "format: 1\nkind: dma\naxes: {A: 8}\nx: " + "[" * 5000 + "]" * 5000 + "\n"
     o = _clean(["verify", _write(tmp_path, "deep.yaml", deep)], 2, "bad-problem")
     assert "nested deeper than 32 levels" in o.stderr
-    wide = "format: 1\nkind: dma\naxes: {A: 8}\nx: [" + "1," * 30_000 + "]\n"
+    wide = "format: 1\nkind: dma\naxes: {A: 8}\nx: [" + "1," * (limits.YAML_MAX_NODES + 10) \
+        + "]\n"
     o = _clean(["verify", _write(tmp_path, "wide.yaml", wide)], 2, "bad-problem")
-    assert "more than 10,000 values" in o.stderr
-    big = "# " + "x" * (1 << 16) + "\n"
+    assert f"more than {limits.YAML_MAX_NODES:,} values" in o.stderr
+    big = "# " + "x" * limits.PROBLEM_FILE_MAX_BYTES + "\n"
     o = _clean(["verify", _write(tmp_path, "big.yaml", big)], 2, "bad-problem")
-    assert "larger than 65,536 bytes" in o.stderr
+    assert f"larger than {limits.PROBLEM_FILE_MAX_BYTES:,} bytes" in o.stderr
     digits = "format: 1\nkind: dma\naxes: {A: " + "9" * 5000 + "}\n"
     _clean(["verify", _write(tmp_path, "digits.yaml", digits)], 2, "bad-problem")
 
