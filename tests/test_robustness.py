@@ -19,6 +19,8 @@ import sys
 import numpy as np
 import pytest
 
+from tcplan.model import limits
+
 from fuzzing import judge, printed_rules, run_cli, snapshot
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
