@@ -74,6 +74,9 @@ FORMULA_MAX_OPS = 64
 #: choices the graph planner evaluates in all (one per op and combination of the
 #: candidates of its free tensors: each is a plan of that op).
 GRAPH_CANDIDATES_MAX = 120
+#: Orders of one free tensor of a graph that one DMA op writing it may order itself, by
+#: branch and bound over prefixes (planner/graph_orders.py; 8 digits: 40,320 orders).
+GRAPH_ORDERS_MAX = 40_320
 #: Positions `--verify sample` checks (a seeded random draw of the destination's live ones).
 SAMPLE_POSITIONS = 1 << 16
 #: Failed (source order, option) pairs of a free HBM source whose conflicts are joined into
@@ -82,6 +85,8 @@ JOINT_CORE_MOST = 120
 #: Distinct op plans (op signatures under their layout choices, planner/op_cache.py) one
 #: graph may ask for; identical ops (every layer of a model) count once.
 GRAPH_EVALUATIONS_MAX = 20_000
+#: Bytes of op plans kept on disk between runs (planner/op_cache.py): the oldest go first.
+OP_CACHE_MAX_BYTES = 1 << 28
 #: Value combinations of one axis the broadcast check lists exactly (model/broadcast.py);
 #: above it, a source that holds an axis in part is compared by digit ranges.
 BROADCAST_EXACT_VALUES = 1 << 22

@@ -1029,6 +1029,11 @@ class TcplanError(Exception):
         self.violations: list[Violation] = list(violations)
         super().__init__("; ".join(str(v) for v in self.violations))
 
+    def __reduce__(self):
+        """Pickled with its violations (an op plan's error sent from a worker or kept on
+        disk: planner/op_cache.py)."""
+        return (type(self), (self.violations,))
+
     @property
     def code(self) -> str:
         return self.violations[0].rule

@@ -248,9 +248,12 @@ class RunResult:
 
 def solve(problem: Problem | str | pathlib.Path, *, time_limit: float = 10.0,
           workers: int = 1, seed: int = 0, verify: str = "full",
-          progress: Callback | None = None) -> SolveResult:
+          progress: Callback | None = None, jobs: int = 0,
+          dask: str | None = None) -> SolveResult:
     """Plan a problem's free choices (the least modelled cycles), lower, execute and check
-    the plan (``verify``: ``full``, ``sample`` or ``none``), and time it.  ``progress``:
+    the plan (``verify``: ``full``, ``sample`` or ``none``), and time it.  A graph's op
+    plans run on ``jobs`` processes (0: the machine's cores) or on the Dask scheduler
+    ``dask`` (``local``: a local cluster; planner/op_pool.py).  ``progress``:
     called as ``progress(stage, done, total, note)`` while the search, the run and the check
     advance (``total`` None when open-ended); ``tcplan.Progress`` draws it on a stream."""
     p = _problem(problem)
@@ -259,7 +262,10 @@ def solve(problem: Problem | str | pathlib.Path, *, time_limit: float = 10.0,
     if not time_limit > 0 or workers < 1:
         raise ValueError(f"time_limit must be above 0 and workers at least 1, not "
                          f"{time_limit!r} and {workers!r}")
-    s = kind_of(p).solve(p, Options(time_limit, workers, seed, verify, progress))
+    if jobs < 0:
+        raise ValueError(f"jobs must be 0 or more, not {jobs!r}")
+    s = kind_of(p).solve(p, Options(time_limit, workers, seed, verify, progress, jobs=jobs,
+                                    dask=dask))
     return SolveResult(p, s.record, s.plan, s.error, s.exit)
 
 

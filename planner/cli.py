@@ -194,6 +194,11 @@ def _verb_solve(sub) -> None:
                     help="solver worker threads (default 1: deterministic)")
     so.add_argument("--seed", type=_seed, default=0,
                     help="solver seed and seed of the verification data")
+    so.add_argument("--jobs", type=_count_or_zero, default=0, metavar="N",
+                    help="processes planning a graph's ops (default 0: one per core)")
+    so.add_argument("--dask", metavar="ADDRESS",
+                    help="plan a graph's ops on the Dask scheduler at ADDRESS ('local': a "
+                         "local cluster; pip install 'tcplan[dask]')")
     so.add_argument("--trace", metavar="FILE.json",
                     help="also write a graph's schedule to FILE.json in the Trace Event "
                          "Format (Perfetto, chrome://tracing): one track per context (main, "
@@ -348,6 +353,10 @@ def _int_arg(text: str, lo: int, hi: int, noun: str, out_of_range: str) -> int:
 
 def _count(text: str) -> int:
     return _int_arg(text, 1, 64, "a whole number", "{text} must be 1 to 64")
+
+
+def _count_or_zero(text: str) -> int:
+    return _int_arg(text, 0, 64, "a whole number", "{text} must be 0 to 64")
 
 
 def _seed(text: str) -> int:
@@ -594,7 +603,7 @@ def _cmd_solve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     with _progress(stderr) as progress:
         solved = api.solve(load_problem(args.problem), time_limit=args.time_limit,
                            workers=args.workers, seed=args.seed, verify=args.verify,
-                           progress=progress)
+                           progress=progress, jobs=args.jobs, dask=args.dask)
     if args.emit is not None and solved.plan is not None:
         from .rust.command import emit_plan
         print(emit_plan(args.problem, solved), file=stdout, end="")

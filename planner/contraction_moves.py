@@ -44,7 +44,7 @@ from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import Tensor
 
 from . import contraction_search as cs
-from .registry import OpPlans
+from .op_cache import OpPlans
 
 #: the operands and the result, and where each may start or go
 ROLES = ("source", "trf", "result")
@@ -413,14 +413,14 @@ def _pruned(data: dict[str, Any], g: Any, opts: Any) -> dict[str, Any]:
     """The graph with each DM tensor's Element restricted to the orders its Fetch or
     Commit has a plan with (an order they reject is in no plan of the graph: dropping it
     before the DMAs are planned under it keeps the optimum)."""
-    from .graph_plan import _op_choice
+    from .graph_plan import op_choice
     tensors = dict(data["tensors"])
     for op in g.ops:
         if op.kind not in ("fetch", "commit") or not g.op_free(op):
             continue
         (dm,) = g.op_free(op)  # (its one DM tensor: the stream is given)
         ok = [layout[dm] for layout in g.choices(op)
-              if _op_choice(g, op, layout, opts).ok]
+              if op_choice(g, op, layout, opts).ok]
         if ok:  # (none: the graph says which rule, as for any op without a plan)
             tensors[dm] = {**tensors[dm], "element": {"orders": ok}}
     return {**data, "tensors": tensors}

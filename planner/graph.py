@@ -182,6 +182,9 @@ def load_graph(ctx: _Ctx, data: dict) -> Graph:
 #: tiers whose tensors may share bytes where their lifetimes do not meet (docs/decisions.md
 #: item 104): a kernel loads one weight into the TRF after the last read of another
 REUSED_TIERS = ("trf", "vrf")
+#: tiers whose tensors end with their launch unless they say ``keep: true`` (a kernel's DM
+#: is its own: a result no op reads lives to the graph's end only in HBM or the host)
+LAUNCH_TIERS = ("dm",)
 
 
 def launch_steps(g: Graph) -> list[tuple[int, int]]:
@@ -199,30 +202,31 @@ def lifetimes(g: Graph) -> dict[str, tuple[int, int]]:
     included).  A register file's tensor (TRF, VRF): from the first op touching it (a given
     one: from the start) to the last.  Any other: from the start of the launch of the
     first op touching it to the end of the launch of the last (DM and HBM are reused only
-    between launches), and to the graph's end when nothing reads it after it is written (a
-    result) or it says ``keep: true``."""
+    between launches), and to the graph's end when it says ``keep: true`` or, outside DM,
+    nothing reads it after it is written (a result)."""
     rank = {i: k for k, i in enumerate(g.order)}
     steps = launch_steps(g)
     of_step = [0] * len(g.order)
-    for n, (a, b) in enumerate(steps):
-        of_step[a:b + 1] = [n] * (b - a + 1)
+    for k, (a, b) in enumerate(steps):
+        of_step[a:b + 1] = [k] * (b - a + 1)
     touch: dict[str, tuple[int, int]] = {}
     read: set[str] = set()
     for op in g.ops:
         k = rank[op.index]
         read.update(op.reads)
-        for n in op.roles.values():
-            a, b = touch.get(n, (k, k))
-            touch[n] = (min(a, k), max(b, k))
+        for name in op.roles.values():
+            a, b = touch.get(name, (k, k))
+            touch[name] = (min(a, k), max(b, k))
     end = len(g.order) - 1
-    life = {}
+    life: dict[str, tuple[int, int]] = {}
     for n, t in g.tensors.items():
         a, b = touch.get(n, (0, end))
         if t.spec.get("tier") in REUSED_TIERS:
             life[n] = (0 if t.given else a, b)
             continue
         a, b = steps[of_step[a]][0], steps[of_step[b]][1]
-        life[n] = (a, end if t.keep or (not t.given and n not in read) else b)
+        result = not t.given and n not in read and t.spec.get("tier") not in LAUNCH_TIERS
+        life[n] = (a, end if t.keep or result else b)
     return life
 
 
@@ -243,7 +247,8 @@ def _disjoint(g: Graph) -> None:
             o_tier, a, b = g.spans[other]
             if o_tier != tier or not (lo < b and a < hi):
                 continue
-            both = g.ops[g.order[life[n][0]]].name if g.order else "the start"
+            both = next((g.ops[i].name for i in g.order if n in g.ops[i].roles.values()),
+                        "the start")
             raise g.doc.error(("tensors", n, "address") if "address" in g.tensors[n].spec
                               else ("tensors", n), f"{n} ({tier} bytes {lo:,} to {hi:,}) "
                               f"overlaps {other} (bytes {a:,} to {b:,}) in the same "

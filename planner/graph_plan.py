@@ -38,14 +38,30 @@ from .outcome import Found, NoPlan, TimedOut
 @dataclass
 class OpChoice:
     """One op under one assignment of its free tensors' layouts: its plan and cycles (None
-    for a kind whose cycles are not modelled: it counts 0), or the error that rejects it."""
+    for a kind whose cycles are not modelled: it counts 0), or the error that rejects it.
+    Its problem (the op as a problem of its kind) is made when first asked for."""
 
     layout: dict[str, str]
-    problem: Any = None
     plan: Any = None
     cycles: int | None = None
     error: TcplanError | None = None
     proven: bool = True  # the op's own plan proven optimal (not cut by its time limit)
+    made: Any = field(default=None, repr=False)  # () -> its problem
+    _problem: Any = field(default=None, repr=False)
+
+    @property
+    def problem(self) -> Any:
+        if self._problem is None and self.made is not None:
+            make, self.made = self.made, None
+            try:
+                self._problem = make()
+            except TcplanError:  # (the row's error says why)
+                self._problem = None
+        return self._problem
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a plan cached on disk, sent from a worker) with its problem made."""
+        return {**self.__dict__, "_problem": self.problem, "made": None}
 
     @property
     def ok(self) -> bool:
@@ -89,6 +105,8 @@ class GraphPlan:
     times: dict[str, float] = field(default_factory=dict)
     unmodelled: list[str] = field(default_factory=list)  # ops whose cycles count 0
     schedule: Any = None  # planner/schedule.py Schedule of the chosen plan
+    parts: int = 1  # independent parts solved (planner/graph_parts.py)
+    op_plans: dict[str, Any] = field(default_factory=dict)  # OpPlans.to_json(): reuse
 
     @property
     def cycles(self) -> int:
@@ -112,62 +130,77 @@ class GraphPlan:
 
 
 def evaluate(g: Graph, opts) -> dict[int, list[OpChoice]]:
-    """Every op under every combination of its free tensors' candidate layouts."""
-    total = sum(len(g.choices(op)) for op in g.ops)
-    limits.check(total, limits.GRAPH_EVALUATIONS_MAX, "layout choices of the graph's ops",
-                 "plans", {f"op {op.name}": len(g.choices(op)) for op in g.ops},
-                 limits.PLANNER, "give the free tensors fewer candidate orders")
-    table: dict[int, list[OpChoice]] = {}
-    done = 0
-    for op in g.ops:
-        rows = []
-        for layout in g.choices(op):
-            rows.append(_op_choice(g, op, layout, opts))
-            done += 1
-            if opts.progress is not None:
-                opts.progress("evaluate", done, total, op.name)
-        table[op.index] = rows
+    """Every op under every combination of its free tensors' candidate layouts, each
+    distinct op plan made once (planner/op_cache.py: ``opts.op_plans``, or a table of this
+    call's own), the new ones on a process pool or a Dask cluster (planner/op_pool.py)."""
+    from .op_cache import OpPlans, op_signature
+    from .op_pool import plan_many
+    cache = opts.op_plans if opts.op_plans is not None else OpPlans()
+    jobs = [(op, layout, op_signature(g, op, layout)) for op in g.ops
+            for layout in g.choices(op)]
+    counts: dict[str, int] = {}
+    for op, _, sig in jobs:
+        counts[op.name] = counts.get(op.name, 0) + 1
+    limits.check(len({sig for _, _, sig in jobs}), limits.GRAPH_EVALUATIONS_MAX,
+                 "distinct layout choices of the graph's ops", "plans",
+                 {f"op {n}": c for n, c in counts.items()}, limits.PLANNER,
+                 "give the free tensors fewer candidate orders")
+    entries: dict[str, Any] = {}
+    todo: dict[str, tuple[GraphOp, dict[str, str]]] = {}
+    for op, layout, sig in jobs:
+        if sig in entries or sig in todo:
+            cache.hits += 1
+            continue
+        got = cache.get(sig)
+        if got is None:
+            todo[sig] = (op, layout)
+        else:
+            entries[sig] = got
+    for sig, entry in zip(todo, plan_many(g, list(todo.values()), opts, plan_op)):
+        cache.put(sig, entry)
+        entries[sig] = entry
+    table: dict[int, list[OpChoice]] = {op.index: [] for op in g.ops}
+    for op, layout, sig in jobs:
+        table[op.index].append(_row(g, op, layout, entries[sig]))
     return table
 
 
-def _op_choice(g: Graph, op: GraphOp, layout: dict[str, str], opts) -> OpChoice:
-    """The op planned under one layout by its kind, or the rule that rejects it (from
-    ``opts.op_plans`` when the same op over the same tensors was planned before)."""
-    from .registry import kinds
-    row = OpChoice(layout)
-    cache, key = opts.op_plans, None
-    try:
-        row.problem = g.op_problem(op, layout)
+def _row(g: Graph, op: GraphOp, layout: dict[str, str], entry) -> OpChoice:
+    """An op's choice from its plan (shared by every op of its signature)."""
+    plan, cycles, proven, error = entry
+    return OpChoice(layout, plan, cycles, error, proven,
+                    made=lambda: g.op_problem(op, layout))
+
+
+def op_choice(g: Graph, op: GraphOp, layout: dict[str, str], opts) -> OpChoice:
+    """One op under one layout, from ``opts.op_plans`` when an op of its signature was
+    planned before."""
+    from .op_cache import op_signature
+    sig, cache = op_signature(g, op, layout), opts.op_plans
+    entry = cache.get(sig) if cache is not None else None
+    if entry is None:
+        entry = plan_op(g, op, layout, opts)
         if cache is not None:
-            key = _op_key(g, op, layout)
-            if key in cache.plans:
-                cache.hits += 1
-                row.plan, row.cycles, row.proven, row.error = cache.plans[key]
-                return row
-            cache.misses += 1
+            cache.put(sig, entry)
+    return _row(g, op, layout, entry)
+
+
+def plan_op(g: Graph, op: GraphOp, layout: dict[str, str], opts) -> tuple:
+    """The op planned under one layout by its kind: (plan, cycles, proven, None), or
+    (None, None, True, the rule that rejects it).  What is not a rule rejecting the layout
+    (an input mistake, a limit, the time limit) is raised: no answer for it."""
+    from .registry import kinds
+    try:
+        problem = g.op_problem(op, layout)
         kind = kinds()[op.kind]
-        row.plan, row.cycles, row.proven = kind.plan(row.problem, opts)
-        kind.check_tensors(row.problem, row.plan, {
+        plan, cycles, proven = kind.plan(problem, opts)
+        kind.check_tensors(problem, plan, {
             r: g.tensor(t, layout) for r, t in op.roles.items()})
     except TcplanError as e:
         if e.kind in ("input", "limit") or e.code == "plan-time-limit":
-            raise  # (not a rule rejecting the layout: no answer for it)
-        row.plan, row.cycles, row.error = None, None, e
-    if cache is not None and key is not None:
-        cache.plans[key] = (row.plan, row.cycles, row.proven, row.error)
-    return row
-
-
-def _op_key(g: Graph, op: GraphOp, layout: dict[str, str]) -> str:
-    """What an op's plan depends on: its kind, its keys, its tensors as written with their
-    chosen Elements, the axes they use, the graph's dtype and chips."""
-    import json
-    return json.dumps({"kind": op.kind, "data": {k: v for k, v in op.data.items()
-                                                 if k != "name"},
-                       "tensors": {r: [g.tensors[t].spec, layout.get(t)]
-                                   for r, t in op.roles.items()},
-                       "axes": g.axes_of(op.roles.values()), "dtype": g.base["dtype"],
-                       "chips": g.base["chips"]}, sort_keys=True, default=str)
+            raise
+        return None, None, True, e
+    return plan, cycles, proven, None
 
 
 #: what the joint choice returns (planner/outcome.py)
@@ -350,21 +383,75 @@ def _layout_text(layout: dict[str, str]) -> str:
 
 
 def plan_graph(g: Graph, opts) -> JointChoice:
-    """Evaluate every op's layout choices, then choose jointly (what no layout changes, an
+    """Evaluate every op's layout choices (each distinct plan once: planner/op_cache.py),
+    then choose jointly, part by part (planner/graph_parts.py; what no layout changes, an
     input mistake or a limit, is raised by the evaluation)."""
+    from .graph_parts import parts
+    from .schedule import schedule_by_launch
     t0 = time.perf_counter()
+    opts = with_op_plans(opts)
     table = evaluate(g, opts)
     t1 = time.perf_counter()
-    out = choose(g, table, None, opts.time_limit, opts.seed)
+    pieces = parts(g)
+    out = choose(g, table, None, opts.time_limit, opts.seed) if len(pieces) == 1 else \
+        choose_parts(g, table, pieces, opts)
     if isinstance(out, Found):
         t2 = time.perf_counter()
-        from .schedule import schedule_of
-        out.record.schedule = schedule_of(g, out.record, opts.time_limit, opts.seed)
+        out.record.schedule = schedule_by_launch(g, out.record, opts.time_limit, opts.seed)
         if out.record.schedule.status != "optimal" and g.objective == "makespan":
             out.record.status = "feasible"
         out.record.times = {"evaluate": round(t1 - t0, 3), "choose": round(t2 - t1, 3),
                             "schedule": round(time.perf_counter() - t2, 3)}
+        out.record.parts = len(pieces)
+        out.record.op_plans = opts.op_plans.to_json()
     return out
+
+
+def with_op_plans(opts):
+    """``opts`` with a table of op plans (over the disk cache, planner/op_cache.py)."""
+    import dataclasses
+
+    from .op_cache import DiskCache, OpPlans
+    if opts.op_plans is not None:
+        return opts
+    return dataclasses.replace(opts, op_plans=OpPlans(
+        disk=DiskCache.default(f"seed {opts.seed}")))
+
+
+def choose_parts(g: Graph, table: dict[int, list[OpChoice]], pieces: list[list[int]],
+                 opts) -> JointChoice:
+    """The joint choice of each part on its own (its optimum is the graph's there), each
+    distinct part solved once and mapped onto the parts of its signature."""
+    from .graph_parts import part_signature, rename, restrict
+    solved: dict[str, tuple[Graph, GraphPlan]] = {}
+    layout: dict[str, str] = {}
+    chosen: dict[int, OpChoice] = {}
+    proven = True
+    for ops in pieces:
+        sub = restrict(g, ops)
+        sig = part_signature(sub)
+        if sig not in solved:
+            out = choose(sub, {k: table[i] for k, i in enumerate(ops)}, None,
+                         opts.time_limit, opts.seed)
+            if not isinstance(out, Found):
+                return out
+            solved[sig] = (sub, out.record)
+        base, record = solved[sig]
+        names = rename(base, sub)
+        layout.update({names[n]: c for n, c in record.layout.items()})
+        for k, row in enumerate(record.ops):
+            want = {names[n]: c for n, c in row.layout.items()}
+            chosen[ops[k]] = next(r for r in table[ops[k]] if r.layout == want)
+        proven = proven and record.status == "optimal"
+    per_op = {op.index: chosen[op.index].cost for op in g.ops}
+    span, path = path_cycles(g, per_op)
+    rows = [chosen[op.index] for op in g.ops]
+    return Found(GraphPlan({n: layout[n] for n in g.free()}, rows, g.objective,
+                           sum(per_op.values()), span, path,
+                           "optimal" if proven else "feasible",
+                           sum(len(r) for r in table.values()),
+                           unmodelled=[op.name for op in g.ops if chosen[op.index].cycles
+                                       is None]), proven)
 
 
 def greedy(g: Graph, table: dict[int, list[OpChoice]]) -> GraphPlan | None:

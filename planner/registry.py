@@ -61,19 +61,13 @@ class Options:
     seed: int = 0
     verify: str = "full"
     progress: Callable[[str, int, "int | None", str], None] | None = None
-    #: op plans shared by the graphs of one search (planner/contraction_moves.py): the
+    #: op plans shared by the graphs of one run (planner/op_cache.py ``OpPlans``): the
     #: same op over the same tensors is planned once
-    op_plans: "OpPlans | None" = None
-
-
-@dataclass
-class OpPlans:
-    """Op plans by what they depend on (planner/graph_plan.py ``_op_key``), and how often
-    one was found (``hits``) or made (``misses``)."""
-
-    plans: dict[str, tuple] = field(default_factory=dict)
-    hits: int = 0
-    misses: int = 0
+    op_plans: Any = None
+    #: processes planning a graph's ops (planner/op_pool.py): 0 the machine's cores
+    jobs: int = 0
+    #: a Dask scheduler's address planning a graph's ops ("local": a local cluster)
+    dask: str | None = None
 
 
 class SolveRecord(Protocol):

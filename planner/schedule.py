@@ -437,6 +437,66 @@ def schedule_of(g, gp, time_limit: float = 10.0, seed: int = 0) -> Schedule:
                     critical_path(timed, hazards), mac)
 
 
+def schedule_by_launch(g, gp, time_limit: float = 10.0, seed: int = 0) -> Schedule:
+    """The schedule launch by launch (launches run one after another: each starts where
+    the one before ends), each distinct launch (its signature and its chosen plans)
+    scheduled once and mapped onto the others (planner/graph_parts.py)."""
+    if len(g.launches) < 2:
+        return schedule_of(g, gp, time_limit, seed)
+    from .graph_parts import part_signature, rename, restrict
+    done: dict[tuple, tuple[Schedule, Any]] = {}
+    timed: list[Timed] = []
+    hazards: list[Hazard] = []
+    critical: list[Wait] = []
+    offset, mac, proven = 0, 0.0, True
+    for launch in g.launches:
+        ops = [i for i in g.order if g.ops[i].launch == launch]
+        sub = restrict(g, ops)
+        rows = [gp.ops[i] for i in ops]
+        key = (part_signature(sub), tuple((r.cycles, id(r.plan)) for r in rows))
+        if key not in done:
+            done[key] = (schedule_of(sub, _Chosen(rows), time_limit, seed), sub)
+        s, base = done[key]
+        names, tensors = _task_names(g, ops, base, s), rename(base, sub)
+        k0 = len(timed)
+        timed += [Timed(Task(names[t.task.name], tuple(ops[i] for i in t.task.ops),
+                             t.task.context, t.task.resources, t.task.part),
+                        t.start + offset, t.cycles, t.bank_accesses) for t in s.timed]
+        hazards += [Hazard(h.before + k0, h.after + k0, h.kind, tensors.get(h.tensor,
+                                                                           h.tensor))
+                    for h in s.hazards]
+        waits = [Wait(names[w.task], names.get(w.after or "", w.after), w.why)
+                 for w in s.critical]
+        if critical and waits:
+            waits[0] = Wait(waits[0].task, critical[-1].task, f"launch order {launch}")
+        critical += waits
+        offset, mac = offset + s.makespan, mac + s.mac_use
+        proven = proven and s.status == "optimal"
+    return Schedule(tuple(timed), tuple(hazards), offset, "optimal" if proven else
+                    "feasible", tuple(critical), mac)
+
+
+@dataclass(frozen=True)
+class _Chosen:
+    """The chosen rows of a launch's ops, as :func:`schedule_of` reads a plan."""
+
+    ops: list[Any]
+
+
+def _task_names(g, ops: list[int], base, s: Schedule) -> dict[str, str]:
+    """The names of a launch's tasks from those of the launch it was scheduled as (each
+    named after its first and last op: the same positions)."""
+    out = {}
+    for t in s.timed:
+        first, last = t.task.ops[0], t.task.ops[-1]
+        core = base.ops[first].name if first == last else \
+            f"{base.ops[first].name} -> {base.ops[last].name}"
+        mine = g.ops[ops[first]].name if first == last else \
+            f"{g.ops[ops[first]].name} -> {g.ops[ops[last]].name}"
+        out[t.task.name] = mine + t.task.name[len(core):]
+    return out
+
+
 def _place(tasks: Sequence[Task], hazards: Sequence[Hazard], cycles: Sequence[int],
            bank: Sequence[int], time_limit: float, seed: int) -> tuple[list[int], bool]:
     """The starts: the least makespan first, then (that makespan kept) the least sum of

@@ -68,7 +68,7 @@ class _Refused(Exception):
 _BASE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _Loader(_BASE_LOADER):  # type: ignore[misc, valid-type]
+class _Loader(_BASE_LOADER):
     """PyYAML's safe loader, on libyaml's parser where PyYAML has it (15x faster on a
     whole model's file).  :func:`_bounded_events` checks the text before it composes."""
 

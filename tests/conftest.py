@@ -4,7 +4,14 @@ check of something a fast test also touches); the full suite runs them all."""
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
+
+#: the tests' own op-plan cache (planner/op_cache.py), never the user's: each run starts
+#: cold, and every process a test starts shares it
+os.environ.setdefault("TCPLAN_CACHE", tempfile.mkdtemp(prefix="tcplan-test-cache-"))
 
 #: modules whose every test is a brute-force enumeration or a fuzz campaign
 SLOW_MODULES = {"test_layout_optimality", "test_kernel_layouts", "test_dma_bruteforce",

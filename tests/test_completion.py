@@ -34,7 +34,8 @@ def test_completion_offers_commands_options_and_choices(tmp_path):
     assert set(_complete(script, "")) >= set(COMMANDS) | {"--version", "-q", "-v"}
     assert _complete(script, "so") == ["solve"]
     assert set(_complete(script, "solve", "--")) == {
-        "--help", "--json", "--verify", "--time-limit", "--workers", "--seed", "--plot",
+        "--help", "--json", "--verify", "--time-limit", "--workers", "--seed", "--jobs",
+        "--dask", "--plot",
         "--report", "--trace", "--emit", "--quiet", "--verbose"}
     assert _complete(script, "solve", "x.yaml", "--verify", "s") == ["sample"]
     assert _complete(script, "batch", "--verify", "") == ["full", "sample", "none"]

@@ -148,7 +148,8 @@ class GraphSolved:
                "critical_path": gp.critical_path, "unmodelled": gp.unmodelled,
                "plan": {"layouts": gp.layout, "ops": [_op_json(r) for r in gp.ops]},
                "verified": self.verified, "checked": self.checked, "check": self.check,
-               "evaluations": gp.evaluations, "solve_time": self.solve_time,
+               "evaluations": gp.evaluations, "parts": gp.parts,
+               "op_plans": gp.op_plans, "solve_time": self.solve_time,
                "times": self.times, "tu_paths": [t.to_json() for t in self.paths]}
         if gp.schedule is not None:
             out["schedule"] = gp.schedule.to_json()
@@ -193,13 +194,23 @@ def solve_graph(problem, opts: Options) -> Solved:
     return Solved(record, gp, exit=EXIT_OK if verified is not False else EXIT_RULE)
 
 
+def _reuse_lines(gp) -> list[str]:
+    """What was planned once and reused (planner/op_cache.py, planner/graph_parts.py)."""
+    r = gp.op_plans
+    if not r or not r.get("asked"):
+        return []
+    return [f"  op plans: {r['asked']:,} asked, {r['planned']:,} planned, {r['hits']:,} "
+            f"reused in this run, {r['disk_hits']:,} from the disk cache (hit rate "
+            f"{r['hit_rate']:.1%}); {gp.parts:,} independent part(s)"]
+
+
 def graph_text(problem, gp) -> str:
     g = _graph(problem)
     lines = [f"{problem.name}: {len(g.ops)} op(s) over {len(g.tensors)} tensor(s); "
              f"{gp.cycles:,} cycles ({gp.status}; objective {gp.objective}: sum "
              f"{gp.sum_cycles:,}, critical path {gp.critical_path_cycles:,} through "
              + (" -> ".join(gp.critical_path) or "no op with modelled cycles")
-             + f"; {gp.evaluations} op plan(s) evaluated)"]
+             + f"; {gp.evaluations} op plan(s) evaluated)"] + _reuse_lines(gp)
     for n, c in gp.layout.items():
         lines.append(f"  {n}: Element {c} (of {len(g.tensors[n].candidates or ())} candidates)")
     for i in g.order:

@@ -1,0 +1,132 @@
+"""A graph's op plans spread over processes or a Dask cluster (issue 32, item 6;
+docs/graphs.md 'At scale').
+
+The op plans a graph asks for are independent: :func:`plan_many` makes them in this
+process (few, or ``jobs: 1``), on a pool of forked processes sized to the machine (each
+inherits the graph: a task is an op's index and its layout), or on a Dask cluster
+(``--dask ADDRESS``; ``local`` starts one here), whose workers read the graph from its
+file's text, once per worker.  Each plan is deterministic (its solver's seed, one worker
+thread), so every backend gives the same plans, bit for bit (tests/test_scale.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Iterator
+
+from tcplan.model.rules import TcplanError, fail
+
+#: below this many plans the pool's start-up costs more than it saves
+POOL_MIN_PLANS = 8
+#: the graph a forked worker plans (set before the pool forks; read-only there)
+_FORKED: dict[str, Any] = {}
+#: graphs a Dask worker has read, by their text's hash
+_READ: dict[int, Any] = {}
+
+
+def plan_many(g, todo: list, opts, plan_op) -> list[tuple]:
+    """Each ``(op, layout)`` of ``todo`` planned by ``plan_op`` (graph_plan.plan_op: a
+    module-level function, sent to workers by name), in order."""
+    if opts.dask:
+        return _on_dask(g, todo, opts, plan_op)
+    jobs = opts.jobs or (os.cpu_count() or 1)
+    if jobs < 2 or len(todo) < POOL_MIN_PLANS or not hasattr(os, "fork"):
+        return [plan_op(g, op, layout, opts) for op, layout in todo]
+    return _on_pool(g, todo, opts, jobs, plan_op)
+
+
+def _bare(opts):
+    """The options a worker plans with (no callback, no shared table)."""
+    import dataclasses
+    return dataclasses.replace(opts, progress=None, op_plans=None, dask=None, jobs=1)
+
+
+def _forked_plan(item: tuple[int, dict[str, str]]) -> tuple:
+    g, opts, plan_op = _FORKED["graph"], _FORKED["opts"], _FORKED["plan"]
+    try:
+        return ("ok", plan_op(g, g.ops[item[0]], item[1], opts))
+    except TcplanError as e:
+        return ("raise", e)
+
+
+def _on_pool(g, todo: list, opts, jobs: int, plan_op) -> list[tuple]:
+    import multiprocessing
+    _FORKED.update(graph=g, opts=_bare(opts), plan=plan_op)
+    try:
+        with multiprocessing.get_context("fork").Pool(min(jobs, len(todo))) as pool:
+            got = pool.map(_forked_plan, [(op.index, layout) for op, layout in todo],
+                           chunksize=max(1, len(todo) // (4 * jobs)))
+    finally:
+        _FORKED.clear()
+    return [_unwrap(r) for r in got]
+
+
+def _unwrap(result: tuple) -> tuple:
+    tag, value = result
+    if tag == "raise":
+        raise value
+    return value
+
+
+def dask_plan(text: str, path: str, items: list, opts, plan_op) -> list[tuple]:
+    """On a Dask worker: the graph read from its file's text (once per worker), then
+    each ``(op index, layout)`` planned."""
+    from .spec import load_problem_text
+    key = hash((text, path))
+    if key not in _READ:
+        _READ.clear()
+        _READ[key] = load_problem_text(text, path).spec.graph
+    g = _READ[key]
+    out: list[tuple[str, Any]] = []
+    for i, layout in items:
+        try:
+            out.append(("ok", plan_op(g, g.ops[i], layout, opts)))
+        except TcplanError as e:
+            out.append(("raise", e))
+    return out
+
+
+def _on_dask(g, todo: list, opts, plan_op) -> list[tuple]:
+    """The plans as Dask tasks (one per chunk of ops), on the scheduler ``opts.dask``."""
+    from .inputs import read_text
+    text = read_text(g.doc.path)
+    items = [(op.index, layout) for op, layout in todo]
+    with dask_client(opts.dask) as client:
+        n = max(1, len(client.scheduler_info().get("workers", {})) or 1)
+        size = max(1, len(items) // (4 * n))
+        chunks = [items[k:k + size] for k in range(0, len(items), size)]
+        futures = client.map(dask_plan, [text] * len(chunks), [g.doc.path] * len(chunks),
+                             chunks, [_bare(opts)] * len(chunks),
+                             [plan_op] * len(chunks), pure=False)
+        got = client.gather(futures)
+    return [_unwrap(r) for part in got for r in part]
+
+
+@contextlib.contextmanager
+def dask_client(address: str, jobs: int = 2) -> Iterator[Any]:
+    """A Dask client of the scheduler at ``address``, or of a local cluster of ``jobs``
+    single-threaded worker processes started here (``local``), closed on exit."""
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise fail("bad-request", detail="--dask needs Dask (dask.distributed)",
+                   fix="pip install 'tcplan[dask]'") from None
+    cluster: Any = None
+    try:
+        if address == "local":
+            cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+            client = Client(cluster)
+        else:
+            client = Client(address, timeout="5s")
+    except (OSError, TimeoutError, ValueError) as e:
+        raise fail("bad-request", detail=f"--dask {address}: no Dask scheduler answers "
+                   f"({type(e).__name__})", fix="start one (dask scheduler) or give "
+                   "--dask local") from None
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()

@@ -1,0 +1,190 @@
+"""Graphs at scale (issue 32; docs/graphs.md 'At scale'): launches and lifetimes (DM reused
+between launches, located errors where two live tensors meet), identical work planned once
+(op signatures, parts, the disk cache), the parts' plan against the flat joint choice, and
+the same plan from one process, a pool and a Dask cluster."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+import tcplan
+from tcplan.planner.graph_parts import part_signature, parts, restrict
+from tcplan.planner.graph_plan import choose, evaluate, plan_graph, with_op_plans
+from tcplan.planner.kinds import Options
+from tcplan.planner.op_cache import DiskCache, OpPlans, op_signature
+from tcplan.planner.outcome import Found, unwrap
+from tcplan.planner.schedule import schedule_of
+
+HEAD = """format: 1
+kind: graph
+dtype: bf16
+objective: makespan
+axes: {S: 256, H: 8, D: 64}
+"""
+STREAM = "stream: {time: free, packet: free}"
+
+
+def _layers(n: int, shared_dm: bool = True) -> str:
+    """``n`` launches, each loading its own HBM tensor (its Element free) into DM and back
+    out to HBM: every launch the same work over other tensors; with ``shared_dm`` every
+    launch's DM tensor at the same address (reused between launches)."""
+    tensors, ops = [], []
+    for k in range(n):
+        dm_at = 0 if shared_dm else 65536 * k
+        tensors += [
+            f"  w{k}: {{tier: hbm, address: {k << 20}, element: free, axes: [S, D], "
+            "given: true}",
+            f"  x{k}: {{tier: dm, slice: 'm![S / 4]', element: free, axes: [D], "
+            f"address: {dm_at}}}".replace("axes: [D]", "axes: [D]"),
+            f"  y{k}: {{tier: hbm, address: {(k + 64) << 20}, element: 'm![S, D]'}}"]
+        ops += [f"  - {{name: load{k}, kind: dma, source: w{k}, destination: x{k}, "
+                f"launch: l{k}, {STREAM}}}",
+                f"  - {{name: store{k}, kind: dma, source: x{k}, destination: y{k}, "
+                f"launch: l{k}, {STREAM}}}"]
+    return HEAD + "tensors:\n" + "\n".join(tensors) + "\nops:\n" + "\n".join(ops) + "\n"
+
+
+def _fix_dm(text: str) -> str:
+    """The DM tensors carry S % 4 in their Element (the slice holds S / 4)."""
+    return text.replace("element: free, axes: [D], address",
+                        "element: {digits: ['S % 4', 'D']}, address")
+
+
+def _graph(n: int, **kw):
+    return tcplan.loads(_fix_dm(_layers(n, **kw)), f"layers{n}.yaml").spec.graph
+
+
+def _opts(**kw) -> Options:
+    return Options(time_limit=10.0, verify="none", jobs=1, **kw)
+
+
+# ---- launches and lifetimes ---------------------------------------------------------------
+
+def test_dm_is_reused_between_launches_and_not_within_one():
+    g = _graph(3)  # (every launch's DM tensor at address 0: loads)
+    assert g.launches == ["l0", "l1", "l2"]
+    text = _fix_dm(_layers(2)).replace("launch: l1", "launch: l0")
+    with pytest.raises(tcplan.TcplanError) as e:
+        tcplan.loads(text, "one.yaml")
+    msg = str(e.value)
+    assert e.value.kind == "input" and "x1" in msg and "x0" in msg and "while both are live" \
+        in msg and "at op load1" in msg, msg
+
+
+def test_a_launch_reading_what_a_later_one_writes_is_located():
+    text = _fix_dm(_layers(2)).replace("store0, kind: dma, source: x0",
+                                       "store0, kind: dma, source: x1")
+    text = text.replace("y0: {tier: hbm", "y0: {tier: hbm").replace(
+        "load1, kind: dma, source: w1, destination: x1, launch: l1",
+        "load1, kind: dma, source: w1, destination: x1, launch: l1")
+    with pytest.raises(tcplan.TcplanError) as e:
+        tcplan.loads(text.replace("x0: {tier: dm", "x0: {tier: dm, keep: true, given: true",
+                                  ).replace("given: true, slice", "slice"), "late.yaml")
+    assert "of the later launch l1" in str(e.value) or "reads x1" in str(e.value), str(e.value)
+
+
+def test_keep_extends_a_dm_tensor_to_the_end():
+    text = _fix_dm(_layers(2)).replace("x0: {tier: dm,", "x0: {tier: dm, keep: true,")
+    with pytest.raises(tcplan.TcplanError) as e:
+        tcplan.loads(text, "keep.yaml")
+    assert "x1" in str(e.value) and "x0" in str(e.value)
+
+
+# ---- identical work planned once ----------------------------------------------------------
+
+def _loads_only(n: int) -> str:
+    """``n`` launches each loading a weight into DM, every launch at the same addresses
+    (a given HBM tensor and a DM tensor both end with their launch)."""
+    text = _fix_dm(_layers(n)).replace("\n", "\n")
+    lines = [ln for ln in text.splitlines() if "store" not in ln and "  y" not in ln]
+    text = "\n".join(lines) + "\n"
+    for k in range(n):
+        text = text.replace(f"w{k}: {{tier: hbm, address: {k << 20},",
+                            f"w{k}: {{tier: hbm, address: 0,")
+    return text
+
+
+def test_identical_launches_share_one_signature_and_one_solve():
+    g = tcplan.loads(_loads_only(3), "loads.yaml").spec.graph
+    pieces = parts(g)
+    assert len(pieces) == 3  # (makespan: one part per launch; no free tensor crosses)
+    sigs = {part_signature(restrict(g, p)) for p in pieces}
+    assert len(sigs) == 1
+    sig = {op_signature(g, g.ops[i], {n: c for n in g.op_free(g.ops[i])
+                                      for c in g.tensors[n].candidates[:1]})
+           for i in (0, 1, 2)}
+    assert len(sig) == 1  # (load0, load1, load2: the same op over other tensors)
+    gp = unwrap(plan_graph(g, _opts()))
+    assert gp.parts == 3 and gp.op_plans["planned"] * 3 == gp.op_plans["asked"]
+    assert gp.layout["x0"] == gp.layout["x1"] == gp.layout["x2"]
+    assert gp.layout["w0"] == gp.layout["w1"] == gp.layout["w2"]
+
+
+def test_parts_give_the_flat_joint_choice():
+    """The independent check: the flat model over the whole table (launches ordered by
+    their hazards in one schedule) against the parts' plan, makespan and sum."""
+    g = _graph(3, shared_dm=False)
+    opts = with_op_plans(_opts())
+    table = evaluate(g, opts)
+    flat = choose(g, table, None, 10.0, 0)
+    assert isinstance(flat, Found)
+    flat_span = schedule_of(g, flat.record).makespan
+    gp = unwrap(plan_graph(g, opts))
+    assert gp.parts == 3 and gp.status == "optimal"
+    assert gp.schedule.makespan == flat_span == gp.cycles
+    assert gp.sum_cycles == flat.record.sum_cycles
+    # launches run one after another: each launch's first task starts where one ends
+    ends = {t.end for t in gp.schedule.timed}
+    for launch in g.launches[1:]:
+        first = min(t.start for t in gp.schedule.timed
+                    if g.ops[t.task.ops[0]].launch == launch)
+        assert first in ends
+
+
+def test_the_disk_cache_starts_a_second_run_warm(tmp_path):
+    g = _graph(2)
+    first = OpPlans(disk=DiskCache(tmp_path, "seed 0"))
+    a = unwrap(plan_graph(g, _opts(op_plans=first)))
+    assert first.disk_hits == 0 and first.misses > 0
+    second = OpPlans(disk=DiskCache(tmp_path, "seed 0"))
+    b = unwrap(plan_graph(_graph(2), _opts(op_plans=second)))
+    assert second.misses == 0 and second.disk_hits == first.misses
+    assert json.dumps(a.to_json(), sort_keys=True, default=str) == \
+        json.dumps(b.to_json(), sort_keys=True, default=str)
+    other = OpPlans(disk=DiskCache(tmp_path, "seed 1"))  # (another seed: its own plans)
+    unwrap(plan_graph(_graph(2), _opts(op_plans=other)))
+    assert other.disk_hits == 0
+
+
+def test_the_disk_cache_is_bounded(tmp_path):
+    disk = DiskCache(tmp_path, max_bytes=300)
+    for k in range(40):
+        disk.put(f"op {k}", (None, k, True, None))
+    disk.trim()
+    files = list(tmp_path.glob("*/*.pickle"))
+    assert 0 < len(files) < 40
+    assert sum(p.stat().st_size for p in files) <= 300
+    assert disk.get("op 39") == (None, 39, True, None)  # (the newest stay)
+
+
+# ---- the same plan from every backend ----------------------------------------------------
+
+def _plan_json(g, **kw) -> str:
+    gp = unwrap(plan_graph(g, dataclasses.replace(_opts(), **kw)))
+    return json.dumps(gp.to_json(), sort_keys=True, default=str)
+
+
+def test_a_process_pool_gives_the_same_plan():
+    one = _plan_json(_graph(4, shared_dm=False), jobs=1)
+    assert _plan_json(_graph(4, shared_dm=False), jobs=2) == one
+
+
+def test_a_local_dask_cluster_gives_the_same_plan(tmp_path):
+    pytest.importorskip("dask.distributed")
+    path = tmp_path / "layers.yaml"
+    path.write_text(_fix_dm(_layers(4, shared_dm=False)))
+    local = _plan_json(tcplan.load(path).spec.graph, jobs=1)
+    assert _plan_json(tcplan.load(path).spec.graph, dask="local") == local
