@@ -25,7 +25,7 @@ RUST_FILE_MAX_BYTES = 1 << 20
 YAML_MAX_DEPTH = 32
 #: YAML nodes in one problem file (scalars, lists and mappings together): a 28-layer
 #: decode step has a few hundred thousand; each costs a few hundred bytes composed.
-YAML_MAX_NODES = 1 << 21
+YAML_MAX_NODES = 1 << 20
 #: One line of ``tcplan sequence --batch`` (a request is a few hundred bytes).
 JSON_LINE_MAX_BYTES = 1 << 20
 #: How much of an overlong batch line is skipped before the batch stops (``/dev/zero``
