@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from dataclasses import dataclass, field
+from collections.abc import Mapping as _Mapping
 from typing import Any
 
 import networkx as nx
@@ -30,6 +31,7 @@ from tcplan.model.rules import TcplanError
 from tcplan.model.tiers import Tensor
 
 from .spec import SubDoc, _Ctx, _did_you_mean, problem_from
+from .graph_orders import checked, orders_of, spanning
 
 
 
@@ -55,7 +57,7 @@ class GraphTensor:
     given: bool  # holds data when the graph starts (an input)
     #: each candidate's Element: an order the user wrote (text, read with the tensor) or
     #: an order of the digits the user listed (built from them)
-    elements: dict[str, Mapping | str] = field(default_factory=dict)
+    elements: _Mapping[str, Any] = field(default_factory=dict)  # (or graph_orders.Orders)
     keep: bool = False  # lives to the graph's end (a result read after it)
 
     def with_element(self, element: str | None) -> dict[str, Any]:
@@ -263,7 +265,7 @@ def _spans(g: Graph) -> dict[str, tuple[str, int, int]]:
     one's furthest candidate: a padded order reaches further); streams hold none."""
     out = {}
     for n, t in g.tensors.items():
-        objs = [g.tensor(n, {n: c}) for c in t.candidates] if t.candidates else \
+        objs = [g.tensor(n, {n: c}) for c in spanning(t)] if t.candidates else \
             [g.tensor(n, {})]
         obj = objs[0]
         if obj.tier == "stream":
@@ -336,7 +338,7 @@ def _tensor(ctx: _Ctx, name: Any, t: Any) -> GraphTensor:
         _free_overlap(ctx, keys, first)
     axes = tuple(a for a in ctx.axes if a in {x for m in first.dims.values()
                                               for x in m.used_axes})
-    for c, el in (elements or {}).items():
+    for c, el in checked(elements or {}):  # (of a lazy Orders, the first: graph_orders)
         got = ctx.tensor(keys, {**base, "element": el}, str(name))
         if {x for m in got.dims.values() for x in m.used_axes} != set(axes):
             raise doc.error(keys + ("element",), f"the candidate {c} carries other axes "
@@ -393,7 +395,7 @@ def _stream_dtype(ctx: _Ctx, keys: tuple, spec: dict, t: Tensor) -> Tensor:
     return dataclasses.replace(t, dtype=d)
 
 
-def _candidates(ctx: _Ctx, keys: tuple, t: dict) -> dict[str, Mapping | str] | None:
+def _candidates(ctx: _Ctx, keys: tuple, t: dict) -> _Mapping[str, Any] | None:
     """A free Element's candidates, each named as it reads and with its Element: ``free``
     (every order of the tensor's ``axes``), ``{digits: [...]}`` (every order of those
     digits, each read once) or ``{orders: [...]}`` (these, as written)."""
@@ -432,12 +434,11 @@ def _candidates(ctx: _Ctx, keys: tuple, t: dict) -> dict[str, Mapping | str] | N
     count = 1
     for k in range(2, len(terms) + 1):
         count *= k
-    limits.check(count, limits.GRAPH_CANDIDATES_MAX, "a free Element's candidate orders",
+    limits.check(count, limits.GRAPH_ORDERS_MAX, "a free Element's candidate orders",
                  "orders", {f"tensor {keys[-1]}": len(terms)}, limits.PLANNER,
                  "give orders: [...] or fewer digits")
     digit = {x: ctx.mapping(at, x, "element") for x, at in zip(terms, where)}
-    return {f"m![{', '.join(p)}]": join(digit[x] for x in p)
-            for p in itertools.permutations(terms)}
+    return orders_of(terms, digit, count)  # (beyond 120 orders: lazily, graph_orders)
 
 
 def _bounded(ctx: _Ctx, keys: tuple, cands: list[str]) -> list[str]:

@@ -136,8 +136,10 @@ def evaluate(g: Graph, opts) -> dict[int, list[OpChoice]]:
     from .op_cache import OpPlans, op_signature
     from .op_pool import plan_many
     cache = opts.op_plans if opts.op_plans is not None else OpPlans()
+    from .graph_orders import Lazy
+    lazy = Lazy(g)  # (ops that order a large free tensor themselves: planner/graph_orders.py)
     jobs = [(op, layout, op_signature(g, op, layout)) for op in g.ops
-            for layout in g.choices(op)]
+            if op.index not in lazy.ordered for layout in g.choices(op)]
     counts: dict[str, int] = {}
     for op, _, sig in jobs:
         counts[op.name] = counts.get(op.name, 0) + 1
@@ -162,6 +164,7 @@ def evaluate(g: Graph, opts) -> dict[int, list[OpChoice]]:
     table: dict[int, list[OpChoice]] = {op.index: [] for op in g.ops}
     for op, layout, sig in jobs:
         table[op.index].append(_row(g, op, layout, entries[sig]))
+    lazy.fill(table, opts, op_choice)  # (graph_orders: their best orders, branch and bound)
     return table
 
 
@@ -229,8 +232,9 @@ def choose(g: Graph, table: dict[int, list[OpChoice]], objective: str | None = N
     from ortools.sat.python import cp_model
     objective = objective or g.objective
     m = cp_model.CpModel()
-    x = {n: {c: m.new_bool_var(f"{n}={c}") for c in g.tensors[n].candidates or []}
-         for n in g.free()}  # (a free tensor has candidates: the ``or []`` never applies)
+    from .graph_orders import candidates  # (of a lazy Orders, those the rows name)
+    x = {n: {c: m.new_bool_var(f"{n}={c}") for c in candidates(g, table, n)}
+         for n in g.free()}
     for n, lits in x.items():
         m.add_exactly_one(lits.values())
     runs = {op.index: m.new_bool_var(f"runs {op.name}") for op in g.ops}
