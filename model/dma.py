@@ -599,3 +599,22 @@ def _prefix_boxes(digits: list[tuple[int, int, int]], limit: int, axis: str
             break
         fixed[k] = (q, q + 1)
     return boxes
+
+
+def rebased(plan: DmaPlan, read: int, write: int) -> DmaPlan:
+    """The same plan with its source moved ``read`` bytes and its destination ``write``
+    bytes: every command's and engine's base with them (a plan reused at another address:
+    planner/op_cache.py)."""
+    import dataclasses
+    if not read and not write:
+        return plan
+    return dataclasses.replace(
+        plan,
+        source=dataclasses.replace(plan.source, address=plan.source.address + read),
+        destination=dataclasses.replace(plan.destination,
+                                        address=plan.destination.address + write),
+        engines=[dataclasses.replace(
+            e, read_base=e.read_base + read, write_base=e.write_base + write,
+            commands=[dataclasses.replace(c, read_base=c.read_base + read,
+                                          write_base=c.write_base + write)
+                      for c in e.commands]) for e in plan.engines])

@@ -112,6 +112,11 @@ HBM_BANK_BITS = (17, 18)
 HBM_BANK_GROUP_BITS = (13, 19)
 HBM_SLICE_BIT = 20
 HBM_ROW_LOW_BIT = 21
+#: The HBM decode repeats every 2**29 bytes: the highest bit it reads for a channel, bank or
+#: bank group is 28 (b(25 + 3)); above, only the row changes, by the same amount for every
+#: address moved together, and the cycle model counts rows by equality (a switch, a
+#: first open).  A tensor moved by a multiple of it costs the same (planner/op_cache.py).
+HBM_DECODE_PERIOD = 1 << (max(HBM_CHANNEL_BITS) + max(HBM_CHANNEL_XOR_OFFSETS) + 1)
 #: Channels per chip: the stack bit times the four hashed channel bits.
 HBM_CHANNELS = 2 << len(HBM_CHANNEL_BITS)
 #: Banks per channel: two bank bits, two bank-group bits and the slice bit.

@@ -456,12 +456,24 @@ def _ops(doc, spec: Any, tensors: list[str], errors: list) -> list[GraphOp]:
                         "ops: [{name: load, kind: dma, source: x, destination: y}]")
     ops: list[GraphOp] = []
     names: set = set()
+    known = _Known(tensors)
     for i, o in enumerate(spec):
         try:
-            ops.append(_op(doc, i, o, tensors, names))
+            ops.append(_op(doc, i, o, known, names))
         except TcplanError as e:
             errors += e.violations
     return ops
+
+
+class _Known(list):
+    """The graph's tensor names in the file's order, with a set's membership test."""
+
+    def __init__(self, names: list[str]):
+        super().__init__(names)
+        self._set = set(names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._set
 
 
 def _op(doc, i: int, o: Any, tensors: list[str], names: set) -> GraphOp:

@@ -71,10 +71,31 @@ def part_signature(g: Graph) -> str:
         roles = {r: ids.setdefault(t, f"t{len(ids)}") for r, t in op.roles.items()}
         ops.append([op.kind, canonical_data(op), roles,
                     launch.setdefault(op.launch, f"l{len(launch)}")])
-    tensors = {ids[n]: [t.spec, t.candidates, t.given, t.keep] for n, t in g.tensors.items()
-               if n in ids}
+    moves = _movable(g)
+    tensors = {ids[n]: [_moved(t.spec, moves.get(n, 0)), t.candidates, t.given, t.keep]
+               for n, t in g.tensors.items() if n in ids}
     return json.dumps({"ops": ops, "tensors": tensors, "base": g.base,
                        "objective": g.objective}, sort_keys=True, default=str)
+
+
+def _movable(g: Graph) -> dict[str, int]:
+    """Per HBM tensor every op of the part moves a plan with (``Kind.graph_rebases``), the
+    bytes it lies above its address modulo the decode's period (planner/op_cache.py)."""
+    from .op_cache import op_shifts
+    shift: dict[str, int] = {}
+    fixed: set[str] = set()
+    for op in g.ops:
+        got = op_shifts(g, op)
+        for role, t in op.roles.items():
+            if role in got:
+                shift[t] = got[role]
+            else:
+                fixed.add(t)
+    return {t: v for t, v in shift.items() if t not in fixed}
+
+
+def _moved(spec: dict, by: int) -> dict:
+    return {**spec, "address": spec["address"] - by} if by else spec
 
 
 def rename(ids_from: Graph, ids_to: Graph) -> dict[str, str]:

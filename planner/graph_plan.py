@@ -21,6 +21,7 @@ force over every assignment.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,7 +134,7 @@ def evaluate(g: Graph, opts) -> dict[int, list[OpChoice]]:
     """Every op under every combination of its free tensors' candidate layouts, each
     distinct op plan made once (planner/op_cache.py: ``opts.op_plans``, or a table of this
     call's own), the new ones on a process pool or a Dask cluster (planner/op_pool.py)."""
-    from .op_cache import OpPlans, op_signature
+    from .op_cache import OpPlans, moved, op_shifts, op_signature
     from .op_pool import plan_many
     cache = opts.op_plans if opts.op_plans is not None else OpPlans()
     from .graph_orders import Lazy
@@ -159,11 +160,12 @@ def evaluate(g: Graph, opts) -> dict[int, list[OpChoice]]:
         else:
             entries[sig] = got
     for sig, entry in zip(todo, plan_many(g, list(todo.values()), opts, plan_op)):
-        cache.put(sig, entry)
-        entries[sig] = entry
+        entries[sig] = (entry, op_shifts(g, todo[sig][0]))
+        cache.put(sig, entries[sig])
     table: dict[int, list[OpChoice]] = {op.index: [] for op in g.ops}
     for op, layout, sig in jobs:
-        table[op.index].append(_row(g, op, layout, entries[sig]))
+        table[op.index].append(_row(g, op, layout, moved(
+            op, entries[sig], op_shifts(g, op), functools.partial(g.op_problem, op, layout))))
     lazy.fill(table, opts, op_choice)  # (graph_orders: their best orders, branch and bound)
     return table
 
@@ -178,14 +180,15 @@ def _row(g: Graph, op: GraphOp, layout: dict[str, str], entry) -> OpChoice:
 def op_choice(g: Graph, op: GraphOp, layout: dict[str, str], opts) -> OpChoice:
     """One op under one layout, from ``opts.op_plans`` when an op of its signature was
     planned before."""
-    from .op_cache import op_signature
-    sig, cache = op_signature(g, op, layout), opts.op_plans
-    entry = cache.get(sig) if cache is not None else None
-    if entry is None:
-        entry = plan_op(g, op, layout, opts)
+    from .op_cache import moved, op_shifts, op_signature
+    sig, cache, shifts = op_signature(g, op, layout), opts.op_plans, op_shifts(g, op)
+    kept = cache.get(sig) if cache is not None else None
+    if kept is None:
+        kept = (plan_op(g, op, layout, opts), shifts)
         if cache is not None:
-            cache.put(sig, entry)
-    return _row(g, op, layout, entry)
+            cache.put(sig, kept)
+    return _row(g, op, layout, moved(op, kept, shifts,
+                                     functools.partial(g.op_problem, op, layout)))
 
 
 def plan_op(g: Graph, op: GraphOp, layout: dict[str, str], opts) -> tuple:

@@ -28,17 +28,51 @@ from tcplan.model import limits
 
 #: what one op plan is: (plan, modelled cycles or None, proven, the error rejecting it)
 Entry = tuple[Any, "int | None", bool, Any]
+#: an op plan as kept: the entry and the shifts of the op it was made for (:func:`op_shifts`)
+Kept = tuple[Entry, dict[str, int]]
 
 
 def op_signature(g, op, layout: dict[str, str]) -> str:
     """What an op's plan depends on, without names: its kind, its keys (each tensor it
     names replaced by its role), its tensors by role as written with their chosen
     Elements, the axes they use, the graph's dtype and chips."""
+    shifts = op_shifts(g, op)
     return json.dumps({"kind": op.kind, "data": canonical_data(op),
-                       "tensors": {r: [g.tensors[t].spec, layout.get(t)]
-                                   for r, t in op.roles.items()},
+                       "tensors": {r: [_moved(g.tensors[t].spec, -shifts.get(r, 0)),
+                                       layout.get(t)] for r, t in op.roles.items()},
                        "axes": g.axes_of(op.roles.values()), "dtype": g.base["dtype"],
                        "chips": g.base["chips"]}, sort_keys=True, default=str)
+
+
+def op_shifts(g, op) -> dict[str, int]:
+    """The bytes each HBM tensor of the op lies above its address modulo the HBM decode's
+    period (model/hardware.py ``HBM_DECODE_PERIOD``), for the roles its kind moves a plan
+    with (``Kind.graph_rebases``): ops that differ only there share one plan, moved."""
+    from tcplan.model.hardware import HBM_DECODE_PERIOD
+
+    from .registry import kinds
+    out = {}
+    for role in kinds()[op.kind].graph_rebases:
+        spec = g.tensors[op.roles[role]].spec if role in op.roles else {}
+        at = spec.get("address", 0)
+        if spec.get("tier") == "hbm" and isinstance(at, int) and at >= HBM_DECODE_PERIOD:
+            out[role] = at - at % HBM_DECODE_PERIOD
+    return out
+
+
+def moved(op, kept: Kept, shifts: dict[str, int], problem) -> Entry:
+    """A kept plan for an op whose HBM tensors lie ``shifts`` above (its kind moves it;
+    ``problem()`` makes the op's problem)."""
+    from .registry import kinds
+    entry, origin = kept
+    if shifts == origin or entry[0] is None:
+        return entry
+    delta = {r: shifts.get(r, 0) - origin.get(r, 0) for r in {*shifts, *origin}}
+    return (kinds()[op.kind].graph_rebase(entry[0], delta, problem), *entry[1:])
+
+
+def _moved(spec: dict[str, Any], by: int) -> dict[str, Any]:
+    return {**spec, "address": spec["address"] + by} if by else spec
 
 
 def canonical_data(op) -> dict[str, Any]:
@@ -99,16 +133,18 @@ class DiskCache:
         h = hashlib.sha256(f"{version()}\0{self.salt}\0{signature}".encode()).hexdigest()
         return self.root / h[:2] / f"{h}.pickle"
 
-    def get(self, signature: str) -> Entry | None:
+    def get(self, signature: str) -> Kept | None:
         try:
             with open(self.path(signature), "rb") as f:
                 got = pickle.load(f)
         except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError,
                 ValueError, TypeError):
             return None
-        return got if isinstance(got, tuple) and len(got) == 4 else None
+        ok = isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], tuple) \
+            and len(got[0]) == 4 and isinstance(got[1], dict)
+        return got if ok else None
 
-    def put(self, signature: str, entry: Entry) -> None:
+    def put(self, signature: str, entry: Kept) -> None:
         p = self.path(signature)
         try:
             p.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -147,13 +183,13 @@ class OpPlans:
     there is one; how often one was found here (``hits``), on disk (``disk_hits``) or
     made (``misses``)."""
 
-    plans: dict[str, Entry] = field(default_factory=dict)
+    plans: dict[str, Kept] = field(default_factory=dict)
     hits: int = 0
     misses: int = 0
     disk_hits: int = 0
     disk: DiskCache | None = None
 
-    def get(self, signature: str) -> Entry | None:
+    def get(self, signature: str) -> Kept | None:
         if signature in self.plans:
             self.hits += 1
             return self.plans[signature]
@@ -163,10 +199,10 @@ class OpPlans:
             self.plans[signature] = got
         return got
 
-    def put(self, signature: str, entry: Entry) -> None:
+    def put(self, signature: str, entry: Kept) -> None:
         self.misses += 1
         self.plans[signature] = entry
-        if self.disk is not None and entry[2]:  # (proven: not cut by a time limit)
+        if self.disk is not None and entry[0][2]:  # (proven: not cut by a time limit)
             self.disk.put(signature, entry)
 
     @property

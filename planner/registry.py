@@ -260,6 +260,16 @@ class Kind:
         keys in the op); each reads its tensor and puts its spec into the op's problem."""
         return {}
 
+    #: the roles whose HBM tensor an op's plan may be moved with (:meth:`graph_rebase`):
+    #: its plan is shared by ops at addresses a multiple of ``HBM_DECODE_PERIOD`` apart
+    graph_rebases: tuple[str, ...] = ()
+
+    def graph_rebase(self, plan, shifts: dict[str, int], problem: Callable[[], Any]) -> Any:
+        """The plan with the tensors of ``graph_rebases`` roles moved ``shifts[role]``
+        bytes (only kinds that name such roles are asked); ``problem()`` makes the op's
+        problem at its own addresses."""
+        raise NotImplementedError
+
     def graph_place(self, data: dict[str, Any], role: str, spec: dict[str, Any]) -> tuple:
         """Put a role's tensor spec into the op's problem ``data``; returns its keys there
         (for located errors)."""

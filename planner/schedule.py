@@ -444,6 +444,7 @@ def schedule_by_launch(g, gp, time_limit: float = 10.0, seed: int = 0) -> Schedu
     if len(g.launches) < 2:
         return schedule_of(g, gp, time_limit, seed)
     from .graph_parts import part_signature, rename, restrict
+    from .op_cache import op_signature
     done: dict[tuple, tuple[Schedule, Any]] = {}
     timed: list[Timed] = []
     hazards: list[Hazard] = []
@@ -453,7 +454,8 @@ def schedule_by_launch(g, gp, time_limit: float = 10.0, seed: int = 0) -> Schedu
         ops = [i for i in g.order if g.ops[i].launch == launch]
         sub = restrict(g, ops)
         rows = [gp.ops[i] for i in ops]
-        key = (part_signature(sub), tuple((r.cycles, id(r.plan)) for r in rows))
+        key = (part_signature(sub), tuple(op_signature(sub, op, r.layout)
+                                          for op, r in zip(sub.ops, rows)))
         if key not in done:
             done[key] = (schedule_of(sub, _Chosen(rows), time_limit, seed), sub)
         s, base = done[key]
@@ -497,6 +499,13 @@ def _task_names(g, ops: list[int], base, s: Schedule) -> dict[str, str]:
     return out
 
 
+#: the work (CP-SAT's deterministic seconds) the second solve of :func:`_place` may spend
+#: pulling tasks early once the makespan is proven: the makespan does not change, and a
+#: deterministic bound gives the same starts on every machine (a launch of 46 tasks took
+#: its whole 10 s of wall time without it)
+EARLY_STARTS_WORK = 1.0
+
+
 def _place(tasks: Sequence[Task], hazards: Sequence[Hazard], cycles: Sequence[int],
            bank: Sequence[int], time_limit: float, seed: int) -> tuple[list[int], bool]:
     """The starts: the least makespan first, then (that makespan kept) the least sum of
@@ -520,6 +529,7 @@ def _place(tasks: Sequence[Task], hazards: Sequence[Hazard], cycles: Sequence[in
     m.add(v.makespan <= span)
     m.minimize(sum(v.starts))
     sv2 = solver(time_limit, seed)
+    sv2.parameters.max_deterministic_time = EARLY_STARTS_WORK
     st2 = sv2.solve(m)
     if st2 in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return [sv2.value(s) for s in v.starts], st == cp_model.OPTIMAL

@@ -189,14 +189,20 @@ class _Doc:
             raise fail("bad-problem", where=path, detail="YAML nested too deeply",
                        fix="flatten the document") from None
 
+    def _keys_of(self, node: Any) -> dict[Any, Any]:
+        """A mapping node's values by their keys' text (the last of a repeated key), made
+        once per node: a whole model's mapping has thousands of keys."""
+        index = self.__dict__.setdefault("_index", {})
+        got = index.get(id(node))
+        if got is None:
+            got = index[id(node)] = {kn.value: vn for kn, vn in node.value}
+        return got
+
     def node_at(self, keys: tuple) -> Any:
         node = self.node
         for k in keys:
             if isinstance(node, yaml.MappingNode):
-                nxt = None
-                for kn, vn in node.value:
-                    if kn.value == str(k):
-                        nxt = vn
+                nxt = self._keys_of(node).get(str(k))
                 node = nxt if nxt is not None else node
                 if nxt is None:
                     break

@@ -162,12 +162,12 @@ def test_the_disk_cache_starts_a_second_run_warm(tmp_path):
 def test_the_disk_cache_is_bounded(tmp_path):
     disk = DiskCache(tmp_path, max_bytes=300)
     for k in range(40):
-        disk.put(f"op {k}", (None, k, True, None))
+        disk.put(f"op {k}", ((None, k, True, None), {}))
     disk.trim()
     files = list(tmp_path.glob("*/*.pickle"))
     assert 0 < len(files) < 40
     assert sum(p.stat().st_size for p in files) <= 300
-    assert disk.get("op 39") == (None, 39, True, None)  # (the newest stay)
+    assert disk.get("op 39") == ((None, 39, True, None), {})  # (the newest stay)
 
 
 # ---- the same plan from every backend ----------------------------------------------------
@@ -188,3 +188,40 @@ def test_a_local_dask_cluster_gives_the_same_plan(tmp_path):
     path.write_text(_fix_dm(_layers(4, shared_dm=False)))
     local = _plan_json(tcplan.load(path).spec.graph, jobs=1)
     assert _plan_json(tcplan.load(path).spec.graph, dask="local") == local
+
+
+# ---- plans moved to another HBM address ---------------------------------------------------
+
+def _at(text: str, k: int, address: int) -> str:
+    return text.replace(f"w{k}: {{tier: hbm, address: {k << 20},",
+                        f"w{k}: {{tier: hbm, address: {address},")
+
+
+def test_a_plan_moved_by_the_decode_period_is_shared_and_moves_the_right_bytes():
+    """Layer 1's weight lies one HBM decode period above layer 0's: its load reuses layer
+    0's plan, moved, and the graph runs end to end (the moved commands read its bytes).
+    Independently, layer 1's load planned on its own (a fresh table) costs the same."""
+    from tcplan.model.hardware import HBM_DECODE_PERIOD
+    text = _at(_fix_dm(_layers(2)), 1, HBM_DECODE_PERIOD)
+    r = tcplan.solve(tcplan.loads(text, "moved.yaml"))
+    assert r.verified is True, r.text()
+    gp = r.plan
+    reuse = gp.op_plans
+    assert reuse["planned"] < reuse["asked"]
+    rows = {row.problem.name: row for row in gp.ops}
+    assert rows["load1"].cycles == rows["load0"].cycles
+    assert rows["load1"].plan.source.address == HBM_DECODE_PERIOD
+    alone = tcplan.loads(_at(_fix_dm(_layers(1)), 0, HBM_DECODE_PERIOD), "alone.yaml")
+    fresh = unwrap(plan_graph(alone.spec.graph, _opts(op_plans=OpPlans())))
+    load = next(row for row in fresh.ops if row.problem.name == "load0")
+    assert load.plan.source.address == HBM_DECODE_PERIOD  # (planned there, not moved)
+    assert load.cycles == rows["load1"].cycles
+    assert load.plan.engines == rows["load1"].plan.engines
+
+
+def test_a_plan_is_not_shared_below_the_period():
+    """One MiB apart, the HBM hash differs: each load is planned for its own address."""
+    g = _graph(2)
+    sig = {op_signature(g, g.ops[i], {n: g.tensors[n].candidates[0]
+                                      for n in g.op_free(g.ops[i])}) for i in (0, 2)}
+    assert len(sig) == 2

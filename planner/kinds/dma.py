@@ -120,6 +120,12 @@ class Dma(Kind):
         best = out.record.best.plan
         return best, dma_cycles(best).cycles, out.proven
 
+    graph_rebases = ("source", "destination")
+
+    def graph_rebase(self, plan, shifts: dict[str, int], problem) -> Any:
+        from tcplan.model.dma import rebased
+        return rebased(plan, shifts.get("source", 0), shifts.get("destination", 0))
+
     def graph_summary(self, plan) -> dict[str, Any]:
         return {"stream": {d: m.text() for d, m in plan.stream_dims.items()}}
 

@@ -50,6 +50,15 @@ class _RunsAlone(Kind):
     def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
         return self.lower(problem), None, True
 
+    @property
+    def graph_rebases(self) -> tuple[str, ...]:  # type: ignore[override]
+        """Every role: its plan is its lowering, made again at the op's own addresses (an
+        address a multiple of the HBM decode's period away keeps every alignment)."""
+        return tuple(r for roles in self.graph_roles.values() for r in roles)
+
+    def graph_rebase(self, plan, shifts: dict[str, int], problem) -> Any:
+        return self.lower(problem())
+
     def execute(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
         from tcplan.executor.run import carried_axes, place
         keys = self.run_keys[problem.kind]

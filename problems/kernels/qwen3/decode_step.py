@@ -34,6 +34,8 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 KIB, MIB = 1024, 1024 * 1024
+#: each layer's HBM window: model/hardware.py HBM_DECODE_PERIOD
+HBM_WINDOW = 1 << 29
 DM_BYTES_PER_SLICE = 512 * KIB  # model/hardware.py DM_BYTES_PER_SLICE
 LAUNCHES = ("projection", "attention", "decoder")
 FREE_STREAM = {"cluster": "free", "slice": "free", "time": "free", "packet": "free"}
@@ -372,29 +374,35 @@ def _round_up(n: int, to: int) -> int:
     return -(-n // to) * to
 
 
+def _window(name: str) -> int:
+    """A tensor's HBM window: the step's own tensors 0, layer l's l + 1."""
+    head = name.split(".", 1)[0]
+    return int(head[1:]) + 1 if head[:1] == "l" and head[1:].isdigit() else 0
+
+
 def _addresses(step: Step, per_launch: bool) -> dict[str, int]:
     """DM tensors on 1 KiB boundaries from 0 at each launch (DM is not kept across
-    launches), HBM tensors on 1 MiB boundaries, all distinct; a register file's keep their
-    function's.  A DM tensor written and never read (the source of an unsafe reshape) lives
-    to the graph's end (planner/graph.py ``lifetimes``): those take DM from its top down,
-    each its own.  Returns each launch's DM bytes per slice (``kept``: the top's); a DM
-    tensor two launches touch, or a launch past DM, is an error."""
+    launches: a DM tensor's life ends with its launch, planner/graph.py ``lifetimes``); a
+    register file's keep their function's.  HBM tensors on 1 MiB boundaries, each layer's
+    in a window of its own, one HBM decode period (512 MiB, model/hardware.py
+    ``HBM_DECODE_PERIOD``) per layer, at the same offsets in every window: the HBM hash
+    repeats with the period, so every layer's moves cost the same and tcplan plans them
+    once (planner/op_cache.py).  Returns each launch's DM bytes per slice; a DM tensor two
+    launches touch, a launch past DM or a layer past its window is an error."""
     launches: dict[str, set[str]] = {}
-    read: set[str] = set()
     for op in step.ops:
-        for at, reads in _roles(op).items():
+        for at in _roles(op):
             launches.setdefault(_get(op, at), set()).add(op.get("launch", "all"))
-            if reads:
-                read.add(_get(op, at))
     dm: dict[str, int] = {}
-    hbm, top = 0, DM_BYTES_PER_SLICE
+    hbm: dict[int, int] = {}
     for n, spec in step.tensors.items():
         tier = spec.get("tier")
         if tier == "hbm":
-            spec["address"], hbm = hbm, hbm + _round_up(step.sizes[n], MIB)
-        elif tier == "dm" and n not in read and not spec.get("given"):
-            top -= _round_up(step.sizes[n], KIB)
-            spec["address"] = top
+            w = _window(n)
+            spec["address"] = w * HBM_WINDOW + hbm.get(w, 0)
+            hbm[w] = hbm.get(w, 0) + _round_up(step.sizes[n], MIB)
+            if hbm[w] > HBM_WINDOW:
+                raise SystemExit(f"{n}: past its layer's HBM window of {HBM_WINDOW:,} bytes")
         elif tier == "dm":
             (launch, *more) = sorted(launches[n]) if per_launch else ["all"]
             if more:
@@ -402,11 +410,10 @@ def _addresses(step: Step, per_launch: bool) -> dict[str, int]:
             spec["address"] = dm.get(launch, 0)
             dm[launch] = spec["address"] + _round_up(step.sizes[n], KIB)
     for launch, used in dm.items():
-        if used > top:
-            raise SystemExit(f"launch {launch}: {used:,} bytes of DM per slice, past the "
-                             f"{top:,} the tensors kept to the graph's end leave "
-                             f"({DM_BYTES_PER_SLICE - top:,} bytes)")
-    return {**dm, "kept": DM_BYTES_PER_SLICE - top}
+        if used > DM_BYTES_PER_SLICE:
+            raise SystemExit(f"launch {launch}: {used:,} bytes of DM per slice, past its "
+                             f"{DM_BYTES_PER_SLICE:,}")
+    return dm
 
 
 def build(layers: int, free: bool, launch: bool = True,
@@ -466,10 +473,9 @@ def _header(layers: int, free: bool, launch: bool, only: str | None, notes: list
         "HBM state (attention's max, sum, out; the K and V caches, which the scatters write)",
         "is given per layer as *_in. Left out: the embedding and the final layer (lm_head).",
         "Addresses: DM on 1 KiB boundaries from 0 at each launch, HBM on 1 MiB boundaries, "
-        "all distinct. DM bytes per slice: " + ", ".join(
-            f"{k} {v:,}" for k, v in dm.items() if k.startswith(("l0.", "all"))) + "; "
-        f"{dm['kept']:,} at DM's top for the DM tensors written and never read (each an unsafe"
-        " reshape's source), which live to the graph's end (planner/graph.py lifetimes).",
+        "each layer's in a window of its own (512 MiB, the HBM decode's period), the step's "
+        "in window 0. DM bytes per slice: " + ", ".join(
+            f"{k} {v:,}" for k, v in dm.items() if k.startswith(("l0.", "all"))) + ".",
     ]
     lines += ["Links made in part or not made: " + "; ".join(notes) + "."] if notes else []
     return lines
