@@ -72,8 +72,8 @@ class Choices:
 
 def plan_free(problem: Problem[DmaSpec], time_limit: float = 10.0, seed: int = 0,
               relax: frozenset[str] = frozenset(), bound: int | str | None = PROBLEM,
-              workers: int = 1, method: str = "bits", progress: Callable | None = None
-              ) -> Outcome[Search]:
+              workers: int = 1, method: str = "bits", progress: Callable | None = None,
+              rules_first: bool = False) -> Outcome[Search]:
     """A problem's free stream (and free destination), searched: the outcome
     (planner/outcome.py), whose :class:`Search` holds the plans (``best.plan``) and the
     engine split each used (``split``).  Every destination placement candidate (a free
@@ -94,7 +94,8 @@ def plan_free(problem: Problem[DmaSpec], time_limit: float = 10.0, seed: int = 0
     request = SearchRequest(
         t["source"], t["destination"], t["stream"], problem.chips, packet_bound,
         spec.bounds.align_bytes, time_limit, workers, seed, relax, choices.pcie,
-        prune=method != "options", progress=None if fs is not None else progress)
+        prune=method != "options", progress=None if fs is not None else progress,
+        rules_first=rules_first)
     if fs is not None and method == "bits":
         def pair(options: list[Option], beat: int | None, seconds: float,
                  core: bool = False) -> Outcome[Search]:

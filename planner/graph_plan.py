@@ -420,8 +420,8 @@ def with_op_plans(opts):
 
     from .op_cache import DiskCache, OpPlans
     if opts.op_plans is not None:
-        return opts
-    return dataclasses.replace(opts, op_plans=OpPlans(
+        return dataclasses.replace(opts, rules_first=True)
+    return dataclasses.replace(opts, rules_first=True, op_plans=OpPlans(
         disk=DiskCache.default(f"seed {opts.seed}")))
 
 

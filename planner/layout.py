@@ -441,6 +441,10 @@ class SearchRequest:
     core: bool = True
     prune: bool = True
     progress: Callable[..., None] | None = None
+    #: try the rules' own proof (:meth:`_Searcher.rules_proof`) before any model: a graph's
+    #: op under a layout it cannot take is rejected in milliseconds, not one model per
+    #: option and a minimal core (docs/decisions.md item 133)
+    rules_first: bool = False
 
 
 def search(req: SearchRequest) -> Outcome[Search]:
@@ -769,6 +773,11 @@ class _Searcher:
         stop = self.check_options()
         if stop is not None:
             return stop
+        proof = self.rules_proof() if self.req.rules_first else None
+        if proof is not None:
+            self.result.conflict, self.result.minimal = proof
+            self.result.proof = "rules"
+            return NoPlan(self.no_plan(), self.result)
         outcomes = self.one_option() if self.single else self.each_option()
         result = self.result
         if outcomes == ["dominated"] and self.single and not result.candidates:

@@ -68,6 +68,9 @@ class Options:
     jobs: int = 0
     #: a Dask scheduler's address planning a graph's ops ("local": a local cluster)
     dask: str | None = None
+    #: a rejected layout proven by the rules alone where they can (a graph's op plans:
+    #: planner/layout.py ``SearchRequest.rules_first``)
+    rules_first: bool = False
 
 
 class SolveRecord(Protocol):

@@ -225,3 +225,23 @@ def test_a_plan_is_not_shared_below_the_period():
     sig = {op_signature(g, g.ops[i], {n: g.tensors[n].candidates[0]
                                       for n in g.op_free(g.ops[i])}) for i in (0, 2)}
     assert len(sig) == 2
+
+
+# ---- a rejected layout proven by the rules first ----------------------------------------
+
+def test_rules_first_rejects_exactly_what_the_models_reject():
+    """Every op of a Qwen3 kernel under every layout: the rules' proof before any model
+    (what a graph's op plans use) against the models and their core (the search alone):
+    the same layouts rejected, the same cycles for the rest."""
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / \
+        "problems/kernels/qwen3/attention_forward_free.yaml"
+    g = tcplan.load(path).spec.graph
+
+    def table(rules_first: bool):
+        opts = _opts(op_plans=OpPlans(), rules_first=rules_first)
+        return {(i, json.dumps(r.layout, sort_keys=True)): (r.ok, r.cycles)
+                for i, rows in evaluate(g, opts).items() for r in rows}
+    fast, slow = table(True), table(False)
+    assert fast == slow
+    assert sum(not ok for ok, _ in fast.values()) >= 10  # (the check saw rejections)

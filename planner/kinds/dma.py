@@ -114,7 +114,8 @@ class Dma(Kind):
         if not problem.spec.planned:
             plan = self.lower(problem)
             return plan, dma_cycles(plan).cycles, True
-        out = plan_free(problem, opts.time_limit, opts.seed, workers=opts.workers)
+        out = plan_free(problem, opts.time_limit, opts.seed, workers=opts.workers,
+                        rules_first=opts.rules_first)
         if not isinstance(out, Found):
             raise error_of(out)
         best = out.record.best.plan
