@@ -724,6 +724,14 @@ RULES: dict[str, Rule] = _rules(
         "docs/graphs.md; planner/graph_plan.py", scope="planner",
     ),
     Rule(
+        "graph-memory", "hardware", "a graph's live tensors fit their memory",
+        "{tier}: at op {op} the tensors live together need {bytes:,} B of a {unit}, past its "
+        "{capacity:,} B: {live}",
+        "end a tensor's life earlier (another launch), split the launch, or give the "
+        "tensors fewer bytes per {unit}",
+        "docs/graphs.md; planner/graph_memory.py", scope="planner",
+    ),
+    Rule(
         "graph-derived-layout", "input", "a graph's derived tensor is declared as it is made",
         "{tensor} is declared {have}; op {op} leaves it {want}",
         "declare {tensor} as {want}",

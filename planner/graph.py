@@ -43,6 +43,8 @@ def op_roles() -> dict[str, dict[str, tuple[bool, bool]]]:
 
 #: a tensor's keys in a graph beside those of a tensor in any problem
 GRAPH_TENSOR_KEYS = {"given", "axes", "keep"}
+#: tiers whose tensors may write ``address: free`` (planner/graph_memory.py)
+FREE_ADDRESS_TIERS = ("dm", "hbm")
 #: an op's keys in a graph beside its kind's: its launch (a kernel function call)
 GRAPH_OP_KEYS = ("name", "launch")
 OBJECTIVES = ("sum", "critical_path", "makespan")
@@ -59,6 +61,7 @@ class GraphTensor:
     #: an order of the digits the user listed (built from them)
     elements: _Mapping[str, Any] = field(default_factory=dict)  # (or graph_orders.Orders)
     keep: bool = False  # lives to the graph's end (a result read after it)
+    free_address: bool = False  # ``address: free``: planner/graph_memory.py places it
 
     def with_element(self, element: str | None) -> dict[str, Any]:
         """Its spec with one candidate Element (its own when it is not free)."""
@@ -177,8 +180,20 @@ def load_graph(ctx: _Ctx, data: dict) -> Graph:
         if kinds()[op.kind].graph_same_axes:
             _same_axes(g, op)
     _dag(g)
+    _place_free(g)
     _disjoint(g)
     return g
+
+
+def _place_free(g: Graph) -> None:
+    """Addresses for the tensors that say ``address: free`` (planner/graph_memory.py);
+    :func:`_disjoint` then checks the placement as any given one."""
+    free = [n for n, t in g.tensors.items() if t.free_address]
+    if not free:
+        return
+    from .graph_memory import assign
+    for n, at in assign(g, free, _spans(g), lifetimes(g)).items():
+        g.tensors[n].spec["address"] = at
 
 
 #: tiers whose tensors may share bytes where their lifetimes do not meet (docs/decisions.md
@@ -325,6 +340,13 @@ def _tensor(ctx: _Ctx, name: Any, t: Any) -> GraphTensor:
         raise doc.error(keys + ("keep",), f"{keep!r} is not true or false",
                         "keep: true (the tensor lives to the graph's end: a result)")
     base = {k: v for k, v in t.items() if k not in GRAPH_TENSOR_KEYS}
+    free_address = base.get("address") == "free"
+    if free_address:
+        if base.get("tier") not in FREE_ADDRESS_TIERS:
+            raise doc.error(keys + ("address",), f"a {base.get('tier')} tensor's address "
+                            "is given", "address: free places DM and HBM tensors; give an "
+                            "address")
+        base["address"] = 0  # (placed when the graph is read: planner/graph_memory.py)
     if t.get("tier") == "stream" and t.get("time") == "free":
         raise doc.error(keys + ("time",), "a graph's stream is given: the computation "
                         "that reads or writes it fixes its Time and Packet",
@@ -344,7 +366,8 @@ def _tensor(ctx: _Ctx, name: Any, t: Any) -> GraphTensor:
             raise doc.error(keys + ("element",), f"the candidate {c} carries other axes "
                             f"than {next(iter(elements or {}))}",
                             "give candidates over the same digits")
-    return GraphTensor(str(name), base, axes, cands, given, elements or {}, keep)
+    return GraphTensor(str(name), base, axes, cands, given, elements or {}, keep,
+                       free_address)
 
 
 def _free_overlap(ctx: _Ctx, keys: tuple, first: Tensor) -> None:

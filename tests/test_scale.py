@@ -245,3 +245,35 @@ def test_rules_first_rejects_exactly_what_the_models_reject():
     fast, slow = table(True), table(False)
     assert fast == slow
     assert sum(not ok for ok, _ in fast.values()) >= 10  # (the check saw rejections)
+
+
+# ---- free addresses -----------------------------------------------------------------------
+
+def test_free_addresses_are_placed_and_reused_between_launches():
+    text = _fix_dm(_layers(3)).replace("address: 0}", "address: free}")
+    g = tcplan.loads(text, "free.yaml").spec.graph
+    at = {n: g.tensors[n].spec["address"] for n in ("x0", "x1", "x2")}
+    assert at == {"x0": 0, "x1": 0, "x2": 0}  # (one launch each: the same bytes)
+    within = text.replace("launch: l1", "launch: l0").replace("launch: l2", "launch: l0")
+    g = tcplan.loads(within, "free1.yaml").spec.graph
+    spans = sorted((g.tensors[n].spec["address"], g.spans[n][2]) for n in ("x0", "x1", "x2"))
+    for (a, end), (b, _) in zip(spans, spans[1:]):  # (one launch: side by side)
+        assert end <= b, spans
+    assert all(a % 1024 == 0 for a, _ in spans)
+
+
+def test_dm_that_cannot_hold_a_launch_names_the_op():
+    """Each x holds 512 B per slice; 1,100 of them in one launch need 563,200 B of a
+    slice's 524,288."""
+    n = 1100
+    head = HEAD.replace("axes: {S: 256, H: 8, D: 64}", "axes: {S: 256, D: 64}")
+    tensors = ["  w: {tier: hbm, address: 0, element: 'm![S, D]', given: true}"] + [
+        f"  x{k}: {{tier: dm, slice: 'm![S / 4]', element: 'm![S % 4, D]', address: free}}"
+        for k in range(n)]
+    ops = [f"  - {{name: load{k}, kind: dma, source: w, destination: x{k}, {STREAM}}}"
+           for k in range(n)]
+    text = head + "tensors:\n" + "\n".join(tensors) + "\nops:\n" + "\n".join(ops) + "\n"
+    with pytest.raises(tcplan.TcplanError) as e:
+        tcplan.loads(text, "full.yaml")
+    assert e.value.code == "graph-memory", str(e.value)
+    assert "dm: at op load0" in str(e.value) and "563,200 B" in str(e.value)
