@@ -3,13 +3,14 @@
     python benchmarks/bench_scale.py [--quick] [--baseline-limit S]
 
 Each case is problems/kernels/qwen3/decode_step.py's graph (``--layers N``, typed or
-``--free``), solved by ``tcplan solve FILE --json --verify none`` in a child process: the
+``--free``), solved by ``tcplan solve FILE --json`` in a child process: the
 wall time and the child's peak RSS (``resource.getrusage(RUSAGE_CHILDREN)``, each case in
 a fresh child so the peak is its own), the cycles and, where ``solve --json`` reports it,
-the op-plan cache's hit rate (``op_plans``; ``-`` where absent).  Beside each, the
-baseline: the same solve with :data:`BASELINE_FLAGS` (the flat planner, once solve has a
-flag for it), stopped at ``--baseline-limit`` seconds (then ``stopped``), and the ratio
-baseline / current.  ``--quick``: 1 and 2 layers only.
+the op-plan cache's hit rate (``op_plans``), cold (an empty disk cache) and warm (the same
+cache again).  Beside each, the baseline: the same solve with :data:`BASELINE_FLAGS` (the
+flat planner of before issue 32: every op plan made, one joint model), stopped at
+``--baseline-limit`` seconds (then ``stopped``), the ratio baseline / cold, and whether it
+found the same cycles.  ``--quick``: 1 and 2 layers only.
 """
 
 from __future__ import annotations
@@ -27,9 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 GENERATOR = ROOT / "problems/kernels/qwen3/decode_step.py"
 TCPLAN = [sys.executable, "-m", "tcplan"]
 
-#: the flags that make ``tcplan solve`` plan the flat baseline (the hook: none yet, so the
-#: baseline is today's solve)
-BASELINE_FLAGS: list[str] = []
+#: the flags that make ``tcplan solve`` plan the flat baseline
+BASELINE_FLAGS: list[str] = ["--flat"]
 
 
 def _generate(layers: int, free: bool, out: Path) -> str | None:
@@ -39,8 +39,10 @@ def _generate(layers: int, free: bool, out: Path) -> str | None:
     return None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["?"])[-1]
 
 
-def _solve(path: Path, flags: list[str], limit: float | None) -> dict:
-    """One solve in a fresh child: its JSON, wall seconds, peak RSS (MiB)."""
+def _solve(path: Path, flags: list[str], limit: float | None, cache: str,
+           verify: str) -> dict:
+    """One solve in a fresh child (``TCPLAN_CACHE`` = ``cache``): its JSON, wall seconds,
+    peak RSS (MiB)."""
     code = ("import resource, subprocess, sys, json, time; t = time.perf_counter(); "
             "p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
             "w = time.perf_counter() - t; "
@@ -48,10 +50,11 @@ def _solve(path: Path, flags: list[str], limit: float | None) -> dict:
             "print(json.dumps({'rc': p.returncode, 'wall': w, 'rss': r, 'out': p.stdout, "
             "'err': p.stderr[-2000:]}))")
     cmd = [sys.executable, "-c", code, *TCPLAN, "solve", str(path), "--json", "--verify",
-           "none", *flags]
+           verify, *flags]
     t0 = time.perf_counter()
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit,
+                           env={**os.environ, "TCPLAN_CACHE": cache})
     except subprocess.TimeoutExpired:
         return {"stopped": True, "wall": time.perf_counter() - t0}
     got = json.loads(r.stdout)
@@ -63,13 +66,8 @@ def _solve(path: Path, flags: list[str], limit: float | None) -> dict:
 
 
 def _hits(record: dict) -> str:
-    plans = record.get("op_plans")
-    if not isinstance(plans, dict):
-        return "-"
-    hits, misses = plans.get("hits"), plans.get("misses")
-    if isinstance(hits, int) and isinstance(misses, int) and hits + misses:
-        return f"{hits / (hits + misses):.0%}"
-    return str(plans.get("hit_rate", "-"))
+    rate = (record.get("op_plans") or {}).get("hit_rate")
+    return f"{rate:.1%}" if isinstance(rate, float) else "-"
 
 
 def _cycles(record: dict) -> str:
@@ -77,7 +75,9 @@ def _cycles(record: dict) -> str:
     return f"{c:,}" if isinstance(c, int) else str(record.get("status") or "error")
 
 
-def _row(layers: int, free: bool, limit: float) -> str:
+def _row(layers: int, free: bool, limit: float, verify: str) -> str:
+    """A case: cold (an empty disk cache), warm (the same cache again), the baseline
+    (``--flat``, no cache), and whether the baseline found the same cycles."""
     label = f"{layers:>3} {'free' if free else 'typed':<6}"
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "step.yaml"
@@ -85,15 +85,20 @@ def _row(layers: int, free: bool, limit: float) -> str:
         if why:
             return f"{label} not generated: {why}"
         size = os.path.getsize(path) / 2**20
-        cur = _solve(path, [], None)
-        base = _solve(path, BASELINE_FLAGS, limit)
-    rec = cur.get("record", {})
+        cache = str(Path(tmp) / "cache")
+        cold = _solve(path, [], None, cache, verify)
+        warm = _solve(path, [], None, cache, verify)
+        base = _solve(path, BASELINE_FLAGS, limit, "off", verify)
+    rec = cold.get("record", {})
     if base.get("stopped"):
-        b_wall, ratio = f"stopped at {limit:.0f} s", "-"
+        b_wall, ratio, same = f"stopped at {limit:.0f} s", "-", "-"
     else:
-        b_wall, ratio = f"{base['wall']:.1f} s", f"{base['wall'] / cur['wall']:.2f}x"
-    return (f"{label} {size:>5.1f} MiB {_cycles(rec):>12} {cur['wall']:>8.1f} s "
-            f"{cur['rss']:>7.0f} MiB {_hits(rec):>6}   {b_wall:>16} {ratio:>7}"
+        b_wall, ratio = f"{base['wall']:.1f} s", f"{base['wall'] / cold['wall']:.2f}x"
+        same = "same" if base["record"].get("cycles") == rec.get("cycles") else "DIFFER"
+    verified = {True: "yes", False: "NO", None: "-"}[rec.get("verified")]
+    return (f"{label} {size:>5.1f} MiB {_cycles(rec):>12} {verified:>4} {cold['wall']:>7.1f} s "
+            f"{warm['wall']:>7.1f} s {cold['rss']:>7.0f} MiB {_hits(rec):>6}   {b_wall:>16} "
+            f"{ratio:>7} {same:>6}"
             + ("" if "error" not in rec else f"   error: {rec['error'].get('message')}"))
 
 
@@ -102,14 +107,18 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="1 and 2 layers only")
     ap.add_argument("--baseline-limit", type=float, default=600.0,
                     help="seconds each baseline solve may take (default 600)")
+    ap.add_argument("--verify", choices=("full", "none"), default="full",
+                    help="run and check every op end to end (default) or plan only")
+    ap.add_argument("--layers", type=int, nargs="*", help="the cases (default 1 2 4 28)")
     a = ap.parse_args()
-    flags = " ".join(BASELINE_FLAGS) or "(none yet: the baseline is the current solve)"
-    print(f"baseline flags: {flags}")
-    print(f"{'lay':>3} {'kind':<6} {'file':>9} {'cycles':>12} {'wall':>10} {'peak RSS':>11} "
-          f"{'hits':>6}   {'baseline wall':>16} {'ratio':>7}")
-    for layers in (1, 2) if a.quick else (1, 2, 4, 28):
+    print(f"baseline flags: {' '.join(BASELINE_FLAGS)}; verify {a.verify}; "
+          f"{os.cpu_count()} cores")
+    print(f"{'lay':>3} {'kind':<6} {'file':>9} {'cycles':>12} {'ver':>4} {'cold':>9} "
+          f"{'warm':>9} {'peak RSS':>11} {'hits':>6}   {'baseline wall':>16} {'ratio':>7} "
+          f"{'cycles':>6}")
+    for layers in a.layers or ((1, 2) if a.quick else (1, 2, 4, 28)):
         for free in (False, True):
-            print(_row(layers, free, a.baseline_limit), flush=True)
+            print(_row(layers, free, a.baseline_limit, a.verify), flush=True)
 
 
 if __name__ == "__main__":

@@ -249,7 +249,7 @@ class RunResult:
 def solve(problem: Problem | str | pathlib.Path, *, time_limit: float = 10.0,
           workers: int = 1, seed: int = 0, verify: str = "full",
           progress: Callback | None = None, jobs: int = 0,
-          dask: str | None = None) -> SolveResult:
+          dask: str | None = None, flat: bool = False) -> SolveResult:
     """Plan a problem's free choices (the least modelled cycles), lower, execute and check
     the plan (``verify``: ``full``, ``sample`` or ``none``), and time it.  A graph's op
     plans run on ``jobs`` processes (0: the machine's cores) or on the Dask scheduler
@@ -265,7 +265,7 @@ def solve(problem: Problem | str | pathlib.Path, *, time_limit: float = 10.0,
     if jobs < 0:
         raise ValueError(f"jobs must be 0 or more, not {jobs!r}")
     s = kind_of(p).solve(p, Options(time_limit, workers, seed, verify, progress, jobs=jobs,
-                                    dask=dask))
+                                    dask=dask, flat=flat))
     return SolveResult(p, s.record, s.plan, s.error, s.exit)
 
 

@@ -199,6 +199,9 @@ def _verb_solve(sub) -> None:
     so.add_argument("--dask", metavar="ADDRESS",
                     help="plan a graph's ops on the Dask scheduler at ADDRESS ('local': a "
                          "local cluster; pip install 'tcplan[dask]')")
+    so.add_argument("--flat", action="store_true",
+                    help="plan a graph as one model, every op plan made (the benchmarks' "
+                         "baseline: no reuse, no parts)")
     so.add_argument("--trace", metavar="FILE.json",
                     help="also write a graph's schedule to FILE.json in the Trace Event "
                          "Format (Perfetto, chrome://tracing): one track per context (main, "
@@ -603,7 +606,8 @@ def _cmd_solve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     with _progress(stderr) as progress:
         solved = api.solve(load_problem(args.problem), time_limit=args.time_limit,
                            workers=args.workers, seed=args.seed, verify=args.verify,
-                           progress=progress, jobs=args.jobs, dask=args.dask)
+                           progress=progress, jobs=args.jobs, dask=args.dask,
+                           flat=args.flat)
     if args.emit is not None and solved.plan is not None:
         from .rust.command import emit_plan
         print(emit_plan(args.problem, solved), file=stdout, end="")

@@ -139,7 +139,7 @@ def evaluate(g: Graph, opts) -> dict[int, list[OpChoice]]:
     cache = opts.op_plans if opts.op_plans is not None else OpPlans()
     from .graph_orders import Lazy
     lazy = Lazy(g)  # (ops that order a large free tensor themselves: planner/graph_orders.py)
-    jobs = [(op, layout, op_signature(g, op, layout)) for op in g.ops
+    jobs = [(op, layout, _key(op, op_signature(g, op, layout), opts)) for op in g.ops
             if op.index not in lazy.ordered for layout in g.choices(op)]
     counts: dict[str, int] = {}
     for op, _, sig in jobs:
@@ -168,6 +168,12 @@ def evaluate(g: Graph, opts) -> dict[int, list[OpChoice]]:
             op, entries[sig], op_shifts(g, op), functools.partial(g.op_problem, op, layout))))
     lazy.fill(table, opts, op_choice)  # (graph_orders: their best orders, branch and bound)
     return table
+
+
+def _key(op: GraphOp, signature: str, opts) -> str:
+    """An op plan's key: its signature, or with ``opts.flat`` (the method before issue 32,
+    the benchmarks' baseline) its op's own, so that nothing is shared."""
+    return f"{op.index}\0{signature}" if opts.flat else signature
 
 
 def _row(g: Graph, op: GraphOp, layout: dict[str, str], entry) -> OpChoice:
@@ -394,17 +400,18 @@ def plan_graph(g: Graph, opts) -> JointChoice:
     then choose jointly, part by part (planner/graph_parts.py; what no layout changes, an
     input mistake or a limit, is raised by the evaluation)."""
     from .graph_parts import parts
-    from .schedule import schedule_by_launch
+    from .schedule import schedule_by_launch, schedule_of
     t0 = time.perf_counter()
     opts = with_op_plans(opts)
     table = evaluate(g, opts)
     t1 = time.perf_counter()
-    pieces = parts(g)
+    pieces = parts(g) if not opts.flat else [list(g.order)]
     out = choose(g, table, None, opts.time_limit, opts.seed) if len(pieces) == 1 else \
         choose_parts(g, table, pieces, opts)
     if isinstance(out, Found):
         t2 = time.perf_counter()
-        out.record.schedule = schedule_by_launch(g, out.record, opts.time_limit, opts.seed)
+        out.record.schedule = (schedule_of if opts.flat else schedule_by_launch)(
+            g, out.record, opts.time_limit, opts.seed)
         if out.record.schedule.status != "optimal" and g.objective == "makespan":
             out.record.status = "feasible"
         out.record.times = {"evaluate": round(t1 - t0, 3), "choose": round(t2 - t1, 3),
@@ -419,6 +426,8 @@ def with_op_plans(opts):
     import dataclasses
 
     from .op_cache import DiskCache, OpPlans
+    if opts.flat:
+        return dataclasses.replace(opts, op_plans=OpPlans(), jobs=1)
     if opts.op_plans is not None:
         return dataclasses.replace(opts, rules_first=True)
     return dataclasses.replace(opts, rules_first=True, op_plans=OpPlans(

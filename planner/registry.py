@@ -71,6 +71,9 @@ class Options:
     #: a rejected layout proven by the rules alone where they can (a graph's op plans:
     #: planner/layout.py ``SearchRequest.rules_first``)
     rules_first: bool = False
+    #: plan a graph as before issue 32 (every op plan made, one joint model, one schedule):
+    #: the benchmarks' baseline (``solve --flat``)
+    flat: bool = False
 
 
 class SolveRecord(Protocol):

@@ -35,7 +35,7 @@ def test_completion_offers_commands_options_and_choices(tmp_path):
     assert _complete(script, "so") == ["solve"]
     assert set(_complete(script, "solve", "--")) == {
         "--help", "--json", "--verify", "--time-limit", "--workers", "--seed", "--jobs",
-        "--dask", "--plot",
+        "--dask", "--flat", "--plot",
         "--report", "--trace", "--emit", "--quiet", "--verbose"}
     assert _complete(script, "solve", "x.yaml", "--verify", "s") == ["sample"]
     assert _complete(script, "batch", "--verify", "") == ["full", "sample", "none"]
