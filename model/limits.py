@@ -53,9 +53,11 @@ SIM_MAX_ELEMENTS = 1 << 31
 #: Positions of any one tensor (a stream included) the simulator walks, padding included.
 #: It walks them in chunks, so this bounds time, not memory.
 SIM_MAX_POSITIONS = 1 << 33
-#: Bytes of one simulated memory (one chip's HBM span, the host): allocated lazily, but
-#: allocated whole.
-SIM_MAX_MEMORY_BYTES = 1 << 33
+#: Bytes of one simulated memory (one chip's HBM span, the host): mapped whole but backed
+#: page by page as touched (executor/memory.py ``lazy_zeros``), so this bounds address
+#: space, not memory: a chip's whole HBM (a 28-layer decode step spans 14 GiB, each layer
+#: in its own 512 MiB window).
+SIM_MAX_MEMORY_BYTES = 48 << 30
 #: Positions of one mapping evaluated at once (a Chip, Cluster, Slice or Lane, a vector
 #: stream's Time and Packet, a whole small mapping): these arrays are materialized whole.
 EVAL_MAX_POSITIONS = 1 << 25

@@ -152,6 +152,10 @@ class Graph:
         return _stream_dtype(ctx, ("tensors", name), spec, ctx.tensor(
             ("tensors", name), _without_dtype(spec), name, allow_stream=True))
 
+    def lifetimes(self) -> dict[str, tuple[int, int]]:
+        """Each tensor's steps (:func:`lifetimes`): what the executor keeps live."""
+        return lifetimes(self)
+
     def op_problem(self, op: GraphOp, layout: dict[str, str]):
         """The op as the problem of its own kind, its tensors in the chosen layout."""
         key = (op.index, tuple(sorted((n, layout[n]) for n in self.op_free(op))))
