@@ -21,14 +21,197 @@ from .memory import Memories
 from .run import as_dtype, extents, place, tensor_bits, verify
 
 
+def lifetimes(g) -> dict[str, tuple[int, int]]:
+    """Per tensor, the step of ``g.order`` it is born at (written, or, given, placed just
+    before its first reader) and the step of its last use (the last op reading or writing
+    it); a tensor no op reads after it is written, or a given one no op reads, lives to the
+    end (``len(g.order)``: it is checked there).  From each op's ``roles`` alone."""
+    end = len(g.order)
+    #: where the graph says a tensor nobody reads ends (planner/graph.py ``lifetimes``: a
+    #: DM result with its launch, unless it says keep; any other at the end)
+    kept = {n: (b if b < end - 1 else end) for n, (_, b) in g.lifetimes().items()} \
+        if hasattr(g, "lifetimes") else {}
+    born: dict[str, int] = {}
+    last: dict[str, int] = {}
+    read_last: dict[str, int] = {}
+    for step, i in enumerate(g.order):
+        op = g.ops[i]
+        for r, n in op.roles.items():
+            born.setdefault(n, step)
+            last[n] = step
+            if r in op.read_roles:
+                read_last[n] = step
+    out = {}
+    for n in g.tensors:
+        if n not in born:  # (given, read by no op)
+            out[n] = (end, end)
+        else:  # (its one writer comes before its readers: its last use is a read, if any)
+            out[n] = (born[n], last[n] if n in read_last else kept.get(n, end))
+    return out
+
+
+def overwrite(spans: dict, life: dict[str, tuple[int, int]], step: int, writes: list[str],
+              live: dict[str, list[str]], op: str) -> None:
+    """``verify-mismatch`` when a tensor written (or placed) at ``step`` shares bytes
+    (``spans``: a tier and the bytes of a unit, :func:`_spans`) with another tensor of its tier live
+    there (``live``: per tier, the tensors born and not yet past their last use)."""
+    for w in writes:
+        if w not in spans:
+            continue
+        tier, lo, hi = spans[w]
+        for other in live.get(tier, ()):
+            if other == w or life[other][1] < step:
+                continue
+            _, a, b = spans[other]
+            if lo < b and a < hi:
+                from tcplan.model.rules import fail
+                raise fail("verify-mismatch", detail=f"op {op} writes {w} ({tier} bytes "
+                           f"{lo:,} to {hi:,} of a unit) over {other} (bytes {a:,} to {b:,}),"
+                           f" live from step {life[other][0]} to {life[other][1]}")
+
+
 def run_graph(g, gp, kinds: dict, seed: int = 0,
               inputs: dict[str, np.ndarray] | None = None,
-              progress=None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Run a planned graph: (every tensor's mathematical values, the report).  ``kinds``:
+              progress=None, keep=None, legacy: bool = False
+              ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Run a planned graph: (the tensors' mathematical values, the report).  ``kinds``:
     the problem kinds by name, each op run by its own (the planner hands its registry in:
     the executor imports nothing of the planner).  ``inputs``: given tensors by name, and a
-    chain op's VRF operands as ``OP.NAME``."""
-    inputs = inputs or {}
+    chain op's VRF operands as ``OP.NAME``.  ``keep``: the tensors whose values to return
+    (None: every one); the others' are dropped after their last use, once checked.
+    ``legacy``: the run before issue 32 (every given tensor placed first, every tensor
+    checked at the end, one view per unit), kept as the baseline."""
+    if legacy:
+        from . import run as run_mod, tu as tu_mod
+        saved = run_mod.PER_UNIT, tu_mod.PER_UNIT
+        run_mod.PER_UNIT = tu_mod.PER_UNIT = True
+        try:
+            return _run_legacy(g, gp, kinds, seed, inputs or {}, progress)
+        finally:
+            run_mod.PER_UNIT, tu_mod.PER_UNIT = saved
+    return _run(g, gp, kinds, seed, inputs or {}, progress, keep)
+
+
+def _run(g, gp, kinds: dict, seed: int, inputs: dict[str, np.ndarray], progress, keep
+         ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Each given tensor seeded (``seed + k``, ``k`` its index in ``g.tensors``) and placed
+    when its life starts; each op run and checked; each tensor read back when its life
+    ends, then its values dropped (unless kept) and its HBM pages released; an op writing
+    over a live tensor's bytes is refused.  Lives: the graph's (``g.lifetimes()``: a
+    launch's DM and HBM tensors live through it), else :func:`lifetimes`."""
+    clock = time.perf_counter()
+    tensors = {n: g.tensor(n, gp.layout) for n in g.tensors}
+    mem = Memories(extents(list(tensors.values())))
+    spans = _spans(tensors)
+    # (the graph's own, where it says them: a launch's DM and HBM tensors live through it)
+    life = g.lifetimes() if callable(getattr(g, "lifetimes", None)) else lifetimes(g)
+    index = {n: k for k, n in enumerate(g.tensors)}
+    end = len(g.order)
+    births: dict[int, list[str]] = {}
+    deaths: dict[int, list[str]] = {}
+    for n, (a, b) in life.items():
+        if g.tensors[n].given:
+            births.setdefault(a, []).append(n)
+        deaths.setdefault(b, []).append(n)
+    live: dict[str, list[str]] = {}
+    values: dict[str, np.ndarray] = {}
+    seconds: dict[str, Any] = {"given": 0.0, "ops": {}, "end_to_end": 0.0}
+    checked = 0
+    for step in range(end + 1):
+        op = g.ops[g.order[step]] if step < end else None
+        name = op.name if op is not None else "the end"
+        clock = time.perf_counter()
+        for n in births.get(step, ()):
+            t = tensors[n]
+            overwrite(spans, life, step, [n], live, f"{name} (placing given {n})")
+            values[n] = _given(g, gp, kinds, n, t, inputs.get(n), seed + index[n], step)
+            if t.tier not in VALUE_TIERS:  # (a given stream: the Tensor Unit computed it)
+                place(mem, t, g.axes_of([n]), values[n])
+            _born(spans, live, n)
+        seconds["given"] += time.perf_counter() - clock
+        if op is not None:
+            clock = time.perf_counter()
+            made = _step(g, gp, kinds, op, g.order[step], mem, tensors, values, inputs, seed)
+            overwrite(spans, life, step, made, live, op.name)
+            for n in made:
+                _born(spans, live, n)
+            seconds["ops"][op.name] = time.perf_counter() - clock
+            if progress is not None:
+                progress("ops", step + 1, end, op.name)
+        clock = time.perf_counter()
+        for n in deaths.get(step, ()):
+            t = tensors[n]
+            if n in values and t.tier not in VALUE_TIERS:
+                checked += verify(mem, t, g.axes_of([n]), values[n])["checked"]
+            if keep is not None and n not in keep:
+                values.pop(n, None)
+            if n in spans and n in live.get(spans[n][0], ()):
+                live[spans[n][0]].remove(n)
+                _release(mem, spans[n], live.get(spans[n][0], []), spans)
+        seconds["end_to_end"] += time.perf_counter() - clock
+    return values, {"verified": True, "checked": checked, "seconds": seconds,
+                    "method": "ran every op in topological order on one set of simulated "
+                              "memories, each checked as it ran, and every tensor read "
+                              "back against what it must hold (holding rule) after its "
+                              "last use; no op wrote over a live tensor's bytes"}
+
+
+def _spans(tensors: dict) -> dict[str, tuple[str, int, int]]:
+    """Each memory tensor's tier and the bytes ``[lo, hi)`` it reaches in a unit, in the
+    layout the plan chose (``g.spans`` as the loader records it, with a free tensor's
+    chosen Element; a stream holds none)."""
+    return {n: (t.tier, t.address, t.address + t.dims["element"].size * t.elem_bytes)
+            for n, t in tensors.items() if t.tier != "stream"}
+
+
+def _born(spans: dict, live: dict[str, list[str]], n: str) -> None:
+    if n in spans:
+        live.setdefault(spans[n][0], []).append(n)
+
+
+def _release(mem: Memories, span: tuple[str, int, int], live: list[str],
+             spans: dict) -> None:
+    """A dead HBM or host tensor's whole pages given back to the system (they read as
+    zeros again), but for pages a live tensor's bytes reach."""
+    tier, lo, hi = span
+    if tier not in ("hbm", "host"):
+        return
+    for other in live:
+        _, a, b = spans[other]
+        if a < hi and lo < b:
+            return
+    for (s_tier, _), space in mem.spaces.items():
+        if s_tier == tier:
+            space.release(lo, hi)
+
+
+def _step(g, gp, kinds: dict, op, i: int, mem: Memories, tensors: dict, values: dict,
+          inputs: dict[str, np.ndarray], seed: int) -> list[str]:
+    """Run one op on what the memories hold; its outputs' values into ``values``; returns
+    the tensors it wrote."""
+    row = gp.ops[i]
+    reads = {r: values[op.roles[r]] for r in op.read_roles}
+    reads.update({"vrf:" + k.split(".", 1)[1]: v for k, v in inputs.items()
+                  if k.startswith(op.name + ".")})  # (a chain's VRF operands)
+    out = kinds[op.kind].execute(row.problem, row.plan, mem,
+                                 {r: tensors[n] for r, n in op.roles.items()}, reads, seed)
+    made = []
+    for role, v in out.items():
+        name = op.roles[role]
+        want = tuple(g.axes_of([name]).values())
+        if np.shape(v) != want:  # (every tensor's values are over the axes it carries)
+            from tcplan.model.rules import fail
+            raise fail("verify-mismatch", detail=f"op {op.name} made {name} over a "
+                       f"shape {np.shape(v)}, not its axes' {want}")
+        values[name] = np.ascontiguousarray(v)
+        made.append(name)
+    return made
+
+
+def _run_legacy(g, gp, kinds: dict, seed: int, inputs: dict[str, np.ndarray], progress
+                ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The run before issue 32: every given tensor placed first, every tensor read back at
+    the end."""
     clock = time.perf_counter()
     tensors = {n: g.tensor(n, gp.layout) for n in g.tensors}
     mem = Memories(extents(list(tensors.values())))
@@ -41,24 +224,10 @@ def run_graph(g, gp, kinds: dict, seed: int = 0,
     seconds: dict[str, Any] = {"given": time.perf_counter() - clock, "ops": {}}
     for step, i in enumerate(g.order, 1):
         clock = time.perf_counter()
-        op, row = g.ops[i], gp.ops[i]
-        reads = {r: values[op.roles[r]] for r in op.read_roles}
-        reads.update({"vrf:" + k.split(".", 1)[1]: v for k, v in inputs.items()
-                      if k.startswith(op.name + ".")})  # (a chain's VRF operands)
-        out = kinds[op.kind].execute(row.problem, row.plan, mem,
-                                        {r: tensors[n] for r, n in op.roles.items()},
-                                        reads, seed)
-        for role, v in out.items():
-            name = op.roles[role]
-            want = tuple(g.axes_of([name]).values())
-            if np.shape(v) != want:  # (every tensor's values are over the axes it carries)
-                from tcplan.model.rules import fail
-                raise fail("verify-mismatch", detail=f"op {op.name} made {name} over a "
-                           f"shape {np.shape(v)}, not its axes' {want}")
-            values[name] = np.ascontiguousarray(v)
-        seconds["ops"][op.name] = time.perf_counter() - clock
+        _step(g, gp, kinds, g.ops[i], i, mem, tensors, values, inputs, seed)
+        seconds["ops"][g.ops[i].name] = time.perf_counter() - clock
         if progress is not None:
-            progress("ops", step, len(g.order), op.name)
+            progress("ops", step, len(g.order), g.ops[i].name)
     checked = 0
     clock = time.perf_counter()
     for n, t in tensors.items():  # end to end: what every tensor holds now
@@ -71,13 +240,13 @@ def run_graph(g, gp, kinds: dict, seed: int = 0,
                               "back against what it must hold (holding rule)"}
 
 
-def _given(g, gp, kinds: dict, name: str, t, user: np.ndarray | None, seed: int
-           ) -> np.ndarray:
+def _given(g, gp, kinds: dict, name: str, t, user: np.ndarray | None, seed: int,
+           first: int = 0) -> np.ndarray:
     """A given tensor's data: the user's (over its axes, in its dtype), or seeded: as the
     first op reading it asks (an index tensor: valid rows), else random bits."""
     axes = g.axes_of([name])
     if user is None:
-        for i in g.order:
+        for i in g.order[first:]:  # (``first``: no op before that step reads it)
             op, row = g.ops[i], gp.ops[i]
             for role in op.read_roles:
                 if op.roles[role] == name:

@@ -98,6 +98,23 @@ class Space:
             self.bottom = lazy_zeros(self.data.size, self.dense)
         self.bottom[np.asarray(phys, np.int64)] = 1
 
+    def release(self, lo: int, hi: int) -> None:
+        """Give the whole pages of physical bytes ``[lo, hi)`` (addresses, as placed) back to
+        the system: they read as zeros again (a dead tensor's, docs/decisions.md item
+        130), in the data, the write counters and the Bottom mask."""
+        page = mmap.PAGESIZE
+        a = -(-max(lo - self.lo, 0) // page) * page
+        b = (min(hi - self.lo, self.data.size) // page) * page
+        if b <= a:
+            return
+        for arr in (self.data, self.writes, self.bottom):
+            m = getattr(arr.base, "obj", None) if arr is not None else None
+            if isinstance(m, mmap.mmap) and hasattr(mmap, "MADV_REMOVE"):
+                try:  # (a shared anonymous map: REMOVE frees its pages, DONTNEED would not)
+                    m.madvise(mmap.MADV_REMOVE, a, b - a)
+                except OSError:  # pragma: no cover - a kernel that refuses: kept mapped
+                    pass
+
     def reset_writes(self) -> None:
         # a fresh zeroed allocation, mapped lazily (writing zeros would touch every page)
         self.writes = lazy_zeros(self.data.size, self.dense)

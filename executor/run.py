@@ -171,6 +171,102 @@ def _boxed(t: Tensor, axes: dict[str, int]):
     return None if box is None else (got[0], box)
 
 
+#: the views of one unit at a time (the path before issue 32), kept as the reference the
+#: whole-tensor views are tested and measured against (benchmarks/bench_verify.py)
+PER_UNIT = False
+
+
+def _whole(t: Tensor, axes: dict[str, int]) -> strided.Whole | None:
+    return None if PER_UNIT else strided.whole(t, axes)
+
+
+def _whole_views(mem: Memories, t: Tensor, w: strided.Whole, chip: int, counts: bool = False
+                 ) -> np.ndarray | None:
+    return strided.view(mem.space(t.tier, chip), t.address, w.box.shape, w.box.mem,
+                        t.elem_bytes, counts)
+
+
+def _place_whole(mem: Memories, t: Tensor, axes: dict[str, int], T: np.ndarray | None
+                 ) -> bool:
+    """:func:`place` through one strided view per chip spanning every unit (issue 32);
+    False where it does not apply (nothing is written then)."""
+    w = _whole(t, axes)
+    if w is None:
+        return False
+    views = [_whole_views(mem, t, w, chip) for chip, _, _ in w.chips]
+    if any(v is None for v in views):
+        return False
+    eb = t.elem_bytes
+    for (chip, offset, status), v in zip(w.chips, views):
+        assert v is not None
+        if status == TOP or w.box.padded:
+            _fill(v, TOP_BYTE)
+        if status == TOP:
+            continue
+        lv = strided.live(v, w.box)
+        if T is None:  # a destination: unwritten, its write counters at zero (every
+            _fill(lv, UNWRITTEN)  # unit's: an earlier launch may have written its bytes)
+            counts = _whole_views(mem, t, w, chip, counts=True)
+            assert counts is not None  # (the counters' view is v's, over the write counts)
+            _fill(counts, 0)
+            continue
+        for d, s_ in strided.pieces(lv, strided.t_view(T, offset, w.box, eb)):
+            np.copyto(d, s_)
+    return True
+
+
+def _verify_whole(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray,
+                  moved: int | None) -> dict | None:
+    """:func:`verify` through one strided view per chip spanning every unit (issue 32);
+    None where it does not apply or anything is wrong (the index path says where)."""
+    w = _whole(dst, axes)
+    if w is None:
+        return None
+    eb = dst.elem_bytes
+    checked = landed = 0
+    for chip, offset, status in w.chips:
+        v = _whole_views(mem, dst, w, chip)
+        if v is None:
+            return None
+        if moved is not None:
+            cv = _whole_views(mem, dst, w, chip, counts=True)
+            assert cv is not None  # (the counters' view is v's, over the write counts)
+            counts = cv[..., 0]  # (an element's first byte)
+            for (c,) in strided.pieces(counts):
+                landed += int(c.sum(dtype=np.int64))
+            if status == LIVE and any(c.max(initial=0) > 1 for (c,) in
+                                      strided.pieces(strided.live(counts, w.box))):
+                return None
+        if status == TOP:
+            continue
+        for g, want in strided.pieces(strided.live(v, w.box),
+                                      strided.t_view(T, offset, w.box, eb)):
+            if not np.array_equal(g, want):
+                return None
+        checked += strided.size(w.box)
+    if moved is not None and landed != moved:
+        return None
+    return {"checked": checked}
+
+
+def _read_whole(mem_or_space, t: Tensor, axes: dict[str, int], out: np.ndarray) -> bool:
+    w = _whole(t, axes)
+    if w is None:
+        return False
+    for chip, offset, status in w.chips:
+        if status != LIVE:
+            continue
+        space = (mem_or_space.space(t.tier, chip) if isinstance(mem_or_space, Memories)
+                 else mem_or_space)
+        v = strided.view(space, t.address, w.box.shape, w.box.mem, t.elem_bytes)
+        if v is None:
+            return False
+        dst = strided.t_view(out, offset, w.box, t.elem_bytes, writeable=True)
+        for d, s_ in strided.pieces(dst, strided.live(v, w.box)):
+            np.copyto(d, s_)
+    return True
+
+
 def _place_fast(mem: Memories, t: Tensor, axes: dict[str, int], T: np.ndarray | None
                 ) -> bool:
     """:func:`place` through strided views, unit by unit; False where they do not apply."""
@@ -208,9 +304,9 @@ def _fill(v: np.ndarray, byte: int) -> None:
 def place(mem: Memories, t: Tensor, axes: dict[str, int], T: np.ndarray | None) -> None:
     """Fill a tensor's positions: T at live ones (or the unwritten pattern when ``T`` is
     None), 0xA5 in Top padding, zeros in Zero padding; Bottom padding becomes forbidden.
-    Placing counts no writes.  Through strided views where they apply, else position by
-    position in chunks."""
-    if _place_fast(mem, t, axes, T):
+    Placing counts no writes.  Through strided views where they apply (one spanning every
+    unit, else one per unit), else position by position in chunks."""
+    if _place_whole(mem, t, axes, T) or _place_fast(mem, t, axes, T):
         return
     eb = t.elem_bytes
     flat = T.reshape(-1).view(np.uint8).reshape(-1, eb) if T is not None else None
@@ -332,7 +428,11 @@ def verify(mem: Memories, dst: Tensor, axes: dict[str, int], T: np.ndarray,
     destination and every live slot exactly once.  Through strided views where they apply;
     the index path (position by position, in chunks) finds and names any mismatch.
     ``progress`` (planner/progress.py) hears ``("verify", positions checked, positions)``."""
-    fast = _verify_fast(mem, dst, axes, T, moved, progress)
+    fast = None if PER_UNIT else _verify_whole(mem, dst, axes, T, moved)
+    if fast is not None and progress is not None:
+        progress("verify", _positions_of(dst), _positions_of(dst), "")
+    if fast is None:
+        fast = _verify_fast(mem, dst, axes, T, moved, progress)
     if fast is not None:
         return fast
     eb = dst.elem_bytes
@@ -571,7 +671,7 @@ def read_tensor(mem_or_space, t: Tensor, axes: dict[str, int], dtype) -> np.ndar
     """The mathematical tensor a placed tensor holds, over the axes it carries."""
     out = np.zeros(tensor_shape(axes, f"{t.name} read back over every axis"), dtype)
     kept = carried_axes(t, axes)
-    if _read_fast(mem_or_space, t, axes, out):
+    if _read_whole(mem_or_space, t, axes, out) or _read_fast(mem_or_space, t, axes, out):
         return out[tuple(slice(None) if a in kept else 0 for a in axes)]
     flat = out.reshape(-1)
     eb = t.elem_bytes

@@ -22,6 +22,7 @@ from typing import Iterator
 
 import numpy as np
 
+from tcplan.model import hardware as hw
 from tcplan.model.mapping import LIVE, TOP, NotFactorable
 from tcplan.model.rules import TcplanError
 from tcplan.model.tiers import TIER_DIMS, Tensor, dm_address
@@ -258,6 +259,83 @@ def units(t: Tensor, axes: dict[str, int]) -> tuple[list[Unit], dict[str, int]] 
     return out, reach
 
 
+@dataclass
+class Whole:
+    """A whole tensor as one box per chip (issue 32): the factors of its unit dimensions
+    (Cluster, then Slice; none outside DM) then its Element's, ``units`` of them unit
+    factors, from the tensor's address; and every chip: (chip, the index into T its Chip
+    coordinates add, its status).  One strided view spans every slice: a DM unit factor
+    steps whole slice windows, which :func:`view` maps onto the backed bytes."""
+
+    box: Box
+    units: int
+    chips: list[tuple[int, int, int]]
+
+
+def _unit_factors(t: Tensor, d: str, step: int, strides: dict[str, int]
+                  ) -> list[tuple[int, int, int, int, str | None, int]] | None:
+    """A unit dimension's factors as (size, live count, memory stride, T stride, axis,
+    lo), outermost first, or None where they are not a box (a padding other than Top)."""
+    try:
+        fs = t.dims[d].factors
+    except TcplanError:
+        return None
+    out = []
+    w = step
+    for f in reversed(fs):
+        covered = f.count == f.size or (f.pads and f.pads[-1][0] >= f.size)
+        if not covered or any(kind != TOP for _, kind in f.pads):
+            return None
+        out.append((f.size, f.count, w, f.lo * strides[f.axis] if f.axis is not None else 0,
+                    f.axis, f.lo))
+        w *= f.size
+    return out[::-1]
+
+
+def whole(t: Tensor, axes: dict[str, int]) -> Whole | None:
+    """The tensor as :class:`Whole`, or None where the views cannot span it (a tier they
+    do not cover, a unit or Element that is no box of live and Top-padded positions, a
+    Chip position of another status, digits that could pass their axis)."""
+    if t.tier not in ("hbm", "host", "dm"):
+        return None
+    strides, s = {}, 1
+    for a in reversed(list(axes)):
+        strides[a] = s
+        s *= axes[a]
+    facs: list[tuple[int, int, int, int, str | None, int]] = []
+    if t.tier == "dm":
+        window = hw.DM_SLICE_STRIDE
+        for d, step in (("cluster", hw.SLICES_PER_CLUSTER * window), ("slice", window)):
+            got = _unit_factors(t, d, step, strides)
+            if got is None:
+                return None
+            facs += got
+    reach: dict[str, int] = {}
+    for _, count, _, _, ax, lo in facs:
+        if ax is not None:
+            reach[ax] = reach.get(ax, 0) + lo * (count - 1)
+    chips = [(0, 0, LIVE)]
+    if "chip" in t.dims:
+        coords, st = t.dims["chip"].evaluate()
+        chips = []
+        top: dict[str, int] = {}  # (the most each axis gets from a live chip)
+        for p in range(t.dims["chip"].size):
+            if st[p] not in (LIVE, TOP):
+                return None
+            chips.append((p, sum(int(c[p]) * strides[a] for a, c in coords.items()),
+                          int(st[p])))
+            for a, c in coords.items():
+                if st[p] == LIVE:
+                    top[a] = max(top.get(a, 0), int(c[p]))
+        reach = {a: reach.get(a, 0) + top.get(a, 0) for a in {*reach, *top}}
+    box = element_box(t, axes, reach)
+    if box is None:
+        return None
+    return Whole(Box(tuple(f[0] for f in facs) + box.shape, tuple(f[1] for f in facs)
+                     + box.live, tuple(f[2] for f in facs) + box.mem,
+                     tuple(f[3] for f in facs) + box.tstr), len(facs), chips)
+
+
 def t_view(T: np.ndarray, offset: int, box: Box, eb: int, writeable: bool = False
            ) -> np.ndarray:
     """T's bytes at the box's live positions, as a view of ``box.live + (eb,)``."""
@@ -276,5 +354,5 @@ def size(box: Box) -> int:
     return math.prod(box.live)
 
 
-__all__ = ["Box", "NotFactorable", "Unit", "chunks", "copy_command", "element_box",
+__all__ = ["Box", "NotFactorable", "Unit", "Whole", "whole", "chunks", "copy_command", "element_box",
            "injective", "live", "merged", "pieces", "size", "t_view", "units", "view"]

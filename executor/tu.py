@@ -16,13 +16,14 @@ from typing import Iterator
 
 import numpy as np
 
+from tcplan.model import hardware as hw
 from tcplan.model.mapping import LIVE
 from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import dm_address
 from tcplan.model.tu import SPATIAL, TuPlan
 
 from .memory import Memories
-from .run import axis_strides, place, value_text, verify
+from .run import CHUNK, axis_strides, place, value_text, verify
 
 
 def _positions(plan: TuPlan, axes: dict[str, int]) -> tuple[np.ndarray, np.ndarray,
@@ -68,10 +69,80 @@ def _address(cluster: int, slice_: int, plan: TuPlan, addr: np.ndarray) -> np.nd
     return dm_address(cluster, slice_, plan.memory.address) + addr * plan.elem_bytes
 
 
+#: the loops of one slice at a time (the path before issue 32): the reference
+PER_UNIT = False
+
+
+def _unit_arrays(plan: TuPlan, axes: dict[str, int]
+                 ) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+    """Every live slice, chip by chip, in groups small enough for one index array of
+    their stream positions: (chip, cluster and slice as arrays, their offsets into T)."""
+    units = np.array(list(_units(plan, axes)), np.int64).reshape(-1, 4)
+    n = max(1, plan.stream.dims["time"].size * plan.stream.dims["packet"].size)
+    group = max(1, CHUNK // n)
+    for chip in np.unique(units[:, 0]).tolist():
+        mine = units[units[:, 0] == chip]
+        for lo in range(0, len(mine), group):
+            u = mine[lo:lo + group]
+            yield chip, u[:, 1], u[:, 2], u[:, 3]
+
+
+def _addresses(cluster: np.ndarray, slice_: np.ndarray, plan: TuPlan, addr: np.ndarray
+               ) -> np.ndarray:
+    """The byte address of every position ``addr`` (elements) of every slice given."""
+    base = ((cluster * hw.SLICES_PER_CLUSTER + slice_) * hw.DM_SLICE_STRIDE
+            + plan.memory.address)
+    return (base[:, None] + addr[None, :] * plan.elem_bytes).ravel()
+
+
 def run_fetch(mem: Memories, plan: TuPlan, axes: dict[str, int], T: np.ndarray) -> int:
     """Run the Fetch of every live slice over ``mem`` and check the stream it delivers against
     ``T`` (the holding rule); returns the stream positions checked.  The hardware reads
-    every position, padding lanes included: each is read here."""
+    every position, padding lanes included: each is read here.  Every slice's positions at
+    once (index arithmetic over the slices), or slice by slice (``PER_UNIT``)."""
+    if PER_UNIT:
+        return _run_fetch_units(mem, plan, axes, T)
+    eb = plan.elem_bytes
+    flat = T.reshape(-1).view(np.uint8).reshape(-1, eb)
+    addr, lin, live = _positions(plan, axes)
+    checked = 0
+    for chip, clusters, slices, offs in _unit_arrays(plan, axes):
+        got = mem.space("dm", chip).read(_addresses(clusters, slices, plan, addr), eb)
+        got = got.reshape(len(offs), addr.size, eb)[:, live]
+        want = flat[(offs[:, None] + lin[live][None, :]).ravel()].reshape(got.shape)
+        bad = (got != want).any(axis=2)
+        if bad.any():
+            k = int(np.flatnonzero(bad.any(axis=1))[0])
+            _fetch_mismatch(plan, axes, (chip, int(clusters[k]), int(slices[k]),
+                                         int(offs[k])), lin, live, got[k], want[k])
+        checked += int(live.sum()) * len(offs)
+    return checked
+
+
+def _fetch_mismatch(plan: TuPlan, axes: dict[str, int], unit: tuple[int, int, int, int],
+                    lin: np.ndarray, live: np.ndarray, got: np.ndarray, want: np.ndarray
+                    ) -> None:
+    """Raise ``verify-mismatch`` at the first live stream position of one slice whose
+    bytes ``got`` are not ``want``."""
+    chip, cluster, slice_, off = unit
+    bad = (got != want).any(axis=1)
+    if not bad.any():
+        return
+    k = int(np.flatnonzero(bad)[0])
+    at = int(np.flatnonzero(live)[k])
+    index = dict(zip(axes, np.unravel_index(int(lin[live][k] + off), tuple(axes.values()))))
+    packet = plan.stream.dims["packet"].size
+    raise TcplanError(Violation("verify-mismatch", (), {"detail": (
+        f"the Fetch of chip {chip} cluster {cluster} slice {slice_} delivers, at "
+        f"stream position {at} (time {at // packet}, packet lane {at % packet}), "
+        f"{value_text(got[k], plan.memory.dtype)}; the stream must hold index "
+        + ", ".join(f"{a}={int(v)}" for a, v in index.items())
+        + f", {value_text(want[k], plan.memory.dtype)}")}))
+
+
+def _run_fetch_units(mem: Memories, plan: TuPlan, axes: dict[str, int], T: np.ndarray
+                     ) -> int:
+    """:func:`run_fetch` slice by slice (the reference)."""
     eb = plan.elem_bytes
     flat = T.reshape(-1).view(np.uint8).reshape(-1, eb)
     addr, lin, live = _positions(plan, axes)
@@ -80,35 +151,30 @@ def run_fetch(mem: Memories, plan: TuPlan, axes: dict[str, int], T: np.ndarray) 
         # every position is read, padding lanes too (a read of Bottom padding or past the
         # slice is a memory-access error); the live ones must hold T
         got = mem.space("dm", chip).read(_address(cluster, slice_, plan, addr), eb)[live]
-        want = flat[lin[live] + off]
-        bad = (got != want).any(axis=1)
-        if bad.any():
-            k = int(np.flatnonzero(bad)[0])
-            at = int(np.flatnonzero(live)[k])
-            index = dict(zip(axes, np.unravel_index(int(lin[live][k] + off),
-                                                    tuple(axes.values()))))
-            raise TcplanError(Violation("verify-mismatch", (), {"detail": (
-                f"the Fetch of chip {chip} cluster {cluster} slice {slice_} delivers, at "
-                f"stream position {at} (time {at // plan.stream.dims['packet'].size}, packet "
-                f"lane {at % plan.stream.dims['packet'].size}), "
-                f"{value_text(got[k], plan.memory.dtype)}; the stream must hold index "
-                + ", ".join(f"{a}={int(v)}" for a, v in index.items())
-                + f", {value_text(want[k], plan.memory.dtype)}")}))
+        _fetch_mismatch(plan, axes, (chip, cluster, slice_, off), lin, live, got,
+                        flat[lin[live] + off])
         checked += int(live.sum())
     return checked
 
 
 def run_commit(mem: Memories, plan: TuPlan, axes: dict[str, int], T: np.ndarray) -> int:
     """Run the Commit of every live slice: each live stream position, holding ``T``, is
-    written into DM; returns the elements written."""
+    written into DM; returns the elements written.  Every slice's positions at once, or
+    slice by slice (``PER_UNIT``)."""
     eb = plan.elem_bytes
     flat = T.reshape(-1).view(np.uint8).reshape(-1, eb)
     addr, lin, live = _positions(plan, axes)
     moved = 0
-    for chip, cluster, slice_, off in _units(plan, axes):
-        mem.space("dm", chip).write(_address(cluster, slice_, plan, addr[live]),
-                                    flat[lin[live] + off])
-        moved += int(live.sum())
+    if PER_UNIT:
+        for chip, cluster, slice_, off in _units(plan, axes):
+            mem.space("dm", chip).write(_address(cluster, slice_, plan, addr[live]),
+                                        flat[lin[live] + off])
+            moved += int(live.sum())
+        return moved
+    for chip, clusters, slices, offs in _unit_arrays(plan, axes):
+        mem.space("dm", chip).write(_addresses(clusters, slices, plan, addr[live]),
+                                    flat[(offs[:, None] + lin[live][None, :]).ravel()])
+        moved += int(live.sum()) * len(offs)
     return moved
 
 

@@ -52,7 +52,8 @@ class GraphKind(Kind):
 
     def verify(self, problem, plan, seed: int, progress=None) -> dict[str, Any]:
         from tcplan.executor.graph import run_graph
-        _, rep = run_graph(_graph(problem), plan, kinds(), seed, progress=progress)
+        _, rep = run_graph(_graph(problem), plan, kinds(), seed, progress=progress,
+                           keep=())  # (no value is returned: each dropped once checked)
         return {**rep, "cycles": plan.cycles, "breakdown": _breakdown(plan)}
 
     def verify_lines(self, report: dict[str, Any]) -> list[str]:
@@ -179,8 +180,8 @@ def solve_graph(problem, opts: Options) -> Solved:
     t1 = time.perf_counter()
     if opts.verify != "none":
         try:
-            checked = run_graph(g, gp, kinds(), opts.seed,
-                                progress=opts.progress)[1]["checked"]
+            checked = run_graph(g, gp, kinds(), opts.seed, progress=opts.progress,
+                                keep=())[1]["checked"]
             verified = True
         except TcplanError as err:
             verified, error = False, err
