@@ -74,7 +74,8 @@ def part_signature(g: Graph) -> str:
     moves = _movable(g)
     tensors = {ids[n]: [_moved(t.spec, moves.get(n, 0)), t.candidates, t.given, t.keep]
                for n, t in g.tensors.items() if n in ids}
-    return json.dumps({"ops": ops, "tensors": tensors, "base": g.base,
+    base = {**g.base, "axes": list(g.base["axes"].items())}  # (their order matters)
+    return json.dumps({"ops": ops, "tensors": tensors, "base": base,
                        "objective": g.objective}, sort_keys=True, default=str)
 
 

@@ -40,7 +40,9 @@ def op_signature(g, op, layout: dict[str, str]) -> str:
     return json.dumps({"kind": op.kind, "data": canonical_data(op),
                        "tensors": {r: [_moved(g.tensors[t].spec, -shifts.get(r, 0)),
                                        layout.get(t)] for r, t in op.roles.items()},
-                       "axes": g.axes_of(op.roles.values()), "dtype": g.base["dtype"],
+                       # (a list: the order of the axes is the order of a tensor's values)
+                       "axes": list(g.axes_of(op.roles.values()).items()),
+                       "dtype": g.base["dtype"],
                        "chips": g.base["chips"]}, sort_keys=True, default=str)
 
 

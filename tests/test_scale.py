@@ -277,3 +277,17 @@ def test_dm_that_cannot_hold_a_launch_names_the_op():
         tcplan.loads(text, "full.yaml")
     assert e.value.code == "graph-memory", str(e.value)
     assert "dm: at op load0" in str(e.value) and "563,200 B" in str(e.value)
+
+
+def test_the_order_of_the_axes_is_part_of_an_op_plan(tmp_path, monkeypatch):
+    """A tensor's values are laid out in the graph's order of the axes, and so are a
+    chain's: the same op in two graphs whose axes come in another order shares no plan
+    (a shared one read the values in the wrong order), and each verifies."""
+    monkeypatch.setenv("TCPLAN_CACHE", str(tmp_path))
+    text = _fix_dm(_layers(1))
+    other = text.replace("axes: {S: 256, H: 8, D: 64}", "axes: {D: 64, H: 8, S: 256}")
+    ga, gb = (tcplan.loads(t, "a.yaml").spec.graph for t in (text, other))
+    lay = {n: ga.tensors[n].candidates[0] for n in ga.op_free(ga.ops[0])}
+    assert op_signature(ga, ga.ops[0], lay) != op_signature(gb, gb.ops[0], lay)
+    for t in (text, other):
+        assert tcplan.solve(tcplan.loads(t, "g.yaml")).verified is True
