@@ -58,7 +58,8 @@ def _graph(n: int, **kw):
 
 
 def _opts(**kw) -> Options:
-    return Options(time_limit=10.0, verify="none", jobs=1, **kw)
+    """One process, no run, a table of its own (no disk cache: the counts are this plan's)."""
+    return Options(time_limit=10.0, verify="none", jobs=1, **{"op_plans": OpPlans(), **kw})
 
 
 # ---- launches and lifetimes ---------------------------------------------------------------
