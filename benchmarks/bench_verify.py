@@ -74,9 +74,12 @@ def big_graph(layers: int, kernels: tuple[str, ...] = LAYER) -> str:
             for o in d["ops"]:
                 ops.append({**_renamed(o, names, pre),
                             **({"launch": pre.rstrip("_")} if launches else {})})
-    return yaml.safe_dump({"format": 1, "name": f"decode_{layers}_layers", "kind": "graph",
-                           "dtype": "bf16", "axes": axes, "tensors": tensors, "ops": ops},
-                          sort_keys=False, width=1 << 16)
+    class NoAliases(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True  # (problem files take no anchors: every copy written out)
+    return yaml.dump({"format": 1, "name": f"decode_{layers}_layers", "kind": "graph",
+                      "dtype": "bf16", "axes": axes, "tensors": tensors, "ops": ops},
+                     Dumper=NoAliases, sort_keys=False, width=1 << 16)
 
 
 def _renamed(o: dict[str, Any], names: set[str], pre: str) -> dict[str, Any]:

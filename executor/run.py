@@ -282,6 +282,11 @@ def _place_fast(mem: Memories, t: Tensor, axes: dict[str, int], T: np.ndarray | 
         if u.status == TOP or box.padded:
             _fill(v, TOP_BYTE)
         if u.status == TOP:
+            if T is None:  # (its counters too: an earlier launch may have written there)
+                counts = strided.view(mem.space(t.tier, u.chip), u.address, box.shape,
+                                      box.mem, eb, counts=True)
+                assert counts is not None  # (v's view, over the write counts)
+                _fill(counts, 0)
             continue
         lv = strided.live(v, box)
         if T is None:  # a destination: unwritten, its write counters at zero (and mapped)
@@ -313,6 +318,8 @@ def place(mem: Memories, t: Tensor, axes: dict[str, int], T: np.ndarray | None) 
     bottoms: dict[int, list[np.ndarray]] = {}
     for chip, addr, lin, status in positions(t, axes):
         space = mem.space(t.tier, chip)
+        if T is None:  # a destination's write counters at zero (an earlier launch's)
+            space.writes[space.physical(addr)[:, None] + np.arange(eb)] = 0
         live = status == LIVE
         if live.any():
             vals = (flat[lin[live]] if flat is not None else
