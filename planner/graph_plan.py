@@ -462,7 +462,9 @@ def choose_parts(g: Graph, table: dict[int, list[OpChoice]], pieces: list[list[i
     per_op = {op.index: chosen[op.index].cost for op in g.ops}
     span, path = path_cycles(g, per_op)
     rows = [chosen[op.index] for op in g.ops]
-    return Found(GraphPlan({n: layout[n] for n in g.free()}, rows, g.objective,
+    # (a free tensor no op touches keeps its first candidate: nothing tells them apart)
+    free = {n: layout.get(n) or (g.tensors[n].candidates or [""])[0] for n in g.free()}
+    return Found(GraphPlan(free, rows, g.objective,
                            sum(per_op.values()), span, path,
                            "optimal" if proven else "feasible",
                            sum(len(r) for r in table.values()),

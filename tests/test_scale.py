@@ -292,3 +292,11 @@ def test_the_order_of_the_axes_is_part_of_an_op_plan(tmp_path, monkeypatch):
     assert op_signature(ga, ga.ops[0], lay) != op_signature(gb, gb.ops[0], lay)
     for t in (text, other):
         assert tcplan.solve(tcplan.loads(t, "g.yaml")).verified is True
+
+
+def test_a_free_tensor_no_op_touches_keeps_its_first_candidate():
+    text = _fix_dm(_layers(2)).replace(
+        "ops:\n", "  spare: {tier: hbm, address: 268435456, element: free, axes: [S, D], "
+        "given: true}\nops:\n")
+    gp = unwrap(plan_graph(tcplan.loads(text, "spare.yaml").spec.graph, _opts()))
+    assert gp.parts == 2 and gp.layout["spare"] == "m![S, D]"
