@@ -87,7 +87,8 @@ def test_batch_reports_each_stages_time(tmp_path):
     seconds = table.getvalue().split("\n\nseconds")[1].splitlines()
     assert seconds[0].split() == ["plan", "lower", "exec", "verify", "total"]
     row = next(x for x in seconds if x.startswith("dma_example_5_free_source")).split()
-    assert len(row) == 6 and float(row[1]) > 0 and float(row[4]) > 0  # (another run's)
+    # (another run's; its verify may take under 5 ms now: one strided view per chip)
+    assert len(row) == 6 and float(row[1]) > 0 and float(row[4]) >= 0
     chip = next(x for x in seconds if x.startswith("chip_shuffle")).split()
     assert chip[1] == "-" and chip[3] == "-" and float(chip[4]) >= 0  # verified, not planned
 
