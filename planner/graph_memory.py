@@ -22,9 +22,10 @@ from tcplan.model.tiers import CAPACITY
 
 from .cpsat import solver
 
-#: free addresses' alignment per tier, bytes (the Qwen3 kernels' DM 1 KiB, HBM 1 MiB:
-#: docs/decisions.md item 134)
-ALIGN = {"dm": 1 << 10, "hbm": 1 << 20}
+#: addresses' alignment per tier, bytes: the Qwen3 kernels' (DM 1 KiB, HBM 1 MiB), for a
+#: free address here and an imported kernel's (planner/rust/build.py; docs/decisions.md
+#: items 121 and 134)
+ALIGN = {"dm": 1024, "hbm": 1 << 20, "vrf": 64, "trf": 64}
 #: seconds CP-SAT may take to place one tier's tensors
 PLACE_SECONDS = 10.0
 

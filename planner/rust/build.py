@@ -15,7 +15,7 @@ from .types import TensorType
 
 #: DM tensors start on 1 KiB boundaries, HBM tensors on 1 MiB ones (as the hand-written
 #: Qwen3 graphs do: docs/kernels.md); a register file's tensors on 64 bytes
-ALIGN = {"dm": 1024, "hbm": 1 << 20, "vrf": 64, "trf": 64}
+from ..graph_memory import ALIGN  # noqa: E402  (one table of address alignments)
 #: the stream's DMA options of every imported DMA: furiosa-opt's ``tdma`` plans them
 FREE_STREAM = {"cluster": "free", "slice": "free", "time": "free", "packet": "free"}
 

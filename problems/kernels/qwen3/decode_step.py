@@ -32,11 +32,13 @@ from typing import Any
 
 import yaml
 
+from tcplan.model import hardware as hw
+
 HERE = Path(__file__).resolve().parent
 KIB, MIB = 1024, 1024 * 1024
-#: each layer's HBM window: model/hardware.py HBM_DECODE_PERIOD
-HBM_WINDOW = 1 << 29
-DM_BYTES_PER_SLICE = 512 * KIB  # model/hardware.py DM_BYTES_PER_SLICE
+#: each layer's HBM window: the HBM decode's period (the hash repeats)
+HBM_WINDOW = hw.HBM_DECODE_PERIOD
+DM_BYTES_PER_SLICE = hw.DM_BYTES_PER_SLICE
 LAUNCHES = ("projection", "attention", "decoder")
 FREE_STREAM = {"cluster": "free", "slice": "free", "time": "free", "packet": "free"}
 
@@ -255,7 +257,7 @@ def _link(producer: dict[str, Any], consumer: dict[str, Any]) -> tuple[bool, str
 
 AXES = {"H": 1024, "Dummy64": 64, "Q": 2048, "P": 1024, "N": 8, "G": 2, "D": 128, "T": 512,
         "L": 3072, "Dummy4": 4}
-DTYPE_BYTES = {"bf16": 2, "f32": 4, "i32": 4}
+DTYPE_BYTES = hw.DTYPE_BYTES
 
 
 @dataclass
