@@ -386,19 +386,15 @@ def search(e: cs.Einsum, axes: dict[str, int], dtype: str, fixed: dict, moves: M
 def _timed(r: cs.Evaluated, e: cs.Einsum, axes: dict[str, int], dtype: str, moves: Moves,
            opts: Any, name: str) -> Timed | cs.Evaluated:
     """The candidate's graph planned, or the candidate with the rules its moves break."""
-    import yaml
-
     from .graph_plan import plan_graph
     from .outcome import Found
-    from .spec import load_problem_text
+    from .spec import load_problem_data
     assert r.plan is not None
     data = graph_data(r.candidate, r.plan, e, axes, dtype, moves, name)
     try:
-        problem = load_problem_text(yaml.safe_dump(data, sort_keys=False),
-                                    f"<{name}: moves>")
+        problem = load_problem_data(data, f"<{name}: moves>")
         data = _pruned(data, problem.spec.graph, opts)
-        problem = load_problem_text(yaml.safe_dump(data, sort_keys=False),
-                                    f"<{name}: moves>")
+        problem = load_problem_data(data, f"<{name}: moves>")
         out = plan_graph(problem.spec.graph, opts)
     except TcplanError as err:
         if err.kind == "input":

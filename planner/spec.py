@@ -267,6 +267,32 @@ def load_problem_text(text: str, path: str = "<problem>") -> Problem:
     return problem_from(doc, doc.data, path)
 
 
+def load_problem_data(data: dict[str, Any], path: str) -> Problem:
+    """A problem from data tcplan built itself (a candidate's graph): read as a file of the
+    same YAML would be, without printing and parsing the text; its mistakes (tcplan's own)
+    are located at ``path`` only."""
+    return problem_from(_DataDoc(path), data, path)
+
+
+class _DataDoc:
+    """The document of data built in memory: no text, so no lines or nodes to point at."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.lines: list[str] = []
+
+    def node_at(self, keys: tuple) -> Any:
+        return None
+
+    def where(self, keys: tuple, at_key: bool = False) -> str:
+        return self.path
+
+    def error(self, keys: tuple, detail: str, fix: str, at_key: bool = False) -> TcplanError:
+        field_ = ".".join(str(k) for k in keys)
+        return fail("bad-problem", where=self.path,
+                    detail=f"{field_}: {detail}" if field_ else detail, fix=fix)
+
+
 class SubDoc:
     """A part of a document read as a problem of its own (a graph's op): its keys are
     found at other places of the document, so its errors point into the file as written.
