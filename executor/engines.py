@@ -13,28 +13,30 @@ engine's two accounts of itself checked against each other.
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from tcplan.model.engines import SPATIAL, EnginePlan, same_units
+from tcplan.model.limits import STREAM_INDEX_CACHE_BYTES
 from tcplan.model.mapping import LIVE
 from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import TIER_DIMS, Tensor
 
 from .run import axis_strides, carried_axes, constant_along, over_axes, value_text
 
-#: the last few streams' indices (a graph's op reads the stream the op before it made, with
-#: the same mappings): key -> (lin, held), both read-only
+#: the streams' indices used last (a graph's op reads the stream the op before it made,
+#: with the same mappings; every layer of a model, its layer's), the least recently used
+#: dropped past ``STREAM_INDEX_CACHE_BYTES``: key -> (lin, held), both read-only
 _INDEX_CACHE: "OrderedDict[tuple, tuple[np.ndarray, np.ndarray]]" = OrderedDict()
-_INDEX_CACHE_SIZE = 6
+_INDEX_BYTES = [0]
 
 
 def stream_index(t: Tensor, axes: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
     """:func:`compute_stream_index`, remembered for the last few streams (the arrays are
     read-only: callers share them)."""
-    key = (t.tier, tuple((d, m.raw, tuple(m.axes.items())) for d, m in t.dims.items()),
-           tuple(axes.items()))
+    key = _index_key(t, axes)
     hit = _INDEX_CACHE.get(key)
     if hit is not None:
         _INDEX_CACHE.move_to_end(key)
@@ -43,9 +45,59 @@ def stream_index(t: Tensor, axes: dict[str, int]) -> tuple[np.ndarray, np.ndarra
     lin.setflags(write=False)
     held.setflags(write=False)
     _INDEX_CACHE[key] = (lin, held)
-    if len(_INDEX_CACHE) > _INDEX_CACHE_SIZE:
-        _INDEX_CACHE.popitem(last=False)
+    _INDEX_BYTES[0] += lin.nbytes + held.nbytes
+    while _INDEX_BYTES[0] > STREAM_INDEX_CACHE_BYTES and len(_INDEX_CACHE) > 1:
+        _, (a, b) = _INDEX_CACHE.popitem(last=False)
+        _INDEX_BYTES[0] -= a.nbytes + b.nbytes
     return lin, held
+
+
+@dataclass(frozen=True)
+class Gather:
+    """A stream's (or register file's) layout as a gather: its shape ``(units, *inner)``,
+    the flat positions holding an element, the linear index into the tensor each holds,
+    and which units hold any.  :func:`compute_stream_index`'s content without the
+    positions holding nothing (a weight's TRF on 64 of 512 slices: an eighth of it)."""
+
+    shape: tuple[int, ...]
+    pos: np.ndarray
+    src: np.ndarray
+    rows: np.ndarray  # bool per unit
+
+    @property
+    def nbytes(self) -> int:
+        return self.pos.nbytes + self.src.nbytes + self.rows.nbytes
+
+
+_GATHER_CACHE: "OrderedDict[tuple, Gather]" = OrderedDict()
+_GATHER_BYTES = [0]
+
+
+def gather(t: Tensor, axes: dict[str, int]) -> Gather:
+    """The stream's :class:`Gather`, remembered (least recently used dropped past
+    ``STREAM_INDEX_CACHE_BYTES``): every layer of a model lays its weights out alike."""
+    key = _index_key(t, axes)
+    hit = _GATHER_CACHE.get(key)
+    if hit is not None:
+        _GATHER_CACHE.move_to_end(key)
+        return hit
+    lin, held = _INDEX_CACHE.get(key) or compute_stream_index(t, axes)
+    pos = np.flatnonzero(held)
+    small = np.int32 if max(lin.size, 1) < 2 ** 31 else np.int64
+    g = Gather(lin.shape, pos.astype(small), lin.reshape(-1)[pos].astype(small),
+               np.asarray(held.reshape(lin.shape[0], -1).any(axis=1)))
+    for x in (g.pos, g.src, g.rows):
+        x.setflags(write=False)
+    _GATHER_CACHE[key] = g
+    _GATHER_BYTES[0] += g.nbytes
+    while _GATHER_BYTES[0] > STREAM_INDEX_CACHE_BYTES and len(_GATHER_CACHE) > 1:
+        _GATHER_BYTES[0] -= _GATHER_CACHE.popitem(last=False)[1].nbytes
+    return g
+
+
+def _index_key(t: Tensor, axes: dict[str, int]) -> tuple:
+    return (t.tier, tuple((d, m.raw, tuple(m.axes.items())) for d, m in t.dims.items()),
+            tuple(axes.items()))
 
 
 def compute_stream_index(t: Tensor, axes: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -110,7 +162,12 @@ def lay_out(stream: Tensor, T: np.ndarray, axes: dict[str, int],
             index: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """The stream's values holding ``T`` (over ``axes``): zeros where it holds nothing
     (``index``: the stream's :func:`stream_index`, where the caller has it)."""
-    lin, held = index if index is not None else stream_index(stream, axes)
+    if index is None:
+        g = gather(stream, axes)
+        out = np.zeros(g.shape, T.dtype)
+        out.reshape(-1)[g.pos] = T.reshape(-1)[g.src]
+        return out
+    lin, held = index
     out = np.zeros(lin.shape, T.dtype)
     out[held] = T.reshape(-1)[lin[held]]
     return out
@@ -157,15 +214,7 @@ def run_engine(plan: EnginePlan, values: np.ndarray, axes: dict[str, int],
     output carries and the input does not)."""
     if getattr(plan.engine, "reduces", False):  # (its output drops axes: a reduction)
         return run_reduction(plan, values, axes)
-    have = carried_axes(plan.inp, axes)
-    copies = [a for a in carried_axes(plan.out, axes) if a not in have]  # (a broadcast's)
-    T = constant_along(over_axes(values, have, axes), axes, copies)
-    # (where the engine keeps the units, the output's Chip, Cluster or Slice places what the
-    # input's does, engine-spatial says: its values are laid over the input's units; a
-    # switch's Slice is its own, of the input's size)
-    kept = {d: plan.inp.dims[d] for d in SPATIAL
-            if same_units(plan.inp.dims[d], plan.out.dims[d])}
-    out = plan.out.with_dims(**kept)
+    T, out, kept = _sides(plan, values, axes)
     in_index, index = stream_index(plan.inp, axes), stream_index(out, axes)
     rows = None
     if len(kept) == len(SPATIAL):  # (every unit keeps its own: run on those holding data)
@@ -179,6 +228,34 @@ def run_engine(plan: EnginePlan, values: np.ndarray, axes: dict[str, int],
     checked = check_holds(out, flits, due, axes, f"the {plan.engine.name} op's output", index,
                           rows)
     return due, checked
+
+
+def _sides(plan: EnginePlan, values: np.ndarray, axes: dict[str, int]
+           ) -> tuple[np.ndarray, Tensor, dict[str, Any]]:
+    """The input's copies over every axis of the op (a switch's broadcast copies each hold
+    the input), the output stream as the engine lays it, the units it keeps."""
+    have = carried_axes(plan.inp, axes)
+    copies = [a for a in carried_axes(plan.out, axes) if a not in have]  # (a broadcast's)
+    T = constant_along(over_axes(values, have, axes), axes, copies)
+    # (where the engine keeps the units, the output's Chip, Cluster or Slice places what the
+    # input's does, engine-spatial says: its values are laid over the input's units; a
+    # switch's Slice is its own, of the input's size)
+    kept = {d: plan.inp.dims[d] for d in SPATIAL
+            if same_units(plan.inp.dims[d], plan.out.dims[d])}
+    return T, plan.out.with_dims(**kept), kept
+
+
+def engine_values(plan: EnginePlan, values: np.ndarray, axes: dict[str, int],
+                  reference: Callable[[np.ndarray], np.ndarray]) -> np.ndarray | None:
+    """What :func:`run_engine` returns, without running the engine or checking it (an op
+    whose twin ran checked: graph ``replay``); None for a reduction (its sums are the
+    engine's own: it runs)."""
+    if getattr(plan.engine, "reduces", False):
+        return None
+    T, out, _ = _sides(plan, values, axes)
+    if reference is identity:  # (a move: nothing to compute, no index needed)
+        return T
+    return _reference_where_held(reference, T, stream_index(out, axes))
 
 
 def run_reduction(plan: EnginePlan, values: np.ndarray, axes: dict[str, int]

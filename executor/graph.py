@@ -72,15 +72,23 @@ def overwrite(spans: dict, life: dict[str, tuple[int, int]], step: int, writes: 
 
 def run_graph(g, gp, kinds: dict, seed: int = 0,
               inputs: dict[str, np.ndarray] | None = None,
-              progress=None, keep=None, legacy: bool = False
-              ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+              progress=None, keep=None, legacy: bool = False,
+              twins: dict[str, Any] | None = None, checked: set | None = None,
+              memory: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Run a planned graph: (the tensors' mathematical values, the report).  ``kinds``:
     the problem kinds by name, each op run by its own (the planner hands its registry in:
     the executor imports nothing of the planner).  ``inputs``: given tensors by name, and a
     chain op's VRF operands as ``OP.NAME``.  ``keep``: the tensors whose values to return
     (None: every one); the others' are dropped after their last use, once checked.
     ``legacy``: the run before issue 32 (every given tensor placed first, every tensor
-    checked at the end, one view per unit), kept as the baseline."""
+    checked at the end, one view per unit), kept as the baseline.  ``twins``: op name ->
+    its plan's key (ops with one key have one plan, moved by whole HBM decode periods);
+    an op whose key is in ``checked`` (the keys of ops run and checked so far, this run's
+    added) is replayed (``Kind.replay``: its values written where its plan puts them,
+    its commands not run again), where its kind can.  ``memory``: False for a run of
+    values only (every op replayed, on memories of its own: a replayed op's own graph),
+    no memory simulated, nothing read back; an op that cannot replay raises
+    :class:`NeedsMemory`."""
     if legacy:
         from . import run as run_mod, tu as tu_mod
         saved = run_mod.PER_UNIT, tu_mod.PER_UNIT
@@ -89,11 +97,40 @@ def run_graph(g, gp, kinds: dict, seed: int = 0,
             return _run_legacy(g, gp, kinds, seed, inputs or {}, progress)
         finally:
             run_mod.PER_UNIT, tu_mod.PER_UNIT = saved
-    return _run(g, gp, kinds, seed, inputs or {}, progress, keep)
+    return _run(g, gp, kinds, seed, inputs or {}, progress, keep,
+                _Twins(twins or {}, set() if checked is None else checked), memory)
 
 
-def _run(g, gp, kinds: dict, seed: int, inputs: dict[str, np.ndarray], progress, keep
-         ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+class NeedsMemory(Exception):
+    """A run of values only met an op its kind cannot replay."""
+
+
+class _Twins:
+    """Which ops ran and were checked, by their plans' keys; how many were replayed."""
+
+    def __init__(self, keys: dict[str, Any], checked: set):
+        self.keys, self.checked, self.replayed = keys, checked, 0
+
+    def step(self, g, gp, kinds: dict, op, i: int, mem: Memories | None, tensors: dict,
+             values: dict, inputs: dict[str, np.ndarray], seed: int) -> list[str]:
+        """The op replayed where its twin was checked and its kind can, else run."""
+        key = self.keys.get(op.name)
+        if key is not None and key in self.checked:
+            made = _step(g, gp, kinds, op, i, mem, tensors, values, inputs, seed, True)
+            if made is not None:
+                self.replayed += 1
+                return made
+        if mem is None:
+            raise NeedsMemory(op.name)
+        ran = _step(g, gp, kinds, op, i, mem, tensors, values, inputs, seed)
+        assert ran is not None  # (run, not replayed: it makes its tensors)
+        if key is not None:
+            self.checked.add(key)
+        return ran
+
+
+def _run(g, gp, kinds: dict, seed: int, inputs: dict[str, np.ndarray], progress, keep,
+         twins: _Twins, memory: bool) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Each given tensor seeded (``seed + k``, ``k`` its index in ``g.tensors``) and placed
     when its life starts; each op run and checked; each tensor read back when its life
     ends, then its values dropped (unless kept) and its HBM pages released; an op writing
@@ -101,11 +138,12 @@ def _run(g, gp, kinds: dict, seed: int, inputs: dict[str, np.ndarray], progress,
     launch's DM and HBM tensors live through it), else :func:`lifetimes`."""
     clock = time.perf_counter()
     tensors = {n: g.tensor(n, gp.layout) for n in g.tensors}
-    mem = Memories(extents(list(tensors.values())))
+    mem = Memories(extents(list(tensors.values()))) if memory else None
     spans = _spans(tensors)
     # (the graph's own, where it says them: a launch's DM and HBM tensors live through it)
     life = g.lifetimes() if callable(getattr(g, "lifetimes", None)) else lifetimes(g)
     index = {n: k for k, n in enumerate(g.tensors)}
+    reads = readers(g)
     end = len(g.order)
     births: dict[int, list[str]] = {}
     deaths: dict[int, list[str]] = {}
@@ -124,14 +162,16 @@ def _run(g, gp, kinds: dict, seed: int, inputs: dict[str, np.ndarray], progress,
         for n in births.get(step, ()):
             t = tensors[n]
             overwrite(spans, life, step, [n], live, f"{name} (placing given {n})")
-            values[n] = _given(g, gp, kinds, n, t, inputs.get(n), seed + index[n], step)
-            if t.tier not in VALUE_TIERS:  # (a given stream: the Tensor Unit computed it)
-                place(mem, t, g.axes_of([n]), values[n])
+            values[n] = _given(g, gp, kinds, n, t, inputs.get(n), seed + index[n],
+                               reads.get(n, []))
+            if t.tier not in VALUE_TIERS and mem is not None:  # (a given stream: the
+                place(mem, t, g.axes_of([n]), values[n])  # Tensor Unit computed it)
             _born(spans, live, n)
         seconds["given"] += time.perf_counter() - clock
         if op is not None:
             clock = time.perf_counter()
-            made = _step(g, gp, kinds, op, g.order[step], mem, tensors, values, inputs, seed)
+            made = twins.step(g, gp, kinds, op, g.order[step], mem, tensors, values, inputs,
+                              seed)
             overwrite(spans, life, step, made, live, op.name)
             for n in made:
                 _born(spans, live, n)
@@ -141,7 +181,7 @@ def _run(g, gp, kinds: dict, seed: int, inputs: dict[str, np.ndarray], progress,
         clock = time.perf_counter()
         for n in deaths.get(step, ()):
             t = tensors[n]
-            if n in values and t.tier not in VALUE_TIERS:
+            if n in values and t.tier not in VALUE_TIERS and mem is not None:
                 checked += verify(mem, t, g.axes_of([n]), values[n])["checked"]
             if keep is not None and n not in keep:
                 values.pop(n, None)
@@ -150,10 +190,14 @@ def _run(g, gp, kinds: dict, seed: int, inputs: dict[str, np.ndarray], progress,
                 _release(mem, spans[n], live.get(spans[n][0], []), spans)
         seconds["end_to_end"] += time.perf_counter() - clock
     return values, {"verified": True, "checked": checked, "seconds": seconds,
+                    "replayed": twins.replayed,
                     "method": "ran every op in topological order on one set of simulated "
-                              "memories, each checked as it ran, and every tensor read "
-                              "back against what it must hold (holding rule) after its "
-                              "last use; no op wrote over a live tensor's bytes"}
+                              "memories, each checked as it ran (an op whose twin, the "
+                              "same plan moved by whole HBM periods, ran and was checked "
+                              "before: its values written where its plan puts them), and "
+                              "every tensor read back against what it must hold (holding "
+                              "rule) after its last use; no op wrote over a live tensor's "
+                              "bytes"}
 
 
 def _spans(tensors: dict) -> dict[str, tuple[str, int, int]]:
@@ -169,12 +213,12 @@ def _born(spans: dict, live: dict[str, list[str]], n: str) -> None:
         live.setdefault(spans[n][0], []).append(n)
 
 
-def _release(mem: Memories, span: tuple[str, int, int], live: list[str],
+def _release(mem: Memories | None, span: tuple[str, int, int], live: list[str],
              spans: dict) -> None:
     """A dead HBM or host tensor's whole pages given back to the system (they read as
     zeros again), but for pages a live tensor's bytes reach."""
     tier, lo, hi = span
-    if tier not in ("hbm", "host"):
+    if tier not in ("hbm", "host") or mem is None:
         return
     for other in live:
         _, a, b = spans[other]
@@ -185,16 +229,23 @@ def _release(mem: Memories, span: tuple[str, int, int], live: list[str],
             space.release(lo, hi)
 
 
-def _step(g, gp, kinds: dict, op, i: int, mem: Memories, tensors: dict, values: dict,
-          inputs: dict[str, np.ndarray], seed: int) -> list[str]:
-    """Run one op on what the memories hold; its outputs' values into ``values``; returns
-    the tensors it wrote."""
+def _step(g, gp, kinds: dict, op, i: int, mem: Memories | None, tensors: dict, values: dict,
+          inputs: dict[str, np.ndarray], seed: int, replay: bool = False
+          ) -> list[str] | None:
+    """Run one op on what the memories hold (``replay``: replay it, None where its kind
+    cannot); its outputs' values into ``values``; returns the tensors it wrote."""
     row = gp.ops[i]
     reads = {r: values[op.roles[r]] for r in op.read_roles}
     reads.update({"vrf:" + k.split(".", 1)[1]: v for k, v in inputs.items()
                   if k.startswith(op.name + ".")})  # (a chain's VRF operands)
-    out = kinds[op.kind].execute(row.problem, row.plan, mem,
-                                 {r: tensors[n] for r, n in op.roles.items()}, reads, seed)
+    kind = kinds[op.kind]
+    roles = {r: tensors[n] for r, n in op.roles.items()}
+    if replay:
+        out = kind.replay(row.problem, row.plan, mem, roles, reads, seed)
+        if out is None:
+            return None
+    else:
+        out = kind.execute(row.problem, row.plan, mem, roles, reads, seed)
     made = []
     for role, v in out.items():
         name = op.roles[role]
@@ -216,9 +267,11 @@ def _run_legacy(g, gp, kinds: dict, seed: int, inputs: dict[str, np.ndarray], pr
     tensors = {n: g.tensor(n, gp.layout) for n in g.tensors}
     mem = Memories(extents(list(tensors.values())))
     values: dict[str, np.ndarray] = {}
+    reads = readers(g)
     for k, (n, t) in enumerate(tensors.items()):
         if g.tensors[n].given:
-            values[n] = _given(g, gp, kinds, n, t, inputs.get(n), seed + k)
+            values[n] = _given(g, gp, kinds, n, t, inputs.get(n), seed + k,
+                               reads.get(n, []))
             if t.tier not in VALUE_TIERS:  # (a given stream: the Tensor Unit computed it)
                 place(mem, t, g.axes_of([n]), values[n])
     seconds: dict[str, Any] = {"given": time.perf_counter() - clock, "ops": {}}
@@ -240,19 +293,28 @@ def _run_legacy(g, gp, kinds: dict, seed: int, inputs: dict[str, np.ndarray], pr
                               "back against what it must hold (holding rule)"}
 
 
+def readers(g) -> dict[str, list[tuple[int, str]]]:
+    """Per tensor, the ops reading it in the order they run: (op index, role)."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    for i in g.order:
+        op = g.ops[i]
+        for role in op.read_roles:
+            out.setdefault(op.roles[role], []).append((i, role))
+    return out
+
+
 def _given(g, gp, kinds: dict, name: str, t, user: np.ndarray | None, seed: int,
-           first: int = 0) -> np.ndarray:
+           reads: list[tuple[int, str]]) -> np.ndarray:
     """A given tensor's data: the user's (over its axes, in its dtype), or seeded: as the
-    first op reading it asks (an index tensor: valid rows), else random bits."""
+    first op reading it asks (``reads``: its :func:`readers`; an index tensor: valid
+    rows), else random bits."""
     axes = g.axes_of([name])
     if user is None:
-        for i in g.order[first:]:  # (``first``: no op before that step reads it)
+        for i, role in reads:
             op, row = g.ops[i], gp.ops[i]
-            for role in op.read_roles:
-                if op.roles[role] == name:
-                    v = kinds[op.kind].given_values(row.problem, row.plan, role, seed)
-                    if v is not None:
-                        return v
+            v = kinds[op.kind].given_values(row.problem, row.plan, role, seed)
+            if v is not None:
+                return v
         return tensor_bits(axes, t.dtype, seed)
     shape = tuple(axes.values())
     if user.shape != shape:

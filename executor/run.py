@@ -306,11 +306,15 @@ def _fill(v: np.ndarray, byte: int) -> None:
         c[...] = byte
 
 
-def place(mem: Memories, t: Tensor, axes: dict[str, int], T: np.ndarray | None) -> None:
+def place(mem: Memories | None, t: Tensor, axes: dict[str, int], T: np.ndarray | None
+          ) -> None:
     """Fill a tensor's positions: T at live ones (or the unwritten pattern when ``T`` is
     None), 0xA5 in Top padding, zeros in Zero padding; Bottom padding becomes forbidden.
     Placing counts no writes.  Through strided views where they apply (one spanning every
-    unit, else one per unit), else position by position in chunks."""
+    unit, else one per unit), else position by position in chunks.  ``mem`` None: a run
+    of values only (executor/graph.py ``run_graph(memory=False)``), nothing to fill."""
+    if mem is None:
+        return
     if _place_whole(mem, t, axes, T) or _place_fast(mem, t, axes, T):
         return
     eb = t.elem_bytes

@@ -89,6 +89,9 @@ JOINT_CORE_MOST = 120
 GRAPH_EVALUATIONS_MAX = 20_000
 #: Bytes of op plans kept on disk between runs (planner/op_cache.py): the oldest go first.
 OP_CACHE_MAX_BYTES = 1 << 28
+#: Bytes of stream indices the executor keeps between ops (executor/engines.py
+#: ``stream_index``): every layer of a model reads its streams with the same mappings.
+STREAM_INDEX_CACHE_BYTES = 1 << 28
 #: Value combinations of one axis the broadcast check lists exactly (model/broadcast.py);
 #: above it, a source that holds an axis in part is compared by digit ranges.
 BROADCAST_EXACT_VALUES = 1 << 22

@@ -260,6 +260,15 @@ class Kind:
         role -> the mathematical tensor each role it writes must hold, checked."""
         raise NotImplementedError
 
+    def replay(self, problem, plan, mem, tensors: dict, values: dict, seed: int
+               ) -> dict | None:
+        """:meth:`execute` for an op whose twin (the same plan, moved by whole HBM decode
+        periods) already ran and was checked in this graph's run: the values the op's
+        engines make of ``values`` (a move's: what its destination must hold; arithmetic's:
+        the engines' own sums), written where the op's plan puts them, without running its
+        commands or checking them again.  None: the kind runs :meth:`execute` instead."""
+        return None
+
     def graph_extra_roles(self, op: dict[str, Any]) -> dict[str, tuple[Any, tuple]]:
         """As a graph's op: the roles the op names of its own beside ``graph_roles`` (a
         stream chain's VRF operands), role -> (the tensor's name as written, where: its

@@ -5,6 +5,7 @@ bytes refused."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -175,3 +176,64 @@ def test_hbm_pages_of_a_dead_tensor_are_released():
     s.release(4096 + 1, 3 * 4096 + 5)
     assert s.data[4096] == 7 and s.data[2 * 4096] == 0 and s.data[3 * 4096 - 1] == 0
     assert s.data[3 * 4096] == 7
+
+
+# ---- twins: an op whose plan already ran, checked, is replayed ---------------------------
+
+def _twice(text: str) -> str:
+    """The graph's ops twice, as two launches: the second over tensors of its own (``*1``)
+    at the same DM addresses, its HBM tensors one HBM decode period up."""
+    import yaml
+
+    from tcplan.model.hardware import HBM_DECODE_PERIOD
+    d = yaml.safe_load(text)
+    tensors, ops = {}, []
+    for k in (0, 1):
+        for n, t in d["tensors"].items():
+            t = dict(t)
+            if t.get("tier") == "hbm":
+                t["address"] = t.get("address", 0) + k * HBM_DECODE_PERIOD
+            tensors[f"{n}{k}"] = t
+        for o in d["ops"]:
+            o = {key: (f"{v}{k}" if isinstance(v, str) and v in d["tensors"] else v)
+                 for key, v in o.items()}
+            ops.append({**o, "name": f"{o['name']}{k}", "launch": f"l{k}"})
+    d.pop("expect", None)
+    return json.dumps({**d, "tensors": tensors, "ops": ops})  # (JSON is YAML, alias-free)
+
+
+@pytest.mark.parametrize("name, replayed", [("contraction_op", {"gemv1"}), (
+    "tu_path_collect_cast", {"fetch_x1", "collect_x1", "cast_x1", "commit_y1"})])
+def test_a_twin_is_replayed_and_makes_what_running_it_makes(name, replayed):
+    """The second launch's ops have the first's plans: those at the same addresses are
+    replayed (not run again), each making the bits running it makes; a DMA moved by an HBM
+    period has commands of its own and runs.  The contraction's second result is checked
+    apart against numpy.einsum of its own operands (the replay computed it, not a copy)."""
+    from tcplan.planner.graph_plan import plan_graph
+    from tcplan.planner.kinds import Options
+    from tcplan.planner.kinds.graph import twin_keys
+    from tcplan.planner.outcome import unwrap
+    text = _twice((ROOT / "problems/graphs" / f"{name}.yaml").read_text())
+    g = tcplan.loads(text, f"{name}_twice.yaml").spec.graph
+    gp = unwrap(plan_graph(g, Options(verify="none", jobs=1)))
+    keys = twin_keys(g, gp)
+    ran, rep = run_graph(g, gp, kinds(), 3)
+    again, rep2 = run_graph(g, gp, kinds(), 3, twins=keys)
+    assert rep["replayed"] == 0
+    assert rep2["replayed"] == len(replayed) and rep2["verified"] is True
+    assert {op.name for op in g.ops if op.launch == "l1" and keys[op.name] in {
+        keys[o.name] for o in g.ops if o.launch == "l0"}} == replayed
+    for n, v in ran.items():
+        assert np.array_equal(v.view(np.uint8), again[n].view(np.uint8)), n
+    if name == "contraction_op":
+        assert keys["load_w1"] != keys["load_w0"]  # (moved: its own commands, run)
+        from tcplan.model.numeric import NP_DTYPES
+
+        def real(n: str) -> np.ndarray:  # (bf16 values as numbers, not their bits)
+            t = g.tensors[n].spec
+            return again[n].view(NP_DTYPES[t.get("dtype", "bf16")]).astype(np.float64)
+        # (x over N and K, each slice's row: a slice holds N / 4 of it, its N % 4 digit 0)
+        n = np.arange(1024)
+        want = np.einsum("nk,nk->n", real("x1")[n - n % 4], real("w1"))
+        assert np.allclose(again["y1"], want, rtol=1e-3, atol=1e-3)
+        assert not np.array_equal(again["y1"], again["y0"])

@@ -148,15 +148,30 @@ class Contraction(Kind):
         """The op's own graph (Fetches, the TRF's fill, the contraction, the Commit) run on
         the operands' values, each of its ops checked there (the contraction against
         numpy.einsum); the result placed into the graph's memory."""
+        return self._inner(problem, plan, mem, tensors, values, seed, False)
+
+    def replay(self, problem, plan, mem, tensors: dict, values: dict, seed: int
+               ) -> dict | None:
+        """Its own graph with every op replayed (the twin's ran each, checked), as values
+        only; None where one of them cannot replay."""
+        from tcplan.executor.graph import NeedsMemory
+        try:
+            return self._inner(problem, plan, mem, tensors, values, seed, True)
+        except NeedsMemory:
+            return None
+
+    def _inner(self, problem, plan, mem, tensors: dict, values: dict, seed: int,
+               replay: bool) -> dict:
         import numpy as np
 
         from tcplan.executor.graph import run_graph
-        from tcplan.executor.run import place
-        g, gp = plan.problem.spec.graph, plan.plan
-        inner, _ = run_graph(g, gp, kinds(), seed, {"source_dm": values["source"],
-                                                    "trf_dm": values["trf"]})
-        from tcplan.executor.run import carried_axes
+        from tcplan.executor.run import carried_axes, place
         from tcplan.model.numeric import NP_DTYPES
+        g, gp = plan.problem.spec.graph, plan.plan
+        names = {op.name: op.name for op in g.ops} if replay else None
+        inner, _ = run_graph(g, gp, kinds(), seed, {"source_dm": values["source"],
+                                                    "trf_dm": values["trf"]},
+                             twins=names, checked=set(names or ()), memory=not replay)
         dst = tensors["destination"]
         out = np.ascontiguousarray(inner["result_dm"], NP_DTYPES[dst.dtype])
         place(mem, dst, {a: problem.axes[a] for a in carried_axes(dst, problem.axes)}, out)

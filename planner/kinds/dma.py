@@ -143,6 +143,12 @@ class Dma(Kind):
         verify(mem, plan.destination, axes, held, moved)
         return {"destination": held}
 
+    def replay(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
+        from tcplan.executor.run import held_by, place
+        held = held_by(values["source"], plan.source, plan.destination, problem.axes)
+        place(mem, plan.destination, problem.axes, held)
+        return {"destination": held}
+
     def traced_tensors(self, problem) -> dict[str, Any]:
         """A planned DMA's tensors as its plan lays them out: the stream searched, and a
         free source or destination as chosen (the plan ``lower`` and ``verify`` use)."""

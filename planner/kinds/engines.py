@@ -236,6 +236,12 @@ class TensorUnitEngine(Kind):
         out, _ = run_engine(plan, values["source"], problem.axes, reference(plan))
         return {"destination": out}
 
+    def replay(self, problem, plan: eng.EnginePlan, mem, tensors: dict, values: dict,
+               seed: int) -> dict | None:
+        from tcplan.executor.engines import engine_values, reference
+        out = engine_values(plan, values["source"], problem.axes, reference(plan))
+        return None if out is None else {"destination": out}
+
 
 def solve_given(kind: Kind, problem: Problem, opts: Options) -> Solved:
     """An engine op's solve (nothing to choose): the op checked by its rules, then run on

@@ -4,6 +4,7 @@ free layouts chosen jointly (planner/graph_plan.py), run end to end on one set o
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -181,7 +182,7 @@ def solve_graph(problem, opts: Options) -> Solved:
     if opts.verify != "none":
         try:
             checked = run_graph(g, gp, kinds(), opts.seed, progress=opts.progress,
-                                keep=())[1]["checked"]
+                                keep=(), twins=twin_keys(g, gp))[1]["checked"]
             verified = True
         except TcplanError as err:
             verified, error = False, err
@@ -193,6 +194,16 @@ def solve_graph(problem, opts: Options) -> Solved:
                           "execute": 0.0, "verify": round(time.perf_counter() - t1, 3)},
                          round(plan_s, 3), error, paths=tuple(tu_paths(g, gp)))
     return Solved(record, gp, exit=EXIT_OK if verified is not False else EXIT_RULE)
+
+
+def twin_keys(g, gp) -> dict[str, str]:
+    """Op name -> the signature its plan was kept under (planner/op_cache.py) with the HBM
+    periods its plan was moved by: ops with one key have one plan, to the byte, so the run
+    checks the first and replays the others (executor/graph.py ``run_graph``).  A plan
+    moved to other addresses is other commands: each moved copy runs, checked."""
+    from ..op_cache import op_shifts, op_signature
+    return {op.name: op_signature(g, op, gp.layout)
+            + json.dumps(sorted(op_shifts(g, op).items())) for op in g.ops}
 
 
 def _reuse_lines(gp) -> list[str]:

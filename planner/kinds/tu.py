@@ -304,6 +304,15 @@ class TensorUnitMove(Kind):
         verify(mem, plan.memory, axes, held, moved)
         return {"destination": held}
 
+    def replay(self, problem, plan, mem, tensors: dict, values: dict, seed: int) -> dict:
+        from tcplan.executor.run import carried_axes, held_by, over_axes, place
+        axes = problem.axes
+        if plan.engine == "fetch":
+            return {"stream": held_by(values["source"], plan.memory, plan.stream, axes)}
+        held = over_axes(values["stream"], carried_axes(plan.stream, axes), axes)
+        place(mem, plan.memory, axes, held)
+        return {"destination": held}
+
 
 def _check_line(out: TuSolved) -> str:
     """What `tcplan solve` says of the check."""
