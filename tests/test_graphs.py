@@ -295,9 +295,9 @@ def test_a_run_that_does_not_move_fails_verification(monkeypatch):
     assert checked.verified is False and checked.error.code == "verify-mismatch"
 
 
-def test_a_clobbered_tensor_is_caught_at_the_end(monkeypatch):
-    """Two DM tensors at the same bytes (the overlap check switched off): each op checks
-    out as it runs, and the end-to-end read-back finds the input overwritten."""
+def test_a_clobbered_tensor_is_caught(monkeypatch):
+    """Two DM tensors at the same bytes (the loader's overlap check switched off): the run
+    refuses the op writing over the live input (docs/decisions.md item 130)."""
     from tcplan.planner import graph as graph_mod
     monkeypatch.setattr(graph_mod, "_disjoint", lambda g: None)
     text = KV.read_text().replace("address: 8192", "address: 0")
