@@ -240,8 +240,13 @@ def choose(g: Graph, table: dict[int, list[OpChoice]], objective: str | None = N
     :class:`TimedOut` when the time limit stops it first."""
     from ortools.sat.python import cp_model
     objective = objective or g.objective
-    m = cp_model.CpModel()
+    from .graph_ideal import ideal_choice
     from .graph_orders import candidates  # (of a lazy Orders, those the rows name)
+    ideal = ideal_choice(g, table, objective, time_limit, seed,
+                         lambda n: candidates(g, table, n))
+    if ideal is not None:  # (every op at its best: optimal, no model to weigh them)
+        return _found(g, table, *ideal, objective, True)
+    m = cp_model.CpModel()
     x = {n: {c: m.new_bool_var(f"{n}={c}") for c in candidates(g, table, n)}
          for n in g.free()}
     for n, lits in x.items():
@@ -290,9 +295,15 @@ def choose(g: Graph, table: dict[int, list[OpChoice]], objective: str | None = N
                         GraphConflict())
     layout = {n: next(c for c, lit in lits.items() if sv.value(lit)) for n, lits in x.items()}
     chosen = [next(r for lit, r in y[op.index] if sv.value(lit)) for op in g.ops]
+    return _found(g, table, layout, chosen, objective, st == cp_model.OPTIMAL)
+
+
+def _found(g: Graph, table: dict[int, list[OpChoice]], layout: dict[str, str],
+           chosen: list[OpChoice], objective: str, optimal: bool) -> JointChoice:
+    """The joint choice found (``optimal``: proven so, as far as the choice goes)."""
     per_op = {op.index: chosen[op.index].cost for op in g.ops}
     span_c, path = path_cycles(g, per_op)
-    proven = st == cp_model.OPTIMAL and all(r.proven for r in chosen)
+    proven = optimal and all(r.proven for r in chosen)
     return Found(GraphPlan(layout, chosen, objective, sum(per_op.values()), span_c, path,
                            "optimal" if proven else "feasible",
                            sum(len(r) for r in table.values()),
