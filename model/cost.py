@@ -24,6 +24,7 @@ One model, no per-example constants.  For every command of every engine:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -533,9 +534,10 @@ def _command_sides(plan, e, c, floor: bool, stamp0: float, got: _Sampled) -> dic
                 got.spread[chip] = got.spread.get(chip, 0.0) + least + rmw
             sides[k] = t
             continue
-        paddr = _packet_addr_at(outer, base, k, eb, idx)
-        req, partial = _requests(paddr, pbytes)
-        rpp = _per_packet_requests(paddr, pbytes)
+        low = base % REQUEST_BYTES
+        paddr, req, partial, rpp = _side_sample(tuple(map(tuple, outer)), low, k, eb, n,
+                                                pbytes)
+        paddr, req = paddr + (base - low), req + (base - low)
         n_req = rpp.mean() * n if rpp.size else 0.0
         t = n_req / REQUESTS_PER_CYCLE
         if plan.pcie:
@@ -543,7 +545,11 @@ def _command_sides(plan, e, c, floor: bool, stamp0: float, got: _Sampled) -> dic
         if tier == "dm":
             most, _ = _dmn_loads(paddr, pbytes, chip, got.dmn_load, scale)
             t = max(t, most / DMN_BYTES_PER_CYCLE)
-        if tier == "hbm":
+        if tier == "hbm" and floor:  # (order-free: the requests, a weight of 1 each)
+            if k == 2 and partial.any():  # read-modify-write: the block twice
+                req = np.concatenate([req, req[partial]])
+            got.hbm.setdefault(chip, []).append((req, None, None, np.ones(req.size)))
+        elif tier == "hbm":
             first = np.repeat(np.cumsum(np.r_[0, rpp[:-1]]), rpp)
             j = np.arange(req.size) - first
             stamp = stamp0 + np.repeat(idx, rpp) * (rpp.mean() if rpp.size else 1) + j
@@ -560,16 +566,37 @@ def _command_sides(plan, e, c, floor: bool, stamp0: float, got: _Sampled) -> dic
     return sides
 
 
+@functools.lru_cache(maxsize=256)
+def _side_sample(outer: tuple, low: int, k: int, eb: int, n: int, pbytes: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A command side's sampled packets from a base of ``low`` (below one 256-byte block):
+    their addresses, the blocks they touch, which of those are partly covered, and the
+    blocks per packet.  From any base of the same offset in its block they are the same,
+    moved by whole blocks (the engines of one plan, the plans of one search, share them);
+    read-only."""
+    idx, _ = _sample(n)
+    paddr = _packet_addr_at(outer, low, k, eb, idx)
+    req, partial = _requests(paddr, pbytes)
+    got = (paddr, req, partial, _per_packet_requests(paddr, pbytes))
+    for a in got:
+        a.flags.writeable = False
+    return got
+
+
 def _channels_estimate(plan, parts: list, floor: bool, got: _Sampled, rows: int
                        ) -> np.ndarray | None:
     """One chip's HBM channel times from its sampled requests (``rows``: the rows the
     transfer reaches); None when the sample sees too few requests per bank to show their
     row switches (the caller then runs the full model)."""
     req = np.concatenate([p[0] for p in parts])
-    stamp = np.concatenate([p[1] for p in parts])
-    blk = np.concatenate([p[2] for p in parts])
     w = np.concatenate([p[3] for p in parts])
     channel, bank, row = _decode(req)
+    if floor:  # whatever the order: no re-opens, each bank opens each of its rows once
+        # (every weight is 1 here, an exact command: the sums are the same in any order)
+        return channel_time(np.bincount(channel, weights=w, minlength=HBM_CHANNELS), 0.0,
+                            _bank_rows(channel, bank, row)[1])
+    stamp = np.concatenate([p[1] for p in parts])
+    blk = np.concatenate([p[2] for p in parts])
     order = np.lexsort((stamp, blk, bank, channel))
     ch, b, r, bl, ww = channel[order], bank[order], row[order], blk[order], w[order]
     same = np.r_[False, (ch[1:] == ch[:-1]) & (b[1:] == b[:-1]) & (bl[1:] == bl[:-1])]
@@ -579,8 +606,6 @@ def _channels_estimate(plan, parts: list, floor: bool, got: _Sampled, rows: int
     load = np.bincount(ch, weights=ww, minlength=HBM_CHANNELS)
     # the rows each bank must open whatever the order (exact where nothing is sampled)
     banks, most_rows = _bank_rows(ch, b, r)
-    if floor:  # whatever the order: no re-opens, each bank opens each of its rows once
-        return channel_time(load, 0.0, most_rows)
     if not got.sampled:  # every request is here, in issue order: the full model's reading
         return row_opens(channel, bank, row, stamp).times()
     switch = same & np.r_[False, r[1:] != r[:-1]]

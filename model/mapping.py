@@ -416,6 +416,7 @@ def clear_caches() -> None:
     """Forget every parsed mapping (benchmarks measure cold parsing with this)."""
     _syntax_info.cache_clear()
     _parse_cached.cache_clear()
+    _same_holding.cache_clear()
 
 
 def parse(text: str, axes: TMapping[str, int], what: str = "mapping") -> "Mapping":
@@ -964,18 +965,30 @@ def equivalent(a: Mapping, b: Mapping) -> bool:
 def held_indices(m: Mapping) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Every position's index (axis -> coordinate) and whether it holds one: live, and
     every coordinate inside its axis (``m![B # 64 / 32, B # 64 % 32]`` reaches ``B = 56``
-    at position 56, past an axis of 56: that position holds nothing, as in ``B # 64``)."""
-    coords, status = m.evaluate()
-    held = status == LIVE
-    for a, c in coords.items():
-        held &= c < m.axes[a]
-    return coords, held
+    at position 56, past an axis of 56: that position holds nothing, as in ``B # 64``).
+    The arrays are read-only: a mapping of at most :data:`HELD_MEMO_POSITIONS` positions
+    keeps them (``memo``), the engines' checks asking for the same mappings' over and over."""
+    got = m.memo.get("held")
+    if got is None:
+        coords, status = m.evaluate()
+        held = status == LIVE
+        for a, c in coords.items():
+            held &= c < m.axes[a]
+        for arr in (held, *coords.values()):
+            arr.flags.writeable = False
+        got = (coords, held)
+        if m.size <= HELD_MEMO_POSITIONS:
+            m.memo["held"] = got
+    coords, held = got  # type: ignore[misc]
+    return dict(coords), held
 
 
-def same_holding(a: Mapping, b: Mapping) -> bool:
-    """Do ``a`` and ``b`` hold the same index at every position, and nothing at the same
-    positions (whatever the kind of padding there)?  Coarser than :func:`equivalent`:
-    ``m![B # 64 / 32, B # 64 % 32]`` holds what ``m![B # 64]`` does."""
+#: the largest mapping whose held indices :func:`held_indices` keeps on the mapping
+HELD_MEMO_POSITIONS = 1 << 16
+
+
+@lru_cache(maxsize=65536)
+def _same_holding(a: Mapping, b: Mapping) -> bool:
     if a.size != b.size:
         return False
     (ca, ha), (cb, hb) = held_indices(a), held_indices(b)
@@ -984,6 +997,14 @@ def same_holding(a: Mapping, b: Mapping) -> bool:
     zero = np.zeros(a.size, np.int64)
     return all(np.array_equal(np.where(ha, ca.get(k, zero), 0), np.where(hb, cb.get(k, zero), 0))
                for k in set(ca) | set(cb))
+
+
+def same_holding(a: Mapping, b: Mapping) -> bool:
+    """Do ``a`` and ``b`` hold the same index at every position, and nothing at the same
+    positions (whatever the kind of padding there)?  Coarser than :func:`equivalent`:
+    ``m![B # 64 / 32, B # 64 % 32]`` holds what ``m![B # 64]`` does.  (Remembered: a
+    pure function of the two mappings' values.)"""
+    return _same_holding(a, b)
 
 # ---------------------------------------------------------------------------------------
 # Construction: mappings built as values, never as text to parse (issue 28)

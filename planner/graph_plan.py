@@ -31,6 +31,7 @@ import networkx as nx
 from tcplan.model import limits
 from tcplan.model.rules import TcplanError, fail
 
+from . import cpsat
 from .cpsat import solver
 from .graph import Graph, GraphOp
 from .outcome import Found, NoPlan, TimedOut
@@ -246,7 +247,7 @@ def choose(g: Graph, table: dict[int, list[OpChoice]], objective: str | None = N
                          lambda n: candidates(g, table, n))
     if ideal is not None:  # (every op at its best: optimal, no model to weigh them)
         return _found(g, table, *ideal, objective, True)
-    m = cp_model.CpModel()
+    m = cpsat.model()
     x = {n: {c: m.new_bool_var(f"{n}={c}") for c in candidates(g, table, n)}
          for n in g.free()}
     for n, lits in x.items():

@@ -38,6 +38,7 @@ from tcplan.model.rules import TcplanError, Violation, fail
 from tcplan.model.sequencer import _split_hint
 from tcplan.model.tiers import Tensor
 
+from . import cpsat
 from .outcome import Dominated, Found, NoPlan, Outcome, TimedOut
 
 
@@ -605,8 +606,7 @@ class _Searcher:
         keyed by the option's label, a bound of the problem and a rule instance that several
         options break by themselves, so the options' models share those keys (the search
         branches on the option; :func:`_joint_core` joins their cores)."""
-        from ortools.sat.python import cp_model
-        m = cp_model.CpModel()
+        m = cpsat.model()
         reqs: list[Requirement] = []
 
         def requirement(key: str, rule: str | None, v: Any, label: str = "") -> Any:

@@ -50,16 +50,32 @@ def _forked_plan(item: tuple[int, dict[str, str]]) -> tuple:
         return ("raise", e)
 
 
+#: the kinds whose plans are searches of their own (seconds, not milliseconds): handed
+#: out first, so that no worker is left with one while the others idle
+_SLOW_KINDS = {"contraction": 0, "dma": 1, "pcie": 1}
+
+
+def _slow_first(todo: list) -> list[int]:
+    """The order the pool hands ``todo`` out in: the slow kinds first (a stable sort)."""
+    return sorted(range(len(todo)), key=lambda k: _SLOW_KINDS.get(todo[k][0].kind, 2))
+
+
 def _on_pool(g, todo: list, opts, jobs: int, plan_op) -> list[tuple]:
+    """The plans one at a time on a forked pool, the slow kinds first (each plan is
+    deterministic: the order they are made in changes none), back in ``todo``'s order."""
     import multiprocessing
     _FORKED.update(graph=g, opts=_bare(opts), plan=plan_op)
+    order = _slow_first(todo)
     try:
         with multiprocessing.get_context("fork").Pool(min(jobs, len(todo))) as pool:
-            got = pool.map(_forked_plan, [(op.index, layout) for op, layout in todo],
-                           chunksize=max(1, len(todo) // (4 * jobs)))
+            got = pool.map(_forked_plan, [(todo[k][0].index, todo[k][1]) for k in order],
+                           chunksize=1)
     finally:
         _FORKED.clear()
-    return [_unwrap(r) for r in got]
+    out: list[tuple] = [()] * len(todo)
+    for k, r in zip(order, got):
+        out[k] = _unwrap(r)
+    return out
 
 
 def _unwrap(result: tuple) -> tuple:

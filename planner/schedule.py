@@ -34,6 +34,7 @@ import networkx as nx
 
 from tcplan.model import hardware as hw
 
+from . import cpsat
 from .cpsat import solver
 
 #: the contexts, in the order a schedule prints them (book: scheduling/schedule.md)
@@ -502,8 +503,9 @@ def _task_names(g, ops: list[int], base, s: Schedule) -> dict[str, str]:
 #: the work (CP-SAT's deterministic seconds) the second solve of :func:`_place` may spend
 #: pulling tasks early once the makespan is proven: the makespan does not change, and a
 #: deterministic bound gives the same starts on every machine (a launch of 46 tasks took
-#: its whole 10 s of wall time without it)
-EARLY_STARTS_WORK = 1.0
+#: its whole 10 s of wall time without it). 0.1: a decode layer's three launches take
+#: 0.47 s, not 2.0 s, their starts summing 0.02% later (docs/decisions.md item 137)
+EARLY_STARTS_WORK = 0.1
 
 
 def _place(tasks: Sequence[Task], hazards: Sequence[Hazard], cycles: Sequence[int],
@@ -514,7 +516,7 @@ def _place(tasks: Sequence[Task], hazards: Sequence[Hazard], cycles: Sequence[in
     from ortools.sat.python import cp_model
     horizon = sum(cycles)
     total = sum(b for b, t in zip(bank, tasks) if t.context != "dma")
-    m = cp_model.CpModel()
+    m = cpsat.model()
     v = add_schedule(m, tasks, hazards, cycles, bank, total, horizon)
     m.minimize(v.makespan)
     sv = solver(time_limit, seed)

@@ -283,40 +283,8 @@ class ContractionPlan:
 
     @cached_property
     def _trf_reads(self) -> tuple[np.ndarray, np.ndarray]:
-        axes = self.axes
-        taxes = [a for a in axes if a in set(self.trf.dims["lane"].used_axes)
-                 | set(self.trf.dims["element"].used_axes)]
-        lane, elem = self.trf.dims["lane"], self.trf.dims["element"]
-        jc, jh = held_indices(self.joint)
-        L, E = lane.size, elem.size
-        N = limits.product(axes[a] for a in taxes)
-        limits.check(N * L, limits.SIM_MAX_ELEMENTS, "the TRF operand's lanes over its axes",
-                     "elements", {f"lane {lane.text()}": L, **{a: axes[a] for a in taxes}})
-        lc, lh = held_indices(lane)
-        ec, eh = held_indices(elem)
-        key_t = np.zeros((L, E), np.int64)
-        stride = 1
-        key_j = np.zeros(jh.shape, np.int64)
-        for a in reversed(taxes):
-            key_t += (lc.get(a, np.zeros(L, np.int64))[:, None]
-                      + ec.get(a, np.zeros(E, np.int64))[None]) * stride
-            key_j += jc.get(a, np.zeros(jh.size, np.int64)) * stride
-            stride *= axes[a]
-        held_t = lh[:, None] & eh[None]
-        for a in taxes:
-            held_t &= (lc.get(a, np.zeros(L, np.int64))[:, None]
-                       + ec.get(a, np.zeros(E, np.int64))[None]) < axes[a]
-        # (a sorted index of the TRF's held (lane, index) keys, searched: no table of N)
-        lanes = np.broadcast_to(np.arange(L)[:, None], (L, E))
-        keys = (lanes * N + key_t)[held_t]
-        order = np.argsort(keys, kind="stable")
-        keys, elems = keys[order], (np.flatnonzero(held_t.reshape(-1)) % E)[order]
-        jl = np.arange(jh.size) // (jh.size // L)
-        want = jl * N + np.where(jh, key_j, 0)
-        at = np.minimum(np.searchsorted(keys, want), max(keys.size - 1, 0))
-        found = jh & (keys.size > 0) & (keys[at] == want) if keys.size else np.zeros_like(jh)
-        pos = np.where(found, elems[at] if keys.size else 0, -1)
-        return pos, ~jh | (pos >= 0)
+        return trf_reads_table(self.joint, self.trf.dims["lane"], self.trf.dims["element"],
+                               tuple(self.axes.items()))
 
     def summed_digits(self) -> set[tuple[str, int, int]]:
         """The digits ``(axis, lo, radix)`` the two reducers sum: the Packet Reducer's
@@ -430,3 +398,65 @@ class ContractionPlan:
             f"{e.outer_time.size:,} cycles of {hw.LANE_FOLD_BUS} lanes x "
             f"{hw.CONTRACT_PACKET_BYTES[-1] // hw.DTYPE_BYTES[self.src.dtype]} multipliers)"]
         return "\n".join(lines)
+
+
+#: the TRF reads of recent plans, by what they depend on (:func:`trf_reads_table`): the
+#: moves search lowers each candidate's contraction twice, as a candidate and as its graph's
+#: op; bounded by the bytes of the arrays kept
+_TRF_READS: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+_TRF_READS_MAX_BYTES = 64 << 20
+
+
+def trf_reads_table(joint: Mapping, lane: Mapping, elem: Mapping,
+                    axes: tuple[tuple[str, int], ...]) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`ContractionPlan.trf_positions` of a plan whose product is ``joint`` and whose
+    TRF holds ``lane`` x ``elem`` (read-only arrays, shared by every plan alike)."""
+    key = (joint, lane, elem, axes)
+    got = _TRF_READS.get(key)
+    if got is None:
+        got = _trf_reads(joint, lane, elem, dict(axes))
+        for a in got:
+            a.flags.writeable = False
+        while _TRF_READS and sum(x.nbytes + y.nbytes for x, y in _TRF_READS.values()) \
+                + got[0].nbytes + got[1].nbytes > _TRF_READS_MAX_BYTES:
+            del _TRF_READS[next(iter(_TRF_READS))]  # (the oldest first)
+        _TRF_READS[key] = got
+    return got
+
+
+def _trf_reads(joint: Mapping, lane: Mapping, elem: Mapping, axes: dict[str, int]
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The TRF reads computed: each held (lane, index) key of the TRF sorted, each
+    position of the product searched among them."""
+    taxes = [a for a in axes if a in set(lane.used_axes) | set(elem.used_axes)]
+    jc, jh = held_indices(joint)
+    L, E = lane.size, elem.size
+    N = limits.product(axes[a] for a in taxes)
+    limits.check(N * L, limits.SIM_MAX_ELEMENTS, "the TRF operand's lanes over its axes",
+                 "elements", {f"lane {lane.text()}": L, **{a: axes[a] for a in taxes}})
+    lc, lh = held_indices(lane)
+    ec, eh = held_indices(elem)
+    key_t = np.zeros((L, E), np.int64)
+    stride = 1
+    key_j = np.zeros(jh.shape, np.int64)
+    for a in reversed(taxes):
+        key_t += (lc.get(a, np.zeros(L, np.int64))[:, None]
+                  + ec.get(a, np.zeros(E, np.int64))[None]) * stride
+        key_j += jc.get(a, np.zeros(jh.size, np.int64)) * stride
+        stride *= axes[a]
+    held_t = lh[:, None] & eh[None]
+    for a in taxes:
+        held_t &= (lc.get(a, np.zeros(L, np.int64))[:, None]
+                   + ec.get(a, np.zeros(E, np.int64))[None]) < axes[a]
+    # (a sorted index of the TRF's held (lane, index) keys, searched: no table of N)
+    lanes = np.broadcast_to(np.arange(L)[:, None], (L, E))
+    keys = (lanes * N + key_t)[held_t]
+    order = np.argsort(keys, kind="stable")
+    keys, elems = keys[order], (np.flatnonzero(held_t.reshape(-1)) % E)[order]
+    jl = np.arange(jh.size) // (jh.size // L)
+    want = jl * N + np.where(jh, key_j, 0)
+    at = np.minimum(np.searchsorted(keys, want), max(keys.size - 1, 0))
+    found = jh & (keys.size > 0) & (keys[at] == want) if keys.size else np.zeros_like(jh)
+    pos = np.where(found, elems[at] if keys.size else 0, -1)
+    return pos, ~jh | (pos >= 0)
+
