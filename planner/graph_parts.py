@@ -22,15 +22,18 @@ import networkx as nx
 from .graph import Graph
 
 
-def parts(g: Graph) -> list[list[int]]:
-    """The op indexes of each part, each in the graph's order, parts by their first op."""
+def parts(g: Graph, cut: frozenset[str] = frozenset()) -> list[list[int]]:
+    """The op indexes of each part, each in the graph's order, parts by their first op;
+    ``cut``: free tensors that bind nothing here (a chain's boundaries, planner/
+    graph_chain.py: their candidates are chosen across the parts)."""
     if g.objective == "critical_path":
         return [list(g.order)]
     join: nx.Graph = nx.Graph()
     join.add_nodes_from(op.index for op in g.ops)
     first: dict[str, int] = {}
     for op in g.ops:
-        binds = [t for t in g.op_free(op) if len(g.tensors[t].candidates or []) > 1]
+        binds = [t for t in g.op_free(op) if len(g.tensors[t].candidates or []) > 1
+                 and t not in cut]
         if g.objective == "makespan":
             binds.append("launch " + op.launch)
         for key in binds:
@@ -102,8 +105,9 @@ def _moved(spec: dict, by: int) -> dict:
 def rename(ids_from: Graph, ids_to: Graph) -> dict[str, str]:
     """Tensor names of one part onto another of the same signature (by first appearance:
     the two parts' ops correspond by position in their orders)."""
-    return dict(zip(_appearance(ids_from), _appearance(ids_to)))
+    return dict(zip(appearance(ids_from), appearance(ids_to)))
 
 
-def _appearance(g: Graph) -> list[str]:
+def appearance(g: Graph) -> list[str]:
+    """The part's tensors in the order its ops first name them (the signature's names)."""
     return list(dict.fromkeys(t for i in g.order for t in g.ops[i].roles.values()))

@@ -411,6 +411,7 @@ def plan_graph(g: Graph, opts) -> JointChoice:
     """Evaluate every op's layout choices (each distinct plan once: planner/op_cache.py),
     then choose jointly, part by part (planner/graph_parts.py; what no layout changes, an
     input mistake or a limit, is raised by the evaluation)."""
+    from .graph_chain import chains
     from .graph_parts import parts
     from .schedule import schedule_by_launch, schedule_of
     t0 = time.perf_counter()
@@ -418,8 +419,13 @@ def plan_graph(g: Graph, opts) -> JointChoice:
     table = evaluate(g, opts)
     t1 = time.perf_counter()
     pieces = parts(g) if not opts.flat else [list(g.order)]
-    out = choose(g, table, None, opts.time_limit, opts.seed) if len(pieces) == 1 else \
-        choose_parts(g, table, pieces, opts)
+    chained = None if opts.flat else chains(g)
+    if chained is not None:
+        out = choose_chains(g, table, chained, opts)
+        pieces = [p for path, _ in chained for p in path]
+    else:
+        out = choose(g, table, None, opts.time_limit, opts.seed) if len(pieces) == 1 else \
+            choose_parts(g, table, pieces, opts)
     if isinstance(out, Found):
         t2 = time.perf_counter()
         out.record.schedule = (schedule_of if opts.flat else schedule_by_launch)(
@@ -446,30 +452,79 @@ def with_op_plans(opts):
         disk=DiskCache.default(f"seed {opts.seed}")))
 
 
+def choose_chains(g: Graph, table: dict[int, list[OpChoice]], chained: list, opts
+                  ) -> JointChoice:
+    """The joint choice of pieces chained through boundary tensors (planner/graph_chain.py):
+    each path's boundary candidates by dynamic programming over the pieces' own choices,
+    then each piece's choice under them; where no choice plans a path, the flat choice (its
+    conflict says why)."""
+    from .graph_chain import best_path, piece_value
+    from .graph_orders import candidates
+    from .schedule import schedule_by_launch
+    solved: dict[tuple, tuple[Graph, GraphPlan]] = {}
+    values: dict[tuple, tuple[int, ...]] = {}
+
+    def value(piece: list[int], fixed: dict[str, str]) -> tuple[int, ...] | None:
+        got = solve_part(g, table, piece, fixed, opts, solved)
+        if not isinstance(got, tuple):
+            return None
+        base, record, key, _ = got
+        if key not in values:
+            values[key] = piece_value(base, record, g.objective, lambda s, r: schedule_by_launch(
+                s, r, opts.time_limit, opts.seed))
+        return values[key]
+    pieces, fixed = [], []
+    for path, links in chained:
+        best = best_path(path, links, lambda t: candidates(g, table, t), value)
+        if best is None:
+            return choose(g, table, None, opts.time_limit, opts.seed)
+        pieces += path
+        fixed += best[1]
+    return choose_parts(g, table, pieces, opts, fixed, solved)
+
+
+def solve_part(g: Graph, table: dict[int, list[OpChoice]], ops: list[int],
+               fixed: dict[str, str], opts, solved: dict
+               ) -> tuple[Graph, GraphPlan, tuple, Graph] | JointChoice:
+    """A part's joint choice (``fixed``: its boundary tensors' candidates), as (the part it
+    was solved as, its plan, the key it was solved under, the part itself), each part of
+    one signature and one boundary choice solved once (``solved``)."""
+    from .graph_parts import appearance, part_signature, restrict
+    sub = restrict(g, ops)
+    at = {t: k for k, t in enumerate(appearance(sub))}
+    key = (part_signature(sub), tuple(sorted((at[t], c) for t, c in fixed.items())))
+    if key not in solved:
+        rows = {k: [r for r in table[i] if all(r.layout.get(t, c) == c
+                                              for t, c in fixed.items())]
+                for k, i in enumerate(ops)}
+        out = choose(sub, rows, None, opts.time_limit, opts.seed)
+        if not isinstance(out, Found):
+            return out
+        solved[key] = (sub, out.record)
+    return (*solved[key], key, sub)
+
+
 def choose_parts(g: Graph, table: dict[int, list[OpChoice]], pieces: list[list[int]],
-                 opts) -> JointChoice:
-    """The joint choice of each part on its own (its optimum is the graph's there), each
-    distinct part solved once and mapped onto the parts of its signature."""
-    from .graph_parts import part_signature, rename, restrict
-    solved: dict[str, tuple[Graph, GraphPlan]] = {}
+                 opts, fixed: list[dict[str, str]] | None = None, solved: dict | None = None
+                 ) -> JointChoice:
+    """The joint choice of each part on its own (its optimum is the graph's there; ``fixed``:
+    each part's boundary choice, planner/graph_chain.py), each distinct part solved once
+    and mapped onto the parts of its signature."""
+    from .graph_parts import rename
+    solved = {} if solved is None else solved
     layout: dict[str, str] = {}
     chosen: dict[int, OpChoice] = {}
     proven = True
-    for ops in pieces:
-        sub = restrict(g, ops)
-        sig = part_signature(sub)
-        if sig not in solved:
-            out = choose(sub, {k: table[i] for k, i in enumerate(ops)}, None,
-                         opts.time_limit, opts.seed)
-            if not isinstance(out, Found):
-                return out
-            solved[sig] = (sub, out.record)
-        base, record = solved[sig]
+    for k, ops in enumerate(pieces):
+        got = solve_part(g, table, ops, fixed[k] if fixed else {}, opts, solved)
+        if not isinstance(got, tuple):
+            return got
+        base, record, _, sub = got
         names = rename(base, sub)
         layout.update({names[n]: c for n, c in record.layout.items()})
-        for k, row in enumerate(record.ops):
+        for j, row in enumerate(record.ops):
             want = {names[n]: c for n, c in row.layout.items()}
-            chosen[ops[k]] = next(r for r in table[ops[k]] if r.layout == want)
+            chosen[ops[j]] = next(r for r in table[ops[j]] if r.layout == want)
         proven = proven and record.status == "optimal"
     per_op = {op.index: chosen[op.index].cost for op in g.ops}
     span, path = path_cycles(g, per_op)

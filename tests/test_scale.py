@@ -300,3 +300,62 @@ def test_a_free_tensor_no_op_touches_keeps_its_first_candidate():
         "given: true}\nops:\n")
     gp = unwrap(plan_graph(tcplan.loads(text, "spare.yaml").spec.graph, _opts()))
     assert gp.parts == 2 and gp.layout["spare"] == "m![S, D]"
+
+
+# ---- layers chained through a boundary tensor ---------------------------------------------
+
+def _chained(n: int) -> str:
+    """``n`` launches, launch k loading h{k-1} (HBM; h0 given head-major) into DM (its
+    Element's order free) and storing it back as h{k} (HBM, Element free): each h between
+    two launches is a boundary whose layout the store before and the load after both pay
+    for."""
+    tensors = ["  h0: {tier: hbm, address: 0, element: 'm![D, S]', given: true}"]
+    ops = []
+    for k in range(1, n + 1):
+        tensors += [f"  x{k}: {{tier: dm, slice: 'm![S / 4]', element: "
+                    f"{{digits: ['S % 4', 'D']}}, axes: [D], address: 0}}",
+                    f"  h{k}: {{tier: hbm, address: {k << 20}, element: free, axes: [S, D]}}"]
+        ops += [f"  - {{name: load{k}, kind: dma, source: h{k - 1}, destination: x{k}, "
+                f"launch: l{k}, {STREAM}}}",
+                f"  - {{name: store{k}, kind: dma, source: x{k}, destination: h{k}, "
+                f"launch: l{k}, {STREAM}}}"]
+    return HEAD + "tensors:\n" + "\n".join(tensors) + "\nops:\n" + "\n".join(ops) + "\n"
+
+
+def test_a_chain_of_launches_is_solved_piece_by_piece_as_the_flat_model_does():
+    """Three launches chained through two free HBM tensors: the dynamic program over the
+    boundaries' candidates (planner/graph_chain.py) gives the flat joint choice's makespan
+    and sum (the independent check: one model over the whole graph), each launch solved
+    once per choice of its boundaries."""
+    from tcplan.planner.graph_chain import boundaries, chains
+    g = tcplan.loads(_chained(3), "chained.yaml").spec.graph
+    assert boundaries(g) == {"h1", "h2"}
+    paths = chains(g)
+    assert paths is not None and len(paths) == 1
+    pieces, links = paths[0]
+    assert len(pieces) == 3 and links == ["h1", "h2"]
+    gp = unwrap(plan_graph(g, with_op_plans(_opts())))
+    flat = unwrap(plan_graph(g, with_op_plans(_opts(flat=True))))
+    assert gp.status == flat.status == "optimal"
+    assert (gp.cycles, gp.sum_cycles) == (flat.cycles, flat.sum_cycles)
+    assert gp.parts == 3
+    # (no layout is every op's best: h0 is head-major, so the first load cannot take its
+    # best; turning to sequence-major at the first store pays 16,884 once, less than
+    # staying head-major costs the later DMAs: the boundaries' choice is not local)
+    assert gp.sum_cycles < 6 * 4596 and gp.layout["h1"] == "m![S, D]"
+    # (the boundaries' chosen layouts are each the one both of its DMAs were planned under)
+    for op, row in zip(g.ops, gp.ops):
+        for t, c in row.layout.items():
+            assert gp.layout[t] == c, (op.name, t)
+
+
+def test_a_boundary_read_by_two_later_launches_leaves_one_part():
+    """h1 read by launches 2 and 3: not a path (three pieces meet at h1), so the launches
+    it binds stay one part, solved flat, to the same optimum."""
+    from tcplan.planner.graph_chain import chains
+    text = _chained(3).replace("source: h2, destination: x3", "source: h1, destination: x3")
+    g = tcplan.loads(text, "fan.yaml").spec.graph
+    assert chains(g) is None
+    gp = unwrap(plan_graph(g, with_op_plans(_opts())))
+    flat = unwrap(plan_graph(g, with_op_plans(_opts(flat=True))))
+    assert (gp.cycles, gp.sum_cycles) == (flat.cycles, flat.sum_cycles)
