@@ -103,12 +103,13 @@ def _decode(addr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(channel 0..31 including the stack bit, bank id, row) of HBM byte addresses."""
     def bit(i: int) -> np.ndarray:
         return (addr >> i) & 1
+    # (every channel bit at once: bit b of the XOR of the address shifted by each offset)
+    xor = np.zeros_like(addr)
+    for off in hw.HBM_CHANNEL_XOR_OFFSETS:
+        xor ^= addr >> off
     ch = np.zeros_like(addr)
     for i, b in enumerate(hw.HBM_CHANNEL_BITS):
-        v = np.zeros_like(addr)
-        for off in hw.HBM_CHANNEL_XOR_OFFSETS:
-            v ^= bit(b + off)
-        ch |= v << i
+        ch |= ((xor >> b) & 1) << i
     channel = bit(hw.HBM_STACK_BIT) * 16 + ch
     bank = (bit(hw.HBM_BANK_BITS[0]) | bit(hw.HBM_BANK_BITS[1]) << 1
             | bit(hw.HBM_BANK_GROUP_BITS[0]) << 2 | bit(hw.HBM_BANK_GROUP_BITS[1]) << 3
@@ -650,14 +651,25 @@ def _rows(outer, base: int, k: int, eb: int, pbytes: int) -> set[int]:
     return out
 
 
+#: the most rows a transfer's span may have for :func:`_bank_rows` to mark them in a table
+BANK_ROWS_DENSE = 256
+
+
 def _bank_rows(channel: np.ndarray, bank: np.ndarray, row: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
     """Per channel: how many of its banks the requests reach, and the most distinct rows
     one of them is asked for (each is opened at least once, whatever the order)."""
     bank_of = channel * HBM_BANKS + bank
-    span = int(row.max()) + 1 if row.size else 1
-    per_bank = np.bincount(np.unique(bank_of * span + row) // span,
-                           minlength=HBM_CHANNELS * HBM_BANKS).reshape(HBM_CHANNELS, HBM_BANKS)
+    lo = int(row.min()) if row.size else 0
+    span = int(row.max()) - lo + 1 if row.size else 1
+    if span <= BANK_ROWS_DENSE:  # (a table of every bank's rows in the span: no sort)
+        seen = np.zeros((HBM_CHANNELS * HBM_BANKS, span), bool)
+        seen[bank_of, row - lo] = True
+        per_bank = seen.sum(axis=1).reshape(HBM_CHANNELS, HBM_BANKS)
+    else:
+        per_bank = np.bincount(np.unique(bank_of * span + row - lo) // span,
+                               minlength=HBM_CHANNELS * HBM_BANKS
+                               ).reshape(HBM_CHANNELS, HBM_BANKS)
     return (per_bank > 0).sum(axis=1).astype(float), per_bank.max(axis=1).astype(float)
 
 
