@@ -18,7 +18,7 @@ import numpy as np
 from tcplan.model.tiers import VALUE_TIERS
 
 from .memory import Memories
-from .run import as_dtype, extents, place, tensor_bits, verify
+from .run import as_dtype, clear_bottom, extents, place, tensor_bits, verify
 
 
 def lifetimes(g) -> dict[str, tuple[int, int]]:
@@ -183,6 +183,8 @@ def _run(g, gp, kinds: dict, seed: int, inputs: dict[str, np.ndarray], progress,
             t = tensors[n]
             if n in values and t.tier not in VALUE_TIERS and mem is not None:
                 checked += verify(mem, t, g.axes_of([n]), values[n])["checked"]
+            if t.tier not in VALUE_TIERS and mem is not None:
+                clear_bottom(mem, t, g.axes_of([n]))
             if keep is not None and n not in keep:
                 values.pop(n, None)
             if n in spans and n in live.get(spans[n][0], ()):

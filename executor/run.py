@@ -343,6 +343,21 @@ def place(mem: Memories | None, t: Tensor, axes: dict[str, int], T: np.ndarray |
         mem.space(t.tier, chip).forbid(np.concatenate(parts))
 
 
+def clear_bottom(mem: Memories, t: Tensor, axes: dict[str, int]) -> None:
+    """A dead tensor's Bottom-padding bytes no longer forbidden: a tensor of a later launch
+    may own them (docs/decisions.md item 130)."""
+    if not any("#{!}" in m.text() for m in t.dims.values()):
+        return
+    eb = t.elem_bytes
+    for chip, addr, _, status in positions(t, axes):
+        b = status == BOTTOM
+        if b.any():
+            space = mem.space(t.tier, chip)
+            if space.bottom is not None:
+                phys = space.physical(addr[b])
+                space.bottom[(phys[:, None] + np.arange(eb)).ravel()] = 0
+
+
 def execute(mem: Memories, plan, progress: Callable | None = None) -> int:
     """Run every command of a DmaPlan; returns the number of elements moved.  ``progress``
     (planner/progress.py) hears ``("execute", commands run, commands)``."""

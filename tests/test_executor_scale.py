@@ -237,3 +237,29 @@ def test_a_twin_is_replayed_and_makes_what_running_it_makes(name, replayed):
         want = np.einsum("nk,nk->n", real("x1")[n - n % 4], real("w1"))
         assert np.allclose(again["y1"], want, rtol=1e-3, atol=1e-3)
         assert not np.array_equal(again["y1"], again["y0"])
+
+
+def test_a_dead_tensors_bottom_padding_is_no_longer_forbidden():
+    """A tensor's Bottom padding (#{!}) is forbidden while it lives; when its life ends the
+    bytes are free for a tensor of a later launch: writing them is refused before
+    ``clear_bottom`` and allowed after, the other bytes' marks untouched."""
+    from tcplan.executor.run import clear_bottom
+    p = tcplan.loads("""
+kind: dma
+axes: {A: 4, B: 6}
+source: {tier: hbm, element: 'm![A, B #{!} 8]'}
+destination: {tier: hbm, address: 4096, element: 'm![A, B]'}
+stream: {time: 'm![A]', packet: 'm![B]'}
+""", "bottom.yaml")
+    t = p.tensors["source"]
+    axes = dict(p.axes)
+    mem = Memories(extents([t]))
+    place(mem, t, axes, tensor_bits(axes, t.dtype, 0))
+    space = mem.space("hbm", 0)
+    pad = np.array([6], np.int64)  # (row 0's first padding element: B = 6 of 8)
+    with pytest.raises(TcplanError) as ei:
+        space.write(pad * t.elem_bytes, np.zeros((1, t.elem_bytes), np.uint8))
+    assert "Bottom padding" in ei.value.message
+    clear_bottom(mem, t, axes)
+    space.write(pad * t.elem_bytes, np.zeros((1, t.elem_bytes), np.uint8))
+    assert int(space.bottom.sum()) == 0  # (every mark was the dead tensor's)
