@@ -34,8 +34,8 @@ _INDEX_BYTES = [0]
 
 
 def stream_index(t: Tensor, axes: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`compute_stream_index`, remembered for the last few streams (the arrays are
-    read-only: callers share them)."""
+    """:func:`compute_stream_index`, remembered (the least recently used dropped past
+    ``STREAM_INDEX_CACHE_BYTES``; the arrays are read-only: callers share them)."""
     key = _index_key(t, axes)
     hit = _INDEX_CACHE.get(key)
     if hit is not None:
@@ -83,7 +83,8 @@ def gather(t: Tensor, axes: dict[str, int]) -> Gather:
         return hit
     lin, held = _INDEX_CACHE.get(key) or compute_stream_index(t, axes)
     pos = np.flatnonzero(held)
-    small = np.int32 if max(lin.size, 1) < 2 ** 31 else np.int64
+    top = max(lin.size, int(lin.max(initial=0)) + 1)  # (positions, and indexes into T)
+    small = np.int32 if top < 2 ** 31 else np.int64
     g = Gather(lin.shape, pos.astype(small), lin.reshape(-1)[pos].astype(small),
                np.asarray(held.reshape(lin.shape[0], -1).any(axis=1)))
     for x in (g.pos, g.src, g.rows):

@@ -82,7 +82,7 @@ def run_graph(g, gp, kinds: dict, seed: int = 0,
     (None: every one); the others' are dropped after their last use, once checked.
     ``legacy``: the run before issue 32 (every given tensor placed first, every tensor
     checked at the end, one view per unit), kept as the baseline.  ``twins``: op name ->
-    its plan's key (ops with one key have one plan, moved by whole HBM decode periods);
+    its plan's key (ops with one key have one plan, at the same addresses);
     an op whose key is in ``checked`` (the keys of ops run and checked so far, this run's
     added) is replayed (``Kind.replay``: its values written where its plan puts them,
     its commands not run again), where its kind can.  ``memory``: False for a run of
@@ -195,7 +195,7 @@ def _run(g, gp, kinds: dict, seed: int, inputs: dict[str, np.ndarray], progress,
                     "replayed": twins.replayed,
                     "method": "ran every op in topological order on one set of simulated "
                               "memories, each checked as it ran (an op whose twin, the "
-                              "same plan moved by whole HBM periods, ran and was checked "
+                              "same plan at the same addresses, ran and was checked "
                               "before: its values written where its plan puts them), and "
                               "every tensor read back against what it must hold (holding "
                               "rule) after its last use; no op wrote over a live tensor's "

@@ -262,10 +262,10 @@ class Kind:
 
     def replay(self, problem, plan, mem, tensors: dict, values: dict, seed: int
                ) -> dict | None:
-        """:meth:`execute` for an op whose twin (the same plan, moved by whole HBM decode
-        periods) already ran and was checked in this graph's run: the values the op's
-        engines make of ``values`` (a move's: what its destination must hold; arithmetic's:
-        the engines' own sums), written where the op's plan puts them, without running its
+        """:meth:`execute` for an op whose twin (the same plan at the same addresses)
+        already ran and was checked in this graph's run: the values the op's engines make
+        of ``values`` (a move's: what its destination must hold; arithmetic's: the
+        engines' own sums), written where the op's plan puts them, without running its
         commands or checking them again.  None: the kind runs :meth:`execute` instead."""
         return None
 
