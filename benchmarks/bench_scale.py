@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,12 +53,17 @@ def _solve(path: Path, flags: list[str], limit: float | None, cache: str,
     cmd = [sys.executable, "-c", code, *TCPLAN, "solve", str(path), "--json", "--verify",
            verify, *flags]
     t0 = time.perf_counter()
+    # (a session of its own: a stopped case's solve, a grandchild, is stopped with it, not
+    # left running beside the next case)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "TCPLAN_CACHE": cache}, start_new_session=True)
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit,
-                           env={**os.environ, "TCPLAN_CACHE": cache})
+        out, _ = p.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
         return {"stopped": True, "wall": time.perf_counter() - t0}
-    got = json.loads(r.stdout)
+    got = json.loads(out)
     try:
         record = json.loads(got["out"])
     except json.JSONDecodeError:
