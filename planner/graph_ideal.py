@@ -9,7 +9,7 @@ that assignment is optimal: the sum, the critical path and the schedule's makesp
 grow when an op's cycles or bank accesses shrink (a schedule that fits longer or hungrier
 tasks fits shorter and leaner ones), so no other assignment does better. Finding it is a
 satisfiability question (one row per op, its layouts agreeing), far smaller than the
-scheduling model: a decode layer's choice drops from seconds to milliseconds. Where no such
+scheduling model: a decode layer's choice drops from 2.2 s to 0.3 s. Where no such
 assignment exists, the full model chooses.
 """
 
