@@ -12,12 +12,12 @@ engine's two accounts of itself checked against each other.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
+from tcplan.model.bytes_cache import BytesLRU, read_only
 from tcplan.model.engines import SPATIAL, EnginePlan, same_units
 from tcplan.model.limits import STREAM_INDEX_CACHE_BYTES
 from tcplan.model.mapping import LIVE
@@ -29,27 +29,18 @@ from .run import axis_strides, carried_axes, constant_along, over_axes, value_te
 #: the streams' indices used last (a graph's op reads the stream the op before it made,
 #: with the same mappings; every layer of a model, its layer's), the least recently used
 #: dropped past ``STREAM_INDEX_CACHE_BYTES``: key -> (lin, held), both read-only
-_INDEX_CACHE: "OrderedDict[tuple, tuple[np.ndarray, np.ndarray]]" = OrderedDict()
-_INDEX_BYTES = [0]
+_INDEX_CACHE: BytesLRU[tuple[np.ndarray, np.ndarray]] = BytesLRU(
+    STREAM_INDEX_CACHE_BYTES, lambda v: v[0].nbytes + v[1].nbytes)
 
 
 def stream_index(t: Tensor, axes: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
     """:func:`compute_stream_index`, remembered (the least recently used dropped past
     ``STREAM_INDEX_CACHE_BYTES``; the arrays are read-only: callers share them)."""
-    key = _index_key(t, axes)
-    hit = _INDEX_CACHE.get(key)
-    if hit is not None:
-        _INDEX_CACHE.move_to_end(key)
-        return hit
-    lin, held = compute_stream_index(t, axes)
-    lin.setflags(write=False)
-    held.setflags(write=False)
-    _INDEX_CACHE[key] = (lin, held)
-    _INDEX_BYTES[0] += lin.nbytes + held.nbytes
-    while _INDEX_BYTES[0] > STREAM_INDEX_CACHE_BYTES and len(_INDEX_CACHE) > 1:
-        _, (a, b) = _INDEX_CACHE.popitem(last=False)
-        _INDEX_BYTES[0] -= a.nbytes + b.nbytes
-    return lin, held
+    def make() -> tuple[np.ndarray, np.ndarray]:
+        lin, held = compute_stream_index(t, axes)
+        read_only(lin, held)
+        return lin, held
+    return _INDEX_CACHE.get(_index_key(t, axes), make)
 
 
 @dataclass(frozen=True)
@@ -69,31 +60,24 @@ class Gather:
         return self.pos.nbytes + self.src.nbytes + self.rows.nbytes
 
 
-_GATHER_CACHE: "OrderedDict[tuple, Gather]" = OrderedDict()
-_GATHER_BYTES = [0]
+_GATHER_CACHE: BytesLRU[Gather] = BytesLRU(STREAM_INDEX_CACHE_BYTES, lambda g: g.nbytes)
 
 
 def gather(t: Tensor, axes: dict[str, int]) -> Gather:
     """The stream's :class:`Gather`, remembered (least recently used dropped past
     ``STREAM_INDEX_CACHE_BYTES``): every layer of a model lays its weights out alike."""
     key = _index_key(t, axes)
-    hit = _GATHER_CACHE.get(key)
-    if hit is not None:
-        _GATHER_CACHE.move_to_end(key)
-        return hit
-    lin, held = _INDEX_CACHE.get(key) or compute_stream_index(t, axes)
-    pos = np.flatnonzero(held)
-    top = max(lin.size, int(lin.max(initial=0)) + 1)  # (positions, and indexes into T)
-    small = np.int32 if top < 2 ** 31 else np.int64
-    g = Gather(lin.shape, pos.astype(small), lin.reshape(-1)[pos].astype(small),
-               np.asarray(held.reshape(lin.shape[0], -1).any(axis=1)))
-    for x in (g.pos, g.src, g.rows):
-        x.setflags(write=False)
-    _GATHER_CACHE[key] = g
-    _GATHER_BYTES[0] += g.nbytes
-    while _GATHER_BYTES[0] > STREAM_INDEX_CACHE_BYTES and len(_GATHER_CACHE) > 1:
-        _GATHER_BYTES[0] -= _GATHER_CACHE.popitem(last=False)[1].nbytes
-    return g
+
+    def make() -> Gather:
+        lin, held = _INDEX_CACHE.peek(key) or compute_stream_index(t, axes)
+        pos = np.flatnonzero(held)
+        top = max(lin.size, int(lin.max(initial=0)) + 1)  # (positions, and indexes into T)
+        small = np.int32 if top < 2 ** 31 else np.int64
+        g = Gather(lin.shape, pos.astype(small), lin.reshape(-1)[pos].astype(small),
+                   np.asarray(held.reshape(lin.shape[0], -1).any(axis=1)))
+        read_only(g.pos, g.src, g.rows)
+        return g
+    return _GATHER_CACHE.get(key, make)
 
 
 def _index_key(t: Tensor, axes: dict[str, int]) -> tuple:

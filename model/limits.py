@@ -92,6 +92,9 @@ OP_CACHE_MAX_BYTES = 1 << 28
 #: Bytes of stream indices the executor keeps between ops (executor/engines.py
 #: ``stream_index``): every layer of a model reads its streams with the same mappings.
 STREAM_INDEX_CACHE_BYTES = 1 << 28
+#: Bytes of contractions' TRF reads the model keeps (model/engines/contraction.py
+#: ``trf_reads_table``): a moves search lowers each candidate twice.
+TRF_READS_CACHE_BYTES = 64 << 20
 #: Value combinations of one axis the broadcast check lists exactly (model/broadcast.py);
 #: above it, a source that holds an axis in part is compared by digit ranges.
 BROADCAST_EXACT_VALUES = 1 << 22

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .cpsat import solver
+from .cpsat import model, solver
 
 
 def ideal_rows(g, table: dict[int, list], objective: str) -> dict[int, list] | None:
@@ -60,7 +60,7 @@ def ideal_choice(g, table: dict[int, list], objective: str, time_limit: float, s
     best = ideal_rows(g, table, objective)
     if best is None:
         return None
-    m = cp_model.CpModel()
+    m = model()
     x = {n: {c: m.new_bool_var(f"{n}={c}") for c in candidates(n)} for n in g.free()}
     for lits in x.values():
         m.add_exactly_one(lits.values())

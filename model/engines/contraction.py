@@ -31,6 +31,7 @@ import numpy as np
 
 from tcplan.model import hardware as hw
 from tcplan.model import limits
+from tcplan.model.bytes_cache import BytesLRU, read_only
 from tcplan.model.lane import LaneFold, fold
 from tcplan.model.mapping import Mapping, held_indices, join, same_holding, split_inner
 from tcplan.model.rules import TcplanError, Violation, fail
@@ -402,26 +403,20 @@ class ContractionPlan:
 
 #: the TRF reads of recent plans, by what they depend on (:func:`trf_reads_table`): the
 #: moves search lowers each candidate's contraction twice, as a candidate and as its graph's
-#: op; bounded by the bytes of the arrays kept
-_TRF_READS: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-_TRF_READS_MAX_BYTES = 64 << 20
+#: op; bounded by the bytes of the arrays kept (``limits.TRF_READS_CACHE_BYTES``)
+_TRF_READS: BytesLRU[tuple[np.ndarray, np.ndarray]] = BytesLRU(
+    limits.TRF_READS_CACHE_BYTES, lambda v: v[0].nbytes + v[1].nbytes)
 
 
 def trf_reads_table(joint: Mapping, lane: Mapping, elem: Mapping,
                     axes: tuple[tuple[str, int], ...]) -> tuple[np.ndarray, np.ndarray]:
     """:meth:`ContractionPlan.trf_positions` of a plan whose product is ``joint`` and whose
     TRF holds ``lane`` x ``elem`` (read-only arrays, shared by every plan alike)."""
-    key = (joint, lane, elem, axes)
-    got = _TRF_READS.get(key)
-    if got is None:
+    def make() -> tuple[np.ndarray, np.ndarray]:
         got = _trf_reads(joint, lane, elem, dict(axes))
-        for a in got:
-            a.flags.writeable = False
-        while _TRF_READS and sum(x.nbytes + y.nbytes for x, y in _TRF_READS.values()) \
-                + got[0].nbytes + got[1].nbytes > _TRF_READS_MAX_BYTES:
-            del _TRF_READS[next(iter(_TRF_READS))]  # (the oldest first)
-        _TRF_READS[key] = got
-    return got
+        read_only(*got)
+        return got
+    return _TRF_READS.get((joint, lane, elem, axes), make)
 
 
 def _trf_reads(joint: Mapping, lane: Mapping, elem: Mapping, axes: dict[str, int]
