@@ -19,8 +19,9 @@ from tcplan.model.tiers import Tensor
 
 from .dma_spec import DmaSpec
 from .layout import (BOUND_FOOTPRINT, ORDER_RULES, Candidate, Option, Piece, Search,
-                     SearchRequest, _stream, candidate_pieces, pieces_of, search)
+                     SearchRequest, _stream, candidate_pieces, pieces_of, search, staged)
 from .outcome import Found, NoPlan, Outcome
+from .registry import Staged
 from .problem import Problem
 from .sources import search_sources
 
@@ -108,11 +109,33 @@ def plan_free(problem: Problem[DmaSpec], time_limit: float = 10.0, seed: int = 0
         raise limits.size_error(fs.count(), limits.SOURCE_MAX_ORDERS,
                                 "the enumeration of a free source", "orders",
                                 {d.label: d.size for d in fs.digits}, "the baseline search")
-    sources = list(fs) if fs is not None else [("", t["source"])]
+    return search(_with_options(request, choices, fs))
+
+
+def _with_options(request: SearchRequest, choices: "Choices", fs) -> SearchRequest:
+    """The request with its options: every engine split of every source order."""
+    sources = list(fs) if fs is not None else [("", request.source)]
     options = [o for stext, src in sources for o in choices.for_source(src, stext)]
     if not options:  # pragma: no cover - the given split always parses
         raise fail("plan-no-layout", (), pieces="of the stream", rules="no engine split")
-    return search(dataclasses.replace(request, options=tuple(options)))
+    return dataclasses.replace(request, options=tuple(options))
+
+
+def staged_free(problem: Problem[DmaSpec], time_limit: float, seed: int, workers: int,
+                rules_first: bool) -> Staged[Outcome[Search]] | None:
+    """:func:`plan_free` in two steps (issue 32, item 2): the floor of every plan from the
+    options' static checks, then the search, the checks not repeated; None for a free
+    source (its outer model has no one floor before it searches)."""
+    t, spec = problem.tensors, problem.spec
+    if spec.free_source is not None:
+        return None
+    choices = Choices(problem, frozenset(), spec.bounds.packet_max_bytes)
+    req = _with_options(SearchRequest(
+        t["source"], t["destination"], t["stream"], problem.chips,
+        spec.bounds.packet_max_bytes, spec.bounds.align_bytes, time_limit, workers, seed,
+        frozenset(), choices.pcie, rules_first=rules_first), choices, None)
+    searcher = staged(req)
+    return Staged(searcher.floor, searcher.run)
 
 
 def _given_stream(chips: int, pcie: bool):

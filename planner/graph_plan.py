@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import networkx as nx
 
@@ -34,6 +34,7 @@ from tcplan.model.rules import TcplanError, fail
 from . import cpsat
 from .cpsat import solver
 from .graph import Graph, GraphOp
+from .graph_bound import Table
 from .outcome import Found, NoPlan, TimedOut
 
 
@@ -131,24 +132,21 @@ class GraphPlan:
                             else {})} for r in self.ops]}
 
 
-def evaluate(g: Graph, opts) -> dict[int, list[OpChoice]]:
+def evaluate(g: Graph, opts, bound: bool = False) -> Table:
     """Every op under every combination of its free tensors' candidate layouts, each
     distinct op plan made once (planner/op_cache.py: ``opts.op_plans``, or a table of this
-    call's own), the new ones on a process pool or a Dask cluster (planner/op_pool.py)."""
-    from .op_cache import OpPlans, moved, op_shifts, op_signature
-    from .op_pool import plan_many
-    cache = opts.op_plans if opts.op_plans is not None else OpPlans()
+    call's own), the new ones on a process pool or a Dask cluster (planner/op_pool.py).
+    With ``bound``, an op whose kind gives floors is planned by branch and bound over its
+    layouts (planner/graph_bound.py): the table keeps the plans it avoided, to be made
+    when the joint choice needs them."""
+    from .graph_bound import Avoided, Floor, Table, plan_all
     from .graph_orders import Lazy
+    from .op_cache import OpPlans, moved, op_shifts, op_signature
+    cache = opts.op_plans if opts.op_plans is not None else OpPlans()
     lazy = Lazy(g)  # (ops that order a large free tensor themselves: planner/graph_orders.py)
     jobs = [(op, layout, _key(op, op_signature(g, op, layout), opts)) for op in g.ops
             if op.index not in lazy.ordered for layout in g.choices(op)]
-    counts: dict[str, int] = {}
-    for op, _, sig in jobs:
-        counts[op.name] = counts.get(op.name, 0) + 1
-    limits.check(len({sig for _, _, sig in jobs}), limits.GRAPH_EVALUATIONS_MAX,
-                 "distinct layout choices of the graph's ops", "plans",
-                 {f"op {n}": c for n, c in counts.items()}, limits.PLANNER,
-                 "give the free tensors fewer candidate orders")
+    _check_plans(jobs)
     entries: dict[str, Any] = {}
     todo: dict[str, tuple[GraphOp, dict[str, str]]] = {}
     for op, layout, sig in jobs:
@@ -156,19 +154,46 @@ def evaluate(g: Graph, opts) -> dict[int, list[OpChoice]]:
             cache.hits += 1
             continue
         got = cache.get(sig)
-        if got is None:
+        floor = cache.floor(sig) if got is None and bound else None
+        if got is None and floor is None:
             todo[sig] = (op, layout)
         else:
-            entries[sig] = got
-    for sig, entry in zip(todo, plan_many(g, list(todo.values()), opts, plan_op)):
-        entries[sig] = (entry, op_shifts(g, todo[sig][0]))
-        cache.put(sig, entries[sig])
-    table: dict[int, list[OpChoice]] = {op.index: [] for op in g.ops}
+            entries[sig] = got if got is not None else Floor(floor or 0)
+    plan_all(g, todo, jobs, entries, cache, opts, bound)
+
+    def row(op: GraphOp, layout: dict[str, str], kept) -> OpChoice:
+        return _row(g, op, layout, moved(op, kept, op_shifts(g, op),
+                                         functools.partial(g.op_problem, op, layout)))
+    table = Table({op.index: [] for op in g.ops},
+                  plan=lambda pairs: _plan_avoided(g, table, pairs, opts, cache, row))
     for op, layout, sig in jobs:
-        table[op.index].append(_row(g, op, layout, moved(
-            op, entries[sig], op_shifts(g, op), functools.partial(g.op_problem, op, layout))))
+        e = entries[sig]
+        if isinstance(e, Floor):
+            table.avoided.setdefault(op.index, []).append(Avoided(layout, sig, e.cycles))
+        else:
+            table[op.index].append(row(op, layout, e))
     lazy.fill(table, opts, op_choice)  # (graph_orders: their best orders, branch and bound)
     return table
+
+
+def _check_plans(jobs: list) -> None:
+    """The distinct op plans a graph asks for, within ``GRAPH_EVALUATIONS_MAX``."""
+    counts: dict[str, int] = {}
+    for op, _, sig in jobs:
+        counts[op.name] = counts.get(op.name, 0) + 1
+    limits.check(len({sig for _, _, sig in jobs}), limits.GRAPH_EVALUATIONS_MAX,
+                 "distinct layout choices of the graph's ops", "plans",
+                 {f"op {n}": c for n, c in counts.items()}, limits.PLANNER,
+                 "give the free tensors fewer candidate orders")
+
+
+def _plan_avoided(g: Graph, table, pairs: list, opts, cache, row) -> None:
+    """Avoided rows planned (each signature once) and added to ``table``."""
+    from .graph_bound import plan_signatures
+    kept = plan_signatures(g, {a.signature: (g.ops[i], a.layout) for i, a in pairs},
+                           cache, opts)
+    for i, a in pairs:
+        table[i].append(row(g.ops[i], a.layout, kept[a.signature]))
 
 
 def _key(op: GraphOp, signature: str, opts) -> str:
@@ -202,18 +227,8 @@ def plan_op(g: Graph, op: GraphOp, layout: dict[str, str], opts) -> tuple:
     """The op planned under one layout by its kind: (plan, cycles, proven, None), or
     (None, None, True, the rule that rejects it).  What is not a rule rejecting the layout
     (an input mistake, a limit, the time limit) is raised: no answer for it."""
-    from .registry import kinds
-    try:
-        problem = g.op_problem(op, layout)
-        kind = kinds()[op.kind]
-        plan, cycles, proven = kind.plan(problem, opts)
-        kind.check_tensors(problem, plan, {
-            r: g.tensor(t, layout) for r, t in op.roles.items()})
-    except TcplanError as e:
-        if e.kind in ("input", "limit") or e.code == "plan-time-limit":
-            raise
-        return None, None, True, e
-    return plan, cycles, proven, None
+    from .graph_bound import plan_one
+    return plan_one(g, op, layout, opts)
 
 
 #: what the joint choice returns (planner/outcome.py)
@@ -235,10 +250,13 @@ def path_cycles(g: Graph, cycles: dict[int, int]) -> tuple[int, list[str]]:
 
 
 def choose(g: Graph, table: dict[int, list[OpChoice]], objective: str | None = None,
-           time_limit: float = 10.0, seed: int = 0) -> JointChoice:
+           time_limit: float = 10.0, seed: int = 0,
+           complete: Callable[[], dict[int, list[OpChoice]]] | None = None) -> JointChoice:
     """The joint choice: CP-SAT over the free tensors' layouts and the ops' combinations;
     :class:`NoPlan` (``graph-no-layout``) with a minimal conflict of ops when none exists,
-    :class:`TimedOut` when the time limit stops it first."""
+    :class:`TimedOut` when the time limit stops it first.  ``complete``: the rows with
+    the plans branch and bound avoided (planner/graph_bound.py), made when the ideal choice
+    over the rows planned fails."""
     from ortools.sat.python import cp_model
     objective = objective or g.objective
     from .graph_ideal import ideal_choice
@@ -247,6 +265,7 @@ def choose(g: Graph, table: dict[int, list[OpChoice]], objective: str | None = N
                          lambda n: candidates(g, table, n))
     if ideal is not None:  # (every op at its best: optimal, no model to weigh them)
         return _found(g, table, *ideal, objective, True)
+    table = complete() if complete is not None else table
     m = cpsat.model()
     x = {n: {c: m.new_bool_var(f"{n}={c}") for c in candidates(g, table, n)}
          for n in g.free()}
@@ -416,7 +435,7 @@ def plan_graph(g: Graph, opts) -> JointChoice:
     from .schedule import schedule_by_launch, schedule_of
     t0 = time.perf_counter()
     opts = with_op_plans(opts)
-    table = evaluate(g, opts)
+    table = evaluate(g, opts, bound=not opts.flat)
     t1 = time.perf_counter()
     pieces = parts(g) if not opts.flat else [list(g.order)]
     chained = None if opts.flat else chains(g)
@@ -424,8 +443,9 @@ def plan_graph(g: Graph, opts) -> JointChoice:
         out = choose_chains(g, table, chained, opts)
         pieces = [p for path, _ in chained for p in path]
     else:
-        out = choose(g, table, None, opts.time_limit, opts.seed) if len(pieces) == 1 else \
+        out = choose_whole(g, table, opts) if len(pieces) == 1 else \
             choose_parts(g, table, pieces, opts)
+    opts.op_plans.avoided += table.avoided_plans()
     if isinstance(out, Found):
         t2 = time.perf_counter()
         out.record.schedule = (schedule_of if opts.flat else schedule_by_launch)(
@@ -437,6 +457,14 @@ def plan_graph(g: Graph, opts) -> JointChoice:
         out.record.parts = len(pieces)
         out.record.op_plans = opts.op_plans.to_json()
     return out
+
+
+def choose_whole(g: Graph, table: Table, opts) -> JointChoice:
+    """The joint choice over the whole graph (the avoided plans made if it needs them)."""
+    def complete() -> Table:
+        table.complete(list(g.order))
+        return table
+    return choose(g, table, None, opts.time_limit, opts.seed, complete)
 
 
 def with_op_plans(opts):
@@ -452,7 +480,7 @@ def with_op_plans(opts):
         disk=DiskCache.default(f"seed {opts.seed}")))
 
 
-def choose_chains(g: Graph, table: dict[int, list[OpChoice]], chained: list, opts
+def choose_chains(g: Graph, table: Table, chained: list, opts
                   ) -> JointChoice:
     """The joint choice of pieces chained through boundary tensors (planner/graph_chain.py):
     each path's boundary candidates by dynamic programming over the pieces' own choices,
@@ -477,13 +505,13 @@ def choose_chains(g: Graph, table: dict[int, list[OpChoice]], chained: list, opt
     for path, links in chained:
         best = best_path(path, links, lambda t: candidates(g, table, t), value)
         if best is None:
-            return choose(g, table, None, opts.time_limit, opts.seed)
+            return choose_whole(g, table, opts)
         pieces += path
         fixed += best[1]
     return choose_parts(g, table, pieces, opts, fixed, solved)
 
 
-def solve_part(g: Graph, table: dict[int, list[OpChoice]], ops: list[int],
+def solve_part(g: Graph, table: Table, ops: list[int],
                fixed: dict[str, str], opts, solved: dict
                ) -> tuple[Graph, GraphPlan, tuple, Graph] | JointChoice:
     """A part's joint choice (``fixed``: its boundary tensors' candidates), as (the part it
@@ -494,17 +522,23 @@ def solve_part(g: Graph, table: dict[int, list[OpChoice]], ops: list[int],
     at = {t: k for k, t in enumerate(appearance(sub))}
     key = (part_signature(sub), tuple(sorted((at[t], c) for t, c in fixed.items())))
     if key not in solved:
-        rows = {k: [r for r in table[i] if all(r.layout.get(t, c) == c
-                                              for t, c in fixed.items())]
-                for k, i in enumerate(ops)}
-        out = choose(sub, rows, None, opts.time_limit, opts.seed)
+        def rows() -> dict[int, list[OpChoice]]:
+            return {k: [r for r in table[i] if all(r.layout.get(t, c) == c
+                                                   for t, c in fixed.items())]
+                    for k, i in enumerate(ops)}
+
+        def complete() -> dict[int, list[OpChoice]]:
+            table.complete(ops)
+            return rows()
+        table.ensure(ops, fixed)
+        out = choose(sub, rows(), None, opts.time_limit, opts.seed, complete)
         if not isinstance(out, Found):
             return out
         solved[key] = (sub, out.record)
     return (*solved[key], key, sub)
 
 
-def choose_parts(g: Graph, table: dict[int, list[OpChoice]], pieces: list[list[int]],
+def choose_parts(g: Graph, table: Table, pieces: list[list[int]],
                  opts, fixed: list[dict[str, str]] | None = None, solved: dict | None = None
                  ) -> JointChoice:
     """The joint choice of each part on its own (its optimum is the graph's there; ``fixed``:
@@ -524,7 +558,7 @@ def choose_parts(g: Graph, table: dict[int, list[OpChoice]], pieces: list[list[i
         layout.update({names[n]: c for n, c in record.layout.items()})
         for j, row in enumerate(record.ops):
             want = {names[n]: c for n, c in row.layout.items()}
-            chosen[ops[j]] = next(r for r in table[ops[j]] if r.layout == want)
+            chosen[ops[j]] = table.planned(ops[j], want)
         proven = proven and record.status == "optimal"
     per_op = {op.index: chosen[op.index].cost for op in g.ops}
     span, path = path_cycles(g, per_op)

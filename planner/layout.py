@@ -493,6 +493,13 @@ def search(req: SearchRequest) -> Outcome[Search]:
     return _Searcher(req).run()
 
 
+def staged(req: SearchRequest) -> "_Searcher":
+    """The search of ``req`` in two steps (issue 32, item 2): ``floor()``, what every plan
+    takes at least, from its options' static checks alone (no model); then ``run()``, the
+    search itself (:func:`search`), the checks not repeated."""
+    return _Searcher(req)
+
+
 class _Searcher:
     """One call of :func:`search`: its request and what it found as fields, its steps as
     methods (check each option for what no order changes, build an option's model,
@@ -509,6 +516,26 @@ class _Searcher:
         self.result = Search([], [], options=options)
         self.loose = frozenset(ORDER_RULES) | req.relax
         self.failed: list[TcplanError] = []
+        self.stop: NoPlan[Search] | None = None
+        self.checks_done = False
+        self.floors: dict[int, int] = {}
+
+    def floor(self) -> int | None:
+        """What every plan of the search takes at least (:func:`model.cost.dma_cycles` as
+        well as the estimate: its terms are the bandwidths both charge), from the options'
+        static checks alone: the least floor of an option that may have a plan
+        (:func:`_option_floor`); None when the checks already answer (no plan: cheap to
+        say) or no option is left."""
+        self.stop, self.checks_done = self.check_options(), True
+        if self.stop is not None or not self.live:
+            return None
+        return min(self.option_floor(c) for c in self.live)
+
+    def option_floor(self, c: int) -> int:
+        """Option ``c``'s floor (:func:`_option_floor`), worked out once."""
+        if c not in self.floors:
+            self.floors[c] = _option_floor(*self.checked[c][:2])
+        return self.floors[c]
 
     # -- lowering and solving ---------------------------------------------------------------
     def lower_with(self, opt: Option, time_t: list[Mapping], pack_t: list[Mapping],
@@ -737,7 +764,7 @@ class _Searcher:
                 outcomes.append("cut")
                 break
             if self.req.prune and result.candidates and \
-                    _option_floor(*self.checked[c][:2]) >= result.best.cycles:
+                    self.option_floor(c) >= result.best.cycles:
                 outcomes.append("dominated")  # not worth building: it cannot beat the best
                 continue
             pk = self.assemble(c)
@@ -770,7 +797,7 @@ class _Searcher:
 
     # -- the whole search -------------------------------------------------------------------
     def run(self) -> Outcome[Search]:
-        stop = self.check_options()
+        stop = self.stop if self.checks_done else self.check_options()
         if stop is not None:
             return stop
         proof = self.rules_proof() if self.req.rules_first else None

@@ -26,6 +26,8 @@ from typing import Any
 
 from tcplan.model import limits
 
+#: the key prefix of an avoided plan's floor on disk (planner/graph_bound.py)
+FLOOR = "floor\0"
 #: what one op plan is: (plan, modelled cycles or None, proven, the error rejecting it)
 Entry = tuple[Any, "int | None", bool, Any]
 #: an op plan as kept: the entry and the shifts of the op it was made for (:func:`op_shifts`)
@@ -135,18 +137,26 @@ class DiskCache:
         h = hashlib.sha256(f"{version()}\0{self.salt}\0{signature}".encode()).hexdigest()
         return self.root / h[:2] / f"{h}.pickle"
 
-    def get(self, signature: str) -> Kept | None:
+    def _load(self, signature: str) -> Any:
         try:
             with open(self.path(signature), "rb") as f:
-                got = pickle.load(f)
+                return pickle.load(f)
         except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError,
                 ValueError, TypeError):
             return None
+
+    def get(self, signature: str) -> Kept | None:
+        got = self._load(signature)
         ok = isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], tuple) \
             and len(got[0]) == 4 and isinstance(got[1], dict)
         return got if ok else None
 
-    def put(self, signature: str, entry: Kept) -> None:
+    def get_floor(self, signature: str) -> int | None:
+        """The floor kept for an op plan avoided (planner/graph_bound.py)."""
+        got = self._load(FLOOR + signature)
+        return got if isinstance(got, int) and not isinstance(got, bool) else None
+
+    def put(self, signature: str, entry: Kept | int) -> None:
         p = self.path(signature)
         try:
             p.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -190,6 +200,8 @@ class OpPlans:
     misses: int = 0
     disk_hits: int = 0
     disk: DiskCache | None = None
+    floors: dict[str, int] = field(default_factory=dict)  # avoided plans' floors
+    avoided: int = 0  # op plans avoided by their floors (planner/graph_bound.py)
 
     def get(self, signature: str) -> Kept | None:
         if signature in self.plans:
@@ -201,6 +213,19 @@ class OpPlans:
             self.plans[signature] = got
         return got
 
+    def floor(self, signature: str) -> int | None:
+        """An avoided plan's floor (planner/graph_bound.py), here or on disk."""
+        if signature not in self.floors and self.disk is not None:
+            got = self.disk.get_floor(signature)
+            if got is not None:
+                self.floors[signature] = got
+        return self.floors.get(signature)
+
+    def put_floor(self, signature: str, cycles: int) -> None:
+        self.floors[signature] = cycles
+        if self.disk is not None:
+            self.disk.put(FLOOR + signature, cycles)
+
     def put(self, signature: str, entry: Kept) -> None:
         self.misses += 1
         self.plans[signature] = entry
@@ -209,10 +234,10 @@ class OpPlans:
 
     @property
     def asked(self) -> int:
-        return self.hits + self.disk_hits + self.misses
+        return self.hits + self.disk_hits + self.misses + self.avoided
 
     def to_json(self) -> dict[str, Any]:
         return {"asked": self.asked, "hits": self.hits, "disk_hits": self.disk_hits,
-                "planned": self.misses,
+                "planned": self.misses, "avoided": self.avoided,
                 "hit_rate": round((self.hits + self.disk_hits) / self.asked, 4)
                 if self.asked else None}

@@ -41,13 +41,15 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from tcplan.model import hardware as hw
 from tcplan.model import tiers
 from tcplan.model.rules import TcplanError, fail
 
 from .render import EXIT_OK, EXIT_RULE, format_error
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,16 @@ class Options:
     #: plan a graph as before issue 32 (every op plan made, one joint model, one schedule):
     #: the benchmarks' baseline (``solve --flat``)
     flat: bool = False
+
+
+@dataclass(frozen=True)
+class Staged(Generic[R]):
+    """A search in two steps (issue 32, item 2): ``floor()``, what every plan it can find
+    takes at least, known before it searches (None: no floor), and ``run()``, the search
+    (which does not repeat what ``floor()`` did)."""
+
+    floor: Callable[[], int | None]
+    run: Callable[[], R]
 
 
 class SolveRecord(Protocol):
@@ -250,6 +262,17 @@ class Kind:
     def plan(self, problem, opts: Options) -> tuple[Any, int | None, bool]:
         raise fail("bad-request", detail=f"a {problem.kind} problem is not a graph op",
                    fix="graph ops are the kinds docs/graphs.md lists under ops")
+
+    #: its :meth:`staged` plans give floors: a graph plans the op's layouts by branch and
+    #: bound (planner/graph_bound.py)
+    graph_floors = False
+
+    def staged(self, problem, opts: Options) -> Staged[tuple[Any, int | None, bool]]:
+        """The op's plan in two steps (planner/graph_bound.py): a floor of its cycles under
+        its layout, cheap, without its search (None: none), then :meth:`plan`.  A kind that
+        gives a floor runs one task with no prelude and the same bank accesses under every
+        plan: its cycles are then all the joint choice reads of its plans."""
+        return Staged(lambda: None, lambda: self.plan(problem, opts))
 
     def check_tensors(self, problem, plan, tensors: dict) -> None:
         """Nothing to check beyond the op's own problem (its tensors are in it)."""

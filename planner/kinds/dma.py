@@ -15,7 +15,7 @@ from ..dma_spec import DmaSpec
 from ..outcome import Found, error_of
 from ..problem import Problem
 from ..render import EXIT_OK, EXIT_RULE, _hbm_line, format_dma
-from ..registry import Kind, Options, Solved, key_sets, register
+from ..registry import Kind, Options, Solved, Staged, key_sets, register
 
 
 class Dma(Kind):
@@ -26,6 +26,8 @@ class Dma(Kind):
 
     def graph_bank_accesses(self, plan) -> int:
         return 1  # (the guide's cumulative example counts a DMA's one)
+
+    graph_floors = True  # (its layout search's option floors: planner/graph_bound.py)
     keys = {"dma": key_sets({"source", "destination", "stream", "engine_at", "bounds", "hops",
                              "sub_tensor"},
                             {"source", "destination"}),
@@ -105,21 +107,35 @@ class Dma(Kind):
         return explain_dma(problem, seed)
 
     def plan(self, problem: Problem[DmaSpec], opts: Options) -> tuple[Any, int | None, bool]:
+        return self.staged(problem, opts).run()
+
+    def staged(self, problem: Problem[DmaSpec], opts: Options
+               ) -> Staged[tuple[Any, int | None, bool]]:
+        """A free stream's floor from its options' static checks (planner/layout.py
+        ``staged``), then its search; a given stream is lowered at once (its cycles are its
+        floor)."""
         from tcplan.model.cost import dma_cycles
 
-        from ..dma_plan import plan_free
+        from ..dma_plan import plan_free, staged_free
         if problem.spec.hops > 1:
             raise fail("bad-request", detail="a graph's DMA op moves in one hop",
                        fix="drop hops, or add the intermediate tensor and a second op")
         if not problem.spec.planned:
             plan = self.lower(problem)
-            return plan, dma_cycles(plan).cycles, True
-        out = plan_free(problem, opts.time_limit, opts.seed, workers=opts.workers,
-                        rules_first=opts.rules_first)
-        if not isinstance(out, Found):
-            raise error_of(out)
-        best = out.record.best.plan
-        return best, dma_cycles(best).cycles, out.proven
+            cycles = dma_cycles(plan).cycles
+            return Staged(lambda: cycles, lambda: (plan, cycles, True))
+        search = staged_free(problem, opts.time_limit, opts.seed, opts.workers,
+                             opts.rules_first)
+
+        def run() -> tuple[Any, int | None, bool]:
+            out = search.run() if search is not None else plan_free(
+                problem, opts.time_limit, opts.seed, workers=opts.workers,
+                rules_first=opts.rules_first)
+            if not isinstance(out, Found):
+                raise error_of(out)
+            best = out.record.best.plan
+            return best, dma_cycles(best).cycles, out.proven
+        return Staged(search.floor if search is not None else lambda: None, run)
 
     graph_rebases = ("source", "destination")
 

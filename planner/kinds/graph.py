@@ -213,7 +213,8 @@ def _reuse_lines(gp) -> list[str]:
         return []
     return [f"  op plans: {r['asked']:,} asked, {r['planned']:,} planned, {r['hits']:,} "
             f"reused in this run, {r['disk_hits']:,} from the disk cache (hit rate "
-            f"{r['hit_rate']:.1%}); {gp.parts:,} independent part(s)"]
+            f"{r['hit_rate']:.1%}), {r.get('avoided', 0):,} avoided by their floors; "
+            f"{gp.parts:,} independent part(s)"]
 
 
 def graph_text(problem, gp) -> str:
