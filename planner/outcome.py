@@ -53,7 +53,6 @@ class Dominated(Generic[R]):
 Outcome: TypeAlias = Union[Found[R], NoPlan[R], TimedOut[R], Dominated[R]]
 
 
-
 def unwrap(outcome: "Found[R] | NoPlan[Any] | TimedOut[Any] | Dominated[Any]") -> R:
     """The record of a found plan; the error of a missing one, raised (a search may keep
     another record when it finds nothing: a graph's conflict)."""
