@@ -6,9 +6,10 @@ Each case is problems/kernels/qwen3/decode_step.py's graph (``--layers N``, type
 ``--free``), solved by ``tcplan solve FILE --json`` in a child process: the
 wall time and the child's peak RSS (``resource.getrusage(RUSAGE_CHILDREN)``, each case in
 a fresh child so the peak is its own), the cycles and, where ``solve --json`` reports it,
-the op-plan cache's hit rate (``op_plans``), cold (an empty disk cache) and warm (the same
-cache again).  Beside each, the baseline: the same solve with :data:`BASELINE_FLAGS` (the
-flat planner of before issue 32: every op plan made, one joint model), stopped at
+the op-plan cache's hit rate and the op plans branch and bound avoided (``op_plans``),
+cold (an empty disk cache) and warm (the same cache again).  Beside each, the baseline:
+the same solve with :data:`BASELINE_FLAGS` (the flat planner of before issue 32: every op
+plan made, one joint model), stopped at
 ``--baseline-limit`` seconds (then ``stopped``), the ratio baseline / cold, and whether it
 found the same cycles.  ``--quick``: 1 and 2 layers only.
 """
@@ -76,6 +77,12 @@ def _hits(record: dict) -> str:
     return f"{rate:.1%}" if isinstance(rate, float) else "-"
 
 
+def _avoided(record: dict) -> str:
+    """The op plans branch and bound avoided (planner/graph_bound.py)."""
+    n = (record.get("op_plans") or {}).get("avoided")
+    return f"{n:,}" if isinstance(n, int) else "-"
+
+
 def _cycles(record: dict) -> str:
     c = record.get("cycles")
     return f"{c:,}" if isinstance(c, int) else str(record.get("status") or "error")
@@ -103,7 +110,8 @@ def _row(layers: int, free: bool, limit: float, verify: str) -> str:
         same = "same" if base["record"].get("cycles") == rec.get("cycles") else "DIFFER"
     verified = {True: "yes", False: "NO", None: "-"}[rec.get("verified")]
     return (f"{label} {size:>5.1f} MiB {_cycles(rec):>12} {verified:>4} {cold['wall']:>7.1f} s "
-            f"{warm['wall']:>7.1f} s {cold['rss']:>7.0f} MiB {_hits(rec):>6}   {b_wall:>16} "
+            f"{warm['wall']:>7.1f} s {cold['rss']:>7.0f} MiB {_hits(rec):>6} "
+            f"{_avoided(rec):>7}   {b_wall:>16} "
             f"{ratio:>7} {same:>6}"
             + ("" if "error" not in rec else f"   error: {rec['error'].get('message')}"))
 
@@ -120,7 +128,8 @@ def main() -> None:
     print(f"baseline flags: {' '.join(BASELINE_FLAGS)}; verify {a.verify}; "
           f"{os.cpu_count()} cores")
     print(f"{'lay':>3} {'kind':<6} {'file':>9} {'cycles':>12} {'ver':>4} {'cold':>9} "
-          f"{'warm':>9} {'peak RSS':>11} {'hits':>6}   {'baseline wall':>16} {'ratio':>7} "
+          f"{'warm':>9} {'peak RSS':>11} {'hits':>6} {'avoided':>7}   {'baseline wall':>16} "
+          f"{'ratio':>7} "
           f"{'cycles':>6}")
     for layers in a.layers or ((1, 2) if a.quick else (1, 2, 4, 28)):
         for free in (False, True):

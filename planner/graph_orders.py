@@ -1,5 +1,6 @@
 """A graph's large free tensors: orders chosen without enumerating them (issue 32, item 3;
-docs/graphs.md; docs/decisions.md items 131 and 132).
+docs/graphs.md; docs/decisions.md items 131, 132 and 140).  A tensor several DMA ops
+order is chosen jointly by planner/graph_shared.py, with :class:`_Search` per op.
 
 A free Element of ``n`` digits has ``n!`` orders.  Up to ``GRAPH_CANDIDATES_MAX`` (120: 5
 digits) of an op's combinations, the graph plans every one (planner/graph_plan.py).  Beyond,
@@ -117,14 +118,44 @@ def spanning(t) -> list[str]:
         list(t.candidates or [])
 
 
+#: the op roles whose free Element the op's kind orders itself, by op kind (a source only
+#: in HBM: planner/sources.py)
+SHARING_ROLES = {"dma": ("destination", "source")}
+
+def sharing_role(g, op, n: str) -> str | None:
+    """The role in which ``op`` orders tensor ``n`` itself, or None."""
+    for role in SHARING_ROLES.get(op.kind, ()):
+        if op.roles.get(role) == n and (role != "source"
+                                         or g.tensors[n].spec.get("tier") == "hbm"):
+            return role
+    return None
+
+
+def shared_users(g, n: str, ops) -> list[int] | None:
+    """The ops ordering large tensor ``n`` jointly, or None when one of them cannot (not
+    a role its kind orders, or it touches another large free tensor)."""
+    big = limits.GRAPH_CANDIDATES_MAX
+    if not isinstance(g.tensors[n].elements, Orders):
+        return None
+    for op in ops:
+        others = [m for m in g.op_free(op) if m != n
+                  and len(g.tensors[m].candidates or []) > big]
+        if sharing_role(g, op, n) is None or others:
+            return None
+    return [op.index for op in ops]
+
+
 class Lazy:
     """Which op orders which free tensor itself (``ordered``: op index -> tensor), for
-    every op whose combinations exceed ``GRAPH_CANDIDATES_MAX``; raises ``size-limit``
-    for a tensor or an op no op can take that way."""
+    every op whose combinations exceed ``GRAPH_CANDIDATES_MAX``; which large free tensors
+    several ops order jointly (``shared``: tensor -> op indexes, planner/graph_shared.py);
+    ``own``: op index -> the large tensor whose orders it does not enumerate.  Raises
+    ``size-limit`` for a tensor or an op no op can take that way."""
 
     def __init__(self, g):
         self.g = g
         self.ordered: dict[int, str] = {}
+        self.shared: dict[str, list[int]] = {}
         users: dict[str, list] = {}
         for op in g.ops:
             for n in g.op_free(op):
@@ -142,25 +173,31 @@ class Lazy:
         for n, ops in users.items():
             big = len(self.g.tensors[n].candidates or []) > limits.GRAPH_CANDIDATES_MAX
             if big and not any(self.ordered.get(op.index) == n for op in ops):
-                self._refuse(n, ops)
+                together = shared_users(g, n, ops)
+                if together is None:
+                    self._refuse(n, ops)
+                self.shared[n] = together or []
+        self.own = {**self.ordered, **{i: n for n, ops in self.shared.items() for i in ops}}
         for op in g.ops:
             left = math.prod(len(g.tensors[n].candidates or []) for n in g.op_free(op)
-                             if self.ordered.get(op.index) != n)
+                             if self.own.get(op.index) != n)
             limits.check(left, limits.GRAPH_EVALUATIONS_MAX, "layout choices of one op",
                          "plans", {f"op {op.name}": left}, limits.PLANNER,
                          "give the free tensors fewer candidate orders")
 
     def _refuse(self, n: str, ops) -> None:
         limits.check(len(self.g.tensors[n].candidates or []), limits.GRAPH_CANDIDATES_MAX,
-                     "a free Element's candidate orders not ordered by its one DMA op",
+                     "a free Element's candidate orders not ordered by the DMA ops "
+                     "touching it",
                      "orders", {f"tensor {n}": len(self.g.tensors[n].candidates or [])},
-                     limits.PLANNER, "beyond 120 orders a free tensor is written by one "
-                     "dma op and touched by no other (docs/graphs.md); give fewer digits")
+                     limits.PLANNER, "beyond 120 orders a free tensor is ordered by the "
+                     "dma ops that touch it, each touching no other such tensor "
+                     "(docs/graphs.md); give fewer digits")
 
     def choices(self, op) -> list[dict[str, str]]:
         """The layouts the graph plans the op under: every combination of its free
         tensors, but for the tensor it orders itself."""
-        n = self.ordered.get(op.index)
+        n = self.own.get(op.index)
         if n is None:
             return self.g.choices(op)
         others = [m for m in self.g.op_free(op) if m != n]
@@ -218,15 +255,18 @@ class _Node:
 class _Search:
     """One op's best order of one tensor under one layout of its other tensors."""
 
-    def __init__(self, g, op, n: str, layout: dict[str, str], opts, plan_one: Callable):
+    def __init__(self, g, op, n: str, layout: dict[str, str], opts,
+                 plan_one: Callable | None, role: str = "destination"):
         from .registry import kinds
         self.g, self.op, self.n, self.layout, self.opts = g, op, n, layout, opts
+        self.role = role  # (the side of the op's plan whose Element is the tensor's)
         self.plan_one, self.kind = plan_one, kinds()[op.kind]
         self.orders: Orders | AllOrders = g.tensors[n].elements
         self.graph = {x: _range(self.orders.digits[x]) for x in self.orders.terms}
         self.kind_terms: dict[tuple, str] | None = None  # kind digit range -> its text
         self.proven = True
         self.planned: dict[str, Any] = {}  # order name -> its row
+        self.free_problem: Any = None  # the op with the tensor free (the root's problem)
 
     def bound(self, prefix: tuple[str, ...]) -> _Node:
         """The node's bound: the op planned by its kind with the Element free behind the
@@ -240,6 +280,8 @@ class _Search:
         node = _Node(prefix, math.inf)
         try:
             problem = g2.op_problem(self.op, {**self.layout, self.n: "free"})
+            if not prefix:
+                self.free_problem = problem
             node.plan, cycles, node.proven = self.kind.plan(problem, self.opts)
             node.bound = math.inf if cycles is None else cycles
         except TcplanError as e:
@@ -266,8 +308,13 @@ class _Search:
     def learn(self, plan) -> bool:
         """The kind's digits, from its first plan's Element: True when they tile the
         graph's digits (each graph digit a run of the kind's), the condition for its
-        orders to include the graph's."""
-        terms = plan.destination.dims["element"].terms
+        orders to include the graph's.  The digits are the free Element's own, as its
+        problem holds them (the plan's Element may print a digit as finer terms)."""
+        spec = getattr(self.free_problem, "spec", None)
+        fe, fs = getattr(spec, "free_element", None), getattr(spec, "free_source", None)
+        terms = (list(fe.terms) if self.role == "destination" and fe is not None else
+                 [d.term for d in fs.digits] if self.role == "source" and fs is not None
+                 else getattr(plan, self.role).dims["element"].terms)
         self.kind_terms = {}
         for term in terms:
             r = _range(term)
@@ -288,7 +335,7 @@ class _Search:
     def graph_order(self, plan) -> tuple[str, ...] | None:
         """The kind's chosen Element as a graph order (its digits grouped back into the
         graph's, each run from its highest part down), or None."""
-        ranges = [_range(t) for t in plan.destination.dims["element"].terms]
+        ranges = [_range(t) for t in getattr(plan, self.role).dims["element"].terms]
         out: list[str] = []
         k = 0
         while k < len(ranges):
@@ -309,6 +356,7 @@ class _Search:
 
     def row(self, order: tuple[str, ...]):
         name = Orders.name(order)
+        assert self.plan_one is not None  # (a bound's worker plans no row)
         if name not in self.planned:
             self.planned[name] = self.plan_one(self.g, self.op, {**self.layout,
                                                                   self.n: name}, self.opts)

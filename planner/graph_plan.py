@@ -21,6 +21,7 @@ force over every assignment.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from dataclasses import dataclass, field
@@ -141,11 +142,13 @@ def evaluate(g: Graph, opts, bound: bool = False) -> Table:
     when the joint choice needs them."""
     from .graph_bound import Avoided, Floor, Table, plan_all
     from .graph_orders import Lazy
+    from .graph_shared import fill_shared
     from .op_cache import OpPlans, moved, op_shifts, op_signature
     cache = opts.op_plans if opts.op_plans is not None else OpPlans()
+    opts = dataclasses.replace(opts, op_plans=cache)  # (op_choice's rows: the same table)
     lazy = Lazy(g)  # (ops that order a large free tensor themselves: planner/graph_orders.py)
     jobs = [(op, layout, _key(op, op_signature(g, op, layout), opts)) for op in g.ops
-            if op.index not in lazy.ordered for layout in g.choices(op)]
+            if op.index not in lazy.own for layout in g.choices(op)]
     _check_plans(jobs)
     entries: dict[str, Any] = {}
     todo: dict[str, tuple[GraphOp, dict[str, str]]] = {}
@@ -173,7 +176,27 @@ def evaluate(g: Graph, opts, bound: bool = False) -> Table:
         else:
             table[op.index].append(row(op, layout, e))
     lazy.fill(table, opts, op_choice)  # (graph_orders: their best orders, branch and bound)
+    fill_shared(g, lazy.shared, table, lazy.choices, opts, op_choice,
+                functools.partial(_part_value, opts), OpChoice)  # (ordered jointly)
     return table
+
+
+def _part_value(opts, sub: Graph, rows: dict[int, list[OpChoice]],
+                complete: Callable[[], dict[int, list[OpChoice]]]
+                ) -> tuple[tuple[int, ...] | None, bool]:
+    """What a part's joint choice over ``rows`` is worth (planner/graph_shared.py): its
+    objective, then its sum (None: no plan), and whether that is proven."""
+    out = choose(sub, rows, None, opts.time_limit, opts.seed, complete)
+    if not isinstance(out, Found):
+        return None, isinstance(out, NoPlan)
+    r = out.record
+    if sub.objective == "makespan":
+        from .schedule import schedule_by_launch
+        sched = schedule_by_launch(sub, r, opts.time_limit, opts.seed)
+        return (sched.makespan, r.sum_cycles), out.proven and sched.status == "optimal"
+    if sub.objective == "critical_path":
+        return (r.critical_path_cycles, r.sum_cycles), out.proven
+    return (r.sum_cycles,), out.proven
 
 
 def _check_plans(jobs: list) -> None:
@@ -469,8 +492,6 @@ def choose_whole(g: Graph, table: Table, opts) -> JointChoice:
 
 def with_op_plans(opts):
     """``opts`` with a table of op plans (over the disk cache, planner/op_cache.py)."""
-    import dataclasses
-
     from .op_cache import DiskCache, OpPlans
     if opts.flat:
         return dataclasses.replace(opts, op_plans=OpPlans(), jobs=1)
