@@ -50,6 +50,7 @@ class OpChoice:
     cycles: int | None = None
     error: TcplanError | None = None
     proven: bool = True  # the op's own plan proven optimal (not cut by its time limit)
+    signature: str = ""  # the op signature its plan is kept under ("": not recorded)
     made: Any = field(default=None, repr=False)  # () -> its problem
     _problem: Any = field(default=None, repr=False)
 
@@ -147,8 +148,13 @@ def evaluate(g: Graph, opts, bound: bool = False) -> Table:
     cache = opts.op_plans if opts.op_plans is not None else OpPlans()
     opts = dataclasses.replace(opts, op_plans=cache)  # (op_choice's rows: the same table)
     lazy = Lazy(g)  # (ops that order a large free tensor themselves: planner/graph_orders.py)
-    jobs = [(op, layout, _key(op, op_signature(g, op, layout), opts)) for op in g.ops
-            if op.index not in lazy.own for layout in g.choices(op)]
+    signatures: dict[str, str] = {}  # key -> the op signature (the run's twin keys)
+    jobs = []
+    for op in (op for op in g.ops if op.index not in lazy.own):
+        for layout in g.choices(op):
+            sig = op_signature(g, op, layout)
+            signatures[_key(op, sig, opts)] = sig
+            jobs.append((op, layout, _key(op, sig, opts)))
     _check_plans(jobs)
     entries: dict[str, Any] = {}
     todo: dict[str, tuple[GraphOp, dict[str, str]]] = {}
@@ -161,12 +167,14 @@ def evaluate(g: Graph, opts, bound: bool = False) -> Table:
         if got is None and floor is None:
             todo[sig] = (op, layout)
         else:
-            entries[sig] = got if got is not None else Floor(floor or 0)
+            entries[sig] = got if floor is None else Floor(floor)
     plan_all(g, todo, jobs, entries, cache, opts, bound)
 
-    def row(op: GraphOp, layout: dict[str, str], kept) -> OpChoice:
-        return _row(g, op, layout, moved(op, kept, op_shifts(g, op),
-                                         functools.partial(g.op_problem, op, layout)))
+    def row(op: GraphOp, layout: dict[str, str], kept, key: str) -> OpChoice:
+        got = _row(g, op, layout, moved(op, kept, op_shifts(g, op),
+                                        functools.partial(g.op_problem, op, layout)))
+        got.signature = signatures[key]
+        return got
     table = Table({op.index: [] for op in g.ops},
                   plan=lambda pairs: _plan_avoided(g, table, pairs, opts, cache, row))
     for op, layout, sig in jobs:
@@ -174,7 +182,7 @@ def evaluate(g: Graph, opts, bound: bool = False) -> Table:
         if isinstance(e, Floor):
             table.avoided.setdefault(op.index, []).append(Avoided(layout, sig, e.cycles))
         else:
-            table[op.index].append(row(op, layout, e))
+            table[op.index].append(row(op, layout, e, sig))
     lazy.fill(table, opts, op_choice)  # (graph_orders: their best orders, branch and bound)
     fill_shared(g, lazy.shared, table, lazy.choices, opts, op_choice,
                 functools.partial(_part_value, opts), OpChoice)  # (ordered jointly)
@@ -216,7 +224,7 @@ def _plan_avoided(g: Graph, table, pairs: list, opts, cache, row) -> None:
     kept = plan_signatures(g, {a.signature: (g.ops[i], a.layout) for i, a in pairs},
                            cache, opts)
     for i, a in pairs:
-        table[i].append(row(g.ops[i], a.layout, kept[a.signature]))
+        table[i].append(row(g.ops[i], a.layout, kept[a.signature], a.signature))
 
 
 def _key(op: GraphOp, signature: str, opts) -> str:

@@ -202,7 +202,7 @@ def twin_keys(g, gp) -> dict[str, str]:
     checks the first and replays the others (executor/graph.py ``run_graph``).  A plan
     moved to other addresses is other commands: each moved copy runs, checked."""
     from ..op_cache import op_shifts, op_signature
-    return {op.name: op_signature(g, op, gp.layout)
+    return {op.name: (gp.ops[op.index].signature or op_signature(g, op, gp.layout))
             + json.dumps(sorted(op_shifts(g, op).items())) for op in g.ops}
 
 
