@@ -19,26 +19,13 @@ from tcplan.planner.kinds import Options
 from tcplan.planner.op_cache import DiskCache, OpPlans
 from tcplan.planner.outcome import Found
 from tcplan.planner.registry import Staged
-from tcplan.planner.schedule import schedule_of
+from test_graph_ideal import FILES, _value
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES = sorted((ROOT / "problems/graphs").glob("*.yaml")) + [
-    ROOT / "problems/kernels/qwen3" / f"{k}.yaml"
-    for k in ("rmsnorm_forward_free", "attention_forward_free", "residual_forward_free")]
 
 
 def _opts(**kw) -> Options:
     return Options(verify="none", jobs=1, **{"op_plans": OpPlans(), **kw})
-
-
-def _value(g, found: Found) -> tuple[int, ...]:
-    """What the joint choice minimizes: its objective, then the sum."""
-    gp = found.record
-    if gp.objective == "makespan":
-        return schedule_of(g, gp).makespan, gp.sum_cycles
-    if gp.objective == "critical_path":
-        return gp.critical_path_cycles, gp.sum_cycles
-    return (gp.sum_cycles,)
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])

@@ -144,16 +144,14 @@ def test_the_joint_order_matches_the_enumeration(w, objective, monkeypatch):
 
 def _value_of(text: str, g=None, table=None) -> tuple:
     """The joint choice's objective, then its sum (the enumeration's, by default)."""
-    from tcplan.planner.schedule import schedule_of
+    from test_graph_ideal import _value
     if g is None:
         g = tcplan.loads(text, "g.yaml").spec.graph
         assert not Lazy(g).shared
         table = evaluate(g, Options())
-    got = unwrap(choose(g, table))
-    assert got.status == "optimal"
-    if g.objective == "makespan":
-        return schedule_of(g, got).makespan, got.sum_cycles
-    return (got.sum_cycles,)
+    got = choose(g, table)
+    assert isinstance(got, Found) and got.record.status == "optimal"
+    return _value(g, got)
 
 
 @pytest.mark.slow
