@@ -122,6 +122,7 @@ def spanning(t) -> list[str]:
 #: in HBM: planner/sources.py)
 SHARING_ROLES = {"dma": ("destination", "source")}
 
+
 def sharing_role(g, op, n: str) -> str | None:
     """The role in which ``op`` orders tensor ``n`` itself, or None."""
     for role in SHARING_ROLES.get(op.kind, ()):

@@ -28,6 +28,7 @@ class Dma(Kind):
         return 1  # (the guide's cumulative example counts a DMA's one)
 
     graph_floors = True  # (its layout search's option floors: planner/graph_bound.py)
+
     keys = {"dma": key_sets({"source", "destination", "stream", "engine_at", "bounds", "hops",
                              "sub_tensor"},
                             {"source", "destination"}),
