@@ -135,16 +135,6 @@ def least(kept: list) -> int | None:
     return min(costs) if costs else None
 
 
-def needed(by_op: dict[int, list[str]], entries: dict[str, Any]) -> list[str]:
-    """The avoided plans some op still needs: a floor not above its op's least cycles."""
-    out: list[str] = []
-    for sigs in by_op.values():
-        best = least([entries[s] for s in sigs])
-        out += [s for s in sigs if isinstance(entries[s], Floor) and s not in out
-                and (best is None or entries[s].cycles <= best)]
-    return out
-
-
 @dataclass(frozen=True)
 class Avoided:
     """An op's row not planned: its layout, the plan's signature and its floor."""
@@ -193,6 +183,9 @@ class Table(dict[int, list[Any]]):
         if not pairs:
             return
         assert self.plan is not None  # (a table with avoided rows has its planner)
+        sigs = {a.signature for _, a in pairs}  # (made once: every op of them gets its row)
+        pairs = [(i, a) for i, rows in self.avoided.items() for a in rows
+                 if a.signature in sigs]
         for i, a in pairs:
             self.avoided[i].remove(a)
         self.plan(pairs)
@@ -206,14 +199,12 @@ def plan_all(g, todo: dict[str, tuple], jobs: list, entries: dict[str, Any], cac
              bound: bool) -> None:
     """Every op plan of ``todo`` (signature -> (op, layout)) made, into ``entries`` and
     ``cache``; with ``bound``, the layouts of an op whose kind gives floors as one
-    :class:`Rows` task, its avoided plans kept as their :class:`Floor`, then every avoided
-    plan some op still needs (:func:`needed`) made."""
+    :class:`Rows` task, its avoided plans kept as their :class:`Floor` (an op whose other
+    rows came from other ops' tasks may still need one: :meth:`Table.ensure`)."""
     from .op_pool import plan_many
     from .registry import kinds
     by_op: dict[int, list[str]] = {}  # each op whose kind gives floors: its signatures
-    where: dict[str, tuple] = {}
     for op, layout, sig in jobs:
-        where.setdefault(sig, (op, layout))
         if bound and kinds()[op.kind].graph_floors:
             by_op.setdefault(op.index, []).append(sig)
     rows_of: dict[int, list[str]] = {}
@@ -230,11 +221,6 @@ def plan_all(g, todo: dict[str, tuple], jobs: list, entries: dict[str, Any], cac
     for (op, task, sigs), out in zip(tasks, got):
         for sig, e in zip(sigs, out if isinstance(task, Rows) else [out]):
             _keep(g, sig, op, e, entries, cache)
-    while True:
-        need = needed(by_op, entries)
-        if not need:
-            return
-        entries.update(plan_signatures(g, {s: where[s] for s in need}, cache, opts))
 
 
 def plan_signatures(g, todo: dict[str, tuple], cache, opts) -> dict[str, Any]:

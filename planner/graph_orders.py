@@ -123,6 +123,11 @@ def spanning(t) -> list[str]:
 SHARING_ROLES = {"dma": ("destination", "source")}
 
 
+def large(g, n: str) -> bool:
+    """Tensor ``n`` has more candidates than the graph enumerates."""
+    return len(g.tensors[n].candidates or []) > limits.GRAPH_CANDIDATES_MAX
+
+
 def sharing_role(g, op, n: str) -> str | None:
     """The role in which ``op`` orders tensor ``n`` itself, or None."""
     for role in SHARING_ROLES.get(op.kind, ()):
@@ -135,12 +140,10 @@ def sharing_role(g, op, n: str) -> str | None:
 def shared_users(g, n: str, ops) -> list[int] | None:
     """The ops ordering large tensor ``n`` jointly, or None when one of them cannot (not
     a role its kind orders, or it touches another large free tensor)."""
-    big = limits.GRAPH_CANDIDATES_MAX
     if not isinstance(g.tensors[n].elements, Orders):
         return None
     for op in ops:
-        others = [m for m in g.op_free(op) if m != n
-                  and len(g.tensors[m].candidates or []) > big]
+        others = [m for m in g.op_free(op) if m != n and large(g, m)]
         if sharing_role(g, op, n) is None or others:
             return None
     return [op.index for op in ops]
@@ -172,8 +175,7 @@ class Lazy:
                     g.tensors[mine].elements, (Orders, AllOrders)):  # (every order: no list)
                 self.ordered[op.index] = mine
         for n, ops in users.items():
-            big = len(self.g.tensors[n].candidates or []) > limits.GRAPH_CANDIDATES_MAX
-            if big and not any(self.ordered.get(op.index) == n for op in ops):
+            if large(g, n) and not any(self.ordered.get(op.index) == n for op in ops):
                 together = shared_users(g, n, ops)
                 if together is None:
                     self._refuse(n, ops)
@@ -370,10 +372,7 @@ class _Search:
         if root.plan is None or not self.learn(root.plan):
             if root.error is not None:  # no order has a plan: the first order's rule
                 return self.row(tuple(self.orders.terms))
-            limits.check(len(self.orders), limits.GRAPH_CANDIDATES_MAX, "a free Element's "
-                         "candidate orders", "orders", {f"tensor {self.n}": len(self.orders)},
-                         limits.PLANNER, "its DMA orders it in digits that do not tile the "
-                         "graph's: give fewer digits, or orders: [...]")
+            refuse_digits(self.n, len(self.orders))
         best = None
         heap: list = [(root.bound, 0, root)]
         seq = 1
@@ -405,6 +404,15 @@ class _Search:
         exact = math.prod(self.g.axes_of(self.op.roles.values()).values()) <= _UNSAMPLED
         best.proven = best.proven and self.proven and exact
         return best
+
+
+def refuse_digits(n: str, orders: int) -> None:
+    """``size-limit``: tensor ``n``'s orders are too many to enumerate, and the DMA that
+    would order it orders other digits than the graph's."""
+    limits.check(orders, limits.GRAPH_CANDIDATES_MAX, "a free Element's candidate orders",
+                 "orders", {f"tensor {n}": orders}, limits.PLANNER,
+                 "its DMA orders it in digits that do not tile the graph's: give fewer "
+                 "digits, or orders: [...]")
 
 
 def _unsampled() -> int:

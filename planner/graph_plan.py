@@ -183,6 +183,7 @@ def evaluate(g: Graph, opts, bound: bool = False) -> Table:
             table.avoided.setdefault(op.index, []).append(Avoided(layout, sig, e.cycles))
         else:
             table[op.index].append(row(op, layout, e, sig))
+    table.ensure(list(g.order), {})  # (an op's rows from other ops' tasks: a floor it needs)
     lazy.fill(table, opts, op_choice)  # (graph_orders: their best orders, branch and bound)
     fill_shared(g, lazy.shared, table, lazy.choices, opts, op_choice,
                 functools.partial(_part_value, opts), OpChoice)  # (ordered jointly)

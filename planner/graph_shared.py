@@ -37,7 +37,8 @@ from typing import Any, Callable
 
 from tcplan.model import limits
 
-from .graph_orders import _UNSAMPLED, Orders, _Search, sharing_role
+from .graph_orders import (_UNSAMPLED, Orders, _Search, large, refuse_digits,
+                           sharing_role)
 
 #: what a part's joint choice is worth: (its value, least first; None: no plan) and
 #: whether it is proven
@@ -54,7 +55,7 @@ class Joint:
         self.g, self.n, self.table, self.value, self.row = g, n, table, value, row
         self.opts = opts
         self.part = next(p for p in parts(g) if ops[0] in p)
-        if any(m != n for m in _large(g, self.part)):
+        if any(m != n for m in _large_in(g, self.part)):
             _refuse_together(g, n, self.part)
         self.sub, self.at = restrict(g, self.part), {i: k for k, i in enumerate(self.part)}
         self.searches = [(i, lay, _Search(g, g.ops[i], n, lay, opts, plan_one,
@@ -155,7 +156,7 @@ class Joint:
             if nodes[k].plan is None:  # (no order has a plan for it: its node stays)
                 self.dead[k] = nodes[k]
             elif not s.learn(nodes[k].plan):
-                _refuse_digits(self.g, self.n)
+                refuse_digits(self.n, len(self.g.tensors[self.n].candidates or []))
         best = None
         heap: list = [(root, 0, (), nodes)] if root is not None else []
         seq = 1
@@ -202,28 +203,18 @@ def bound_task(g, op, item: tuple, opts):
     return s.bound(prefix)
 
 
-def _large(g, part: list[int]) -> list[str]:
+def _large_in(g, part: list[int]) -> list[str]:
     """The large free tensors (beyond ``GRAPH_CANDIDATES_MAX`` orders) a part's ops touch."""
-    return list(dict.fromkeys(
-        n for i in part for n in g.op_free(g.ops[i])
-        if len(g.tensors[n].candidates or []) > limits.GRAPH_CANDIDATES_MAX))
+    return list(dict.fromkeys(n for i in part for n in g.op_free(g.ops[i]) if large(g, n)))
 
 
 def _refuse_together(g, n: str, part: list[int]) -> None:
-    others = [m for m in _large(g, part) if m != n]
+    others = [m for m in _large_in(g, part) if m != n]
     raise limits.size_error(len(others) + 1, 1, "large free tensors bound in one part",
                             "tensors", {f"tensor {m}": len(g.tensors[m].candidates or [])
                                         for m in [n, *others]}, limits.PLANNER,
                             "give all but one of them fewer digits (120 orders at most), or "
                             "keep them in ops bound by no common choice")
-
-
-def _refuse_digits(g, n: str) -> None:
-    limits.check(len(g.tensors[n].candidates or []), limits.GRAPH_CANDIDATES_MAX,
-                 "a free Element's candidate orders", "orders",
-                 {f"tensor {n}": len(g.tensors[n].candidates or [])}, limits.PLANNER,
-                 "a DMA orders it in digits that do not tile the graph's: give fewer "
-                 "digits, or orders: [...]")
 
 
 def fill_shared(g, shared: dict[str, list[int]], table, choices, opts, plan_one: Callable,
