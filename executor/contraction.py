@@ -22,7 +22,7 @@ from tcplan.model.engines.contraction import ContractionPlan
 from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import TIER_DIMS, Tensor
 
-from .engines import axis_digits, check_holds, gather, held_values, lay_out, stream_index
+from .engines import Gather, axis_digits, check_holds, gather, held_values, lay_out
 from .run import value_text
 
 U32 = 2.0 ** -24  # the unit roundoff of f32
@@ -193,33 +193,32 @@ def _carried(t, axes: dict[str, int]) -> list[str]:
 
 
 def check(plan: ContractionPlan, out: Tensor, values: np.ndarray, exact: np.ndarray,
-          bound: np.ndarray | None, index: tuple[np.ndarray, np.ndarray] | None = None
-          ) -> int:
+          bound: np.ndarray | None, index: Gather | None = None) -> int:
     """Every position the result holds against the reference (over the axes the result
     carries): bit for bit (integers), or within ``bound`` (floats; a non-finite reference
-    is matched by class); ``index``: the result's :func:`stream_index` over its axes, where
-    the caller has it."""
+    is matched by class); ``index``: the result's :func:`gather` over its axes, where the
+    caller has it."""
     o_axes = {a: plan.axes[a] for a in _carried(plan.out, plan.axes)}
-    index = index if index is not None else stream_index(out, o_axes)
+    g = index if index is not None else gather(out, o_axes)
     if bound is None:
-        return check_holds(out, values, exact, o_axes, "the contraction's result", index)
-    lin, held = index
-    got = values[held].astype(np.float64)
-    due = exact.reshape(-1)[lin[held]]
-    tol = bound.reshape(-1)[lin[held]]
+        return check_holds(out, values, exact, o_axes, "the contraction's result", g)
+    held = values.reshape(-1)[g.pos]
+    got = held.astype(np.float64)
+    due = exact.reshape(-1)[g.src]
+    tol = bound.reshape(-1)[g.src]
     finite = np.isfinite(due)
     ok = np.where(finite, np.abs(got - due) <= tol,
                   (np.isnan(got) & np.isnan(due)) | (got == due))
     bad = np.flatnonzero(~ok)
     if bad.size:
-        where = np.argwhere(held)[bad[0]]
+        where = np.unravel_index(int(g.pos[bad[0]]), g.shape)
         at = ", ".join(f"{d} {int(i)}" for d, i in zip(("unit", "time", "packet"), where))
         raise TcplanError(Violation("verify-mismatch", (), {"detail": (
             f"the contraction's result: {at} holds "
-            f"{value_text(values[held][bad[0]:bad[0] + 1], plan.out.dtype)}, not "
+            f"{value_text(held[bad[0]:bad[0] + 1], plan.out.dtype)}, not "
             f"{due[bad[0]]!r} within {tol[bad[0]]:.3g} ({bad.size:,} of {got.size:,} "
             "positions off)")}))
-    return int(held.sum())
+    return int(g.pos.size)
 
 
 def run_contraction(plan: ContractionPlan, S: np.ndarray, W: np.ndarray, check_it: bool = True
@@ -242,12 +241,12 @@ def run_contraction(plan: ContractionPlan, S: np.ndarray, W: np.ndarray, check_i
     values = np.zeros((flits.shape[0], *ran.shape[1:]), ran.dtype)
     values[live] = ran
     checked = 0
+    g = gather(out_t, o_axes)
     if check_it:
         exact, bound = reference(plan, S, W)
-        checked = check(plan, out_t, values, exact, bound, stream_index(out_t, o_axes))
+        checked = check(plan, out_t, values, exact, bound, g)
     # (the result is what the engine made, read back from the positions holding it: for
     # floats, the hardware's sums, not the float64 reference)
-    g = gather(out_t, o_axes)
     result = np.zeros(tuple(o_axes.values()), values.dtype)
     result.reshape(-1)[g.src] = values.reshape(-1)[g.pos]
     return result, checked

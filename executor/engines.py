@@ -69,15 +69,69 @@ def gather(t: Tensor, axes: dict[str, int]) -> Gather:
     key = _index_key(t, axes)
 
     def make() -> Gather:
-        lin, held = _INDEX_CACHE.peek(key) or compute_stream_index(t, axes)
-        pos = np.flatnonzero(held)
-        top = max(lin.size, int(lin.max(initial=0)) + 1)  # (positions, and indexes into T)
-        small = np.int32 if top < 2 ** 31 else np.int64
-        g = Gather(lin.shape, pos.astype(small), lin.reshape(-1)[pos].astype(small),
-                   np.asarray(held.reshape(lin.shape[0], -1).any(axis=1)))
+        index = _INDEX_CACHE.peek(key)
+        g = compute_gather(t, axes) if index is None else _gather_of(*index)
         read_only(g.pos, g.src, g.rows)
         return g
     return _GATHER_CACHE.get(key, make)
+
+
+def _gather_of(lin: np.ndarray, held: np.ndarray) -> Gather:
+    """The :class:`Gather` of a :func:`compute_stream_index`."""
+    pos = np.flatnonzero(held)
+    small = _index_type(max(lin.size, int(lin.max(initial=0)) + 1))
+    return Gather(lin.shape, pos.astype(small), lin.reshape(-1)[pos].astype(small),
+                  np.asarray(held.reshape(lin.shape[0], -1).any(axis=1)))
+
+
+def _index_type(top: int) -> type:
+    """The narrowest integer holding every index below ``top`` (positions, and indexes
+    into the tensor)."""
+    return np.int32 if top < 2 ** 31 else np.int64
+
+
+def compute_gather(t: Tensor, axes: dict[str, int]) -> Gather:
+    """:func:`compute_stream_index` as a :class:`Gather`, without its arrays over every
+    position: a position holds an element when its unit and its inner position each do
+    (live, every axis within one level inside its size) and every axis over both levels
+    sums inside its size, so the held positions are the outer sum of the held units and
+    the held inner positions (C order, as ``flatnonzero`` gives them), less those where an
+    axis over both sums past its size (checked only where it can), and so are their
+    indexes."""
+    dims = TIER_DIMS[t.tier]
+    strides = axis_strides(axes)
+    u_lin, u_held, u_parts = _level(t, dims[:3], strides)
+    i_lin, i_held, i_parts = _level(t, dims[3:], strides)
+    for a in set(u_parts) - set(i_parts):
+        u_held = u_held & (u_parts[a] < axes[a])
+    for a in set(i_parts) - set(u_parts):
+        i_held = i_held & (i_parts[a] < axes[a])
+    units = tuple(t.dims[d].size for d in dims[:3])
+    inner = tuple(t.dims[d].size for d in dims[3:])
+
+    def flat(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        return np.broadcast_to(x, shape).reshape(-1)
+    u_lin, u_held, i_lin, i_held = (flat(u_lin, units), flat(u_held, units),
+                                    flat(i_lin, inner), flat(i_held, inner))
+    lu, li = np.flatnonzero(u_held), np.flatnonzero(i_held)
+    keep = None
+    if lu.size and li.size:
+        for a in set(u_parts) & set(i_parts):  # (an axis over both levels)
+            cu, ci = flat(u_parts[a], units)[lu], flat(i_parts[a], inner)[li]
+            if int(cu.max()) + int(ci.max()) >= axes[a]:  # (some position sums past it)
+                ok = cu[:, None] + ci[None, :] < axes[a]
+                keep = ok if keep is None else keep & ok
+    top = u_lin.size * i_lin.size
+    if lu.size and li.size:
+        top = max(top, int(u_lin[lu].max()) + int(i_lin[li].max()) + 1)
+    small = _index_type(top)
+    pos: np.ndarray = lu.astype(small)[:, None] * small(i_lin.size) + li.astype(small)[None, :]
+    src: np.ndarray = u_lin[lu].astype(small)[:, None] + i_lin[li].astype(small)[None, :]
+    rows = np.zeros(u_lin.size, bool)
+    rows[lu] = bool(li.size) if keep is None else keep.any(axis=1)
+    if keep is not None:
+        pos, src = pos[keep], src[keep]
+    return Gather((u_lin.size, *inner), pos.reshape(-1), src.reshape(-1), rows)
 
 
 def _index_key(t: Tensor, axes: dict[str, int]) -> tuple:
@@ -144,39 +198,49 @@ def _level(t: Tensor, dims: tuple[str, ...], strides: dict[str, int]
 
 
 def lay_out(stream: Tensor, T: np.ndarray, axes: dict[str, int],
-            index: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+            index: Gather | None = None) -> np.ndarray:
     """The stream's values holding ``T`` (over ``axes``): zeros where it holds nothing
-    (``index``: the stream's :func:`stream_index`, where the caller has it)."""
-    if index is None:
-        g = gather(stream, axes)
-        out = np.zeros(g.shape, T.dtype)
-        out.reshape(-1)[g.pos] = T.reshape(-1)[g.src]
-        return out
-    lin, held = index
-    out = np.zeros(lin.shape, T.dtype)
-    out[held] = T.reshape(-1)[lin[held]]
+    (``index``: the stream's :func:`gather`, or the part of it the caller runs on)."""
+    g = index if index is not None else gather(stream, axes)
+    out = np.zeros(g.shape, T.dtype)
+    out.reshape(-1)[g.pos] = T.reshape(-1)[g.src]
     return out
 
 
+def restrict(g: Gather, units: np.ndarray) -> Gather:
+    """``g`` on the units ``units`` only (ascending), numbered from 0 in that order: each
+    unit's held positions are one run of ``g.pos`` (ascending), found by bisection."""
+    if units.size == g.shape[0]:
+        return g
+    inner = int(np.prod(g.shape[1:], dtype=np.int64))
+    units = units.astype(np.int64)
+    lo = np.searchsorted(g.pos, units * inner)
+    n = np.searchsorted(g.pos, (units + 1) * inner) - lo
+    at = np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
+    shift = np.repeat((units - np.arange(units.size)) * inner, n)
+    return Gather((units.size, *g.shape[1:]), (g.pos[at] - shift).astype(g.pos.dtype),
+                  g.src[at], g.rows[units])
+
+
 def check_holds(stream: Tensor, values: np.ndarray, T: np.ndarray, axes: dict[str, int],
-                what: str, index: tuple[np.ndarray, np.ndarray] | None = None,
+                what: str, index: Gather | None = None,
                 units: np.ndarray | None = None) -> int:
     """Does every position of ``values`` that ``stream`` (or a register file's tensor) says
     holds an element hold ``T``'s, bit for bit?  Returns the positions checked; raises
     ``verify-mismatch`` at the first that does not (its unit and position, the value found
-    and the one due; ``index``: the stream's :func:`stream_index`, where the caller has
-    it; ``units``: which unit each row of ``values`` is, where they are a few of the
+    and the one due; ``index``: the stream's :func:`gather`, or the part of it on
+    ``units``: which unit each row of ``values`` is, where they are a few of the
     stream's)."""
-    lin, held = index if index is not None else stream_index(stream, axes)
-    if values.shape != lin.shape:
+    g = index if index is not None else gather(stream, axes)
+    if values.shape != g.shape:
         raise TcplanError(Violation("verify-mismatch", (), {"detail": (
             f"{what}: the engine made values of shape {values.shape} (units first), the "
-            f"output's mappings have {lin.shape}")}))
-    got, due = values[held], T.reshape(-1)[lin[held]]
+            f"output's mappings have {g.shape}")}))
+    got, due = values.reshape(-1)[g.pos], T.reshape(-1)[g.src]
     bits = np.dtype(f"u{T.dtype.itemsize}")
     bad = np.flatnonzero(got.view(bits) != due.view(bits))
     if bad.size:
-        where = np.argwhere(held)[bad[0]]
+        where = list(np.unravel_index(int(g.pos[bad[0]]), g.shape))
         if units is not None:
             where[0] = units[where[0]]
         at = ", ".join(f"{d} {int(i)}" for d, i in zip(("unit", *TIER_DIMS[stream.tier][3:]),
@@ -186,7 +250,7 @@ def check_holds(stream: Tensor, values: np.ndarray, T: np.ndarray, axes: dict[st
             f"{value_text(got[bad[0]:bad[0] + 1], stream.dtype)}, not "
             f"{value_text(due[bad[0]:bad[0] + 1], stream.dtype)} "
             f"({bad.size:,} of {got.size:,} positions differ)")}))
-    return int(held.sum())
+    return int(g.pos.size)
 
 
 def run_engine(plan: EnginePlan, values: np.ndarray, axes: dict[str, int],
@@ -200,17 +264,17 @@ def run_engine(plan: EnginePlan, values: np.ndarray, axes: dict[str, int],
     if getattr(plan.engine, "reduces", False):  # (its output drops axes: a reduction)
         return run_reduction(plan, values, axes)
     T, out, kept = _sides(plan, values, axes)
-    in_index, index = stream_index(plan.inp, axes), stream_index(out, axes)
+    g_in, g_out = gather(plan.inp, axes), gather(out, axes)
     rows = None
-    if len(kept) == len(SPATIAL):  # (every unit keeps its own: run on those holding data)
-        n = index[0].shape[0]
-        rows = np.flatnonzero(in_index[1].reshape(n, -1).any(axis=1)
-                              | index[1].reshape(n, -1).any(axis=1))
-        in_index = (in_index[0][rows], in_index[1][rows])
-        index = (index[0][rows], index[1][rows])
-    flits = plan.engine.run(lay_out(plan.inp, T, axes, in_index), plan.inp, plan.out)
-    due = _reference_where_held(reference, T, index)
-    checked = check_holds(out, flits, due, axes, f"the {plan.engine.name} op's output", index,
+    if len(kept) == len(SPATIAL):  # (every unit keeps its own: run on those holding data,
+        rows = np.flatnonzero(g_in.rows | g_out.rows)  # where they are at most half)
+        if rows.size * 2 <= g_out.shape[0]:
+            g_in, g_out = restrict(g_in, rows), restrict(g_out, rows)
+        else:
+            rows = None
+    flits = plan.engine.run(lay_out(plan.inp, T, axes, g_in), plan.inp, plan.out)
+    due = _reference_where_held(reference, T, g_out)
+    checked = check_holds(out, flits, due, axes, f"the {plan.engine.name} op's output", g_out,
                           rows)
     return due, checked
 
@@ -240,7 +304,7 @@ def engine_values(plan: EnginePlan, values: np.ndarray, axes: dict[str, int],
     T, out, _ = _sides(plan, values, axes)
     if reference is identity:  # (a move: nothing to compute, no index needed)
         return T
-    return _reference_where_held(reference, T, stream_index(out, axes))
+    return _reference_where_held(reference, T, gather(out, axes))
 
 
 def run_reduction(plan: EnginePlan, values: np.ndarray, axes: dict[str, int]
@@ -328,15 +392,14 @@ def _saturating_sum(x: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
 
 
 def _reference_where_held(reference: Callable[[np.ndarray], np.ndarray], T: np.ndarray,
-                          index: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+                          index: Gather) -> np.ndarray:
     """``reference`` of ``T`` at the elements the output holds (zeros elsewhere: no unit
     holds them, no later op reads them): a stream on a few of an axis's values (one slice
     per 16th of a vocabulary) costs what it holds, not the whole tensor."""
     if reference is identity:  # (a move: nothing to compute)
         return T
-    lin, held = index
     mark = np.zeros(T.size, bool)
-    mark[lin[held]] = True
+    mark[index.src] = True
     at = np.flatnonzero(mark)
     if at.size == T.size:
         return reference(T)

@@ -15,8 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from tcplan.model.rules import TcplanError, fail
 from tcplan.model.tiers import VALUE_TIERS
 
+from .apart import Apart
 from .memory import Memories
 from .run import as_dtype, clear_bottom, extents, place, tensor_bits, verify
 
@@ -64,7 +66,6 @@ def overwrite(spans: dict, life: dict[str, tuple[int, int]], step: int, writes: 
                 continue
             _, a, b = spans[other]
             if lo < b and a < hi:
-                from tcplan.model.rules import fail
                 raise fail("verify-mismatch", detail=f"op {op} writes {w} ({tier} bytes "
                            f"{lo:,} to {hi:,} of a unit) over {other} (bytes {a:,} to {b:,}),"
                            f" live from step {life[other][0]} to {life[other][1]}")
@@ -74,7 +75,8 @@ def run_graph(g, gp, kinds: dict, seed: int = 0,
               inputs: dict[str, np.ndarray] | None = None,
               progress=None, keep=None, legacy: bool = False,
               twins: dict[str, Any] | None = None, checked: set | None = None,
-              memory: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+              memory: bool = True, apart: int = 0
+              ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Run a planned graph: (the tensors' mathematical values, the report).  ``kinds``:
     the problem kinds by name, each op run by its own (the planner hands its registry in:
     the executor imports nothing of the planner).  ``inputs``: given tensors by name, and a
@@ -88,7 +90,9 @@ def run_graph(g, gp, kinds: dict, seed: int = 0,
     its commands not run again), where its kind can.  ``memory``: False for a run of
     values only (every op replayed, on memories of its own: a replayed op's own graph),
     no memory simulated, nothing read back; an op that cannot replay raises
-    :class:`NeedsMemory`."""
+    :class:`NeedsMemory`.  ``apart``: how many checks may run at once in forked processes
+    (executor/apart.py: an op whose kind ``checks_apart`` is replayed here and run in full,
+    checked, there); 0: every op runs here."""
     if legacy:
         from . import run as run_mod, tu as tu_mod
         saved = run_mod.PER_UNIT, tu_mod.PER_UNIT
@@ -98,7 +102,8 @@ def run_graph(g, gp, kinds: dict, seed: int = 0,
         finally:
             run_mod.PER_UNIT, tu_mod.PER_UNIT = saved
     return _run(g, gp, kinds, seed, inputs or {}, progress, keep,
-                _Twins(twins or {}, set() if checked is None else checked), memory)
+                _Twins(twins or {}, set() if checked is None else checked, Apart(apart)),
+                memory)
 
 
 class NeedsMemory(Exception):
@@ -108,8 +113,9 @@ class NeedsMemory(Exception):
 class _Twins:
     """Which ops ran and were checked, by their plans' keys; how many were replayed."""
 
-    def __init__(self, keys: dict[str, Any], checked: set):
+    def __init__(self, keys: dict[str, Any], checked: set, apart: Apart):
         self.keys, self.checked, self.replayed = keys, checked, 0
+        self.apart = apart
 
     def step(self, g, gp, kinds: dict, op, i: int, mem: Memories | None, tensors: dict,
              values: dict, inputs: dict[str, np.ndarray], seed: int) -> list[str]:
@@ -122,6 +128,14 @@ class _Twins:
                 return made
         if mem is None:
             raise NeedsMemory(op.name)
+        if self.apart.usable() and getattr(kinds[op.kind], "checks_apart", False):
+            made = _step(g, gp, kinds, op, i, mem, tensors, values, inputs, seed, True)
+            if made is not None:
+                self.apart.start(op.name, lambda: _check_apart(
+                    g, gp, kinds, op, i, tensors, values, inputs, seed, made))
+                if key is not None:
+                    self.checked.add(key)
+                return made
         ran = _step(g, gp, kinds, op, i, mem, tensors, values, inputs, seed)
         assert ran is not None  # (run, not replayed: it makes its tensors)
         if key is not None:
@@ -155,48 +169,57 @@ def _run(g, gp, kinds: dict, seed: int, inputs: dict[str, np.ndarray], progress,
     values: dict[str, np.ndarray] = {}
     seconds: dict[str, Any] = {"given": 0.0, "ops": {}, "end_to_end": 0.0}
     checked = 0
-    for step in range(end + 1):
-        op = g.ops[g.order[step]] if step < end else None
-        name = op.name if op is not None else "the end"
-        clock = time.perf_counter()
-        for n in births.get(step, ()):
-            t = tensors[n]
-            overwrite(spans, life, step, [n], live, f"{name} (placing given {n})")
-            values[n] = _given(g, gp, kinds, n, t, inputs.get(n), seed + index[n],
-                               reads.get(n, []))
-            if t.tier not in VALUE_TIERS and mem is not None:  # (a given stream: the
-                place(mem, t, g.axes_of([n]), values[n])  # Tensor Unit computed it)
-            _born(spans, live, n)
-        seconds["given"] += time.perf_counter() - clock
-        if op is not None:
+    try:
+        for step in range(end + 1):
+            op = g.ops[g.order[step]] if step < end else None
+            name = op.name if op is not None else "the end"
             clock = time.perf_counter()
-            made = twins.step(g, gp, kinds, op, g.order[step], mem, tensors, values, inputs,
-                              seed)
-            overwrite(spans, life, step, made, live, op.name)
-            for n in made:
+            for n in births.get(step, ()):
+                t = tensors[n]
+                overwrite(spans, life, step, [n], live, f"{name} (placing given {n})")
+                values[n] = _given(g, gp, kinds, n, t, inputs.get(n), seed + index[n],
+                                   reads.get(n, []))
+                if t.tier not in VALUE_TIERS and mem is not None:  # (a given stream: the
+                    place(mem, t, g.axes_of([n]), values[n])  # Tensor Unit computed it)
                 _born(spans, live, n)
-            seconds["ops"][op.name] = time.perf_counter() - clock
-            if progress is not None:
-                progress("ops", step + 1, end, op.name)
-        clock = time.perf_counter()
-        for n in deaths.get(step, ()):
-            t = tensors[n]
-            if n in values and t.tier not in VALUE_TIERS and mem is not None:
-                checked += verify(mem, t, g.axes_of([n]), values[n])["checked"]
-            if t.tier not in VALUE_TIERS and mem is not None:
-                clear_bottom(mem, t, g.axes_of([n]))
-            if keep is not None and n not in keep:
-                values.pop(n, None)
-            if n in spans and n in live.get(spans[n][0], ()):
-                live[spans[n][0]].remove(n)
-                _release(mem, spans[n], live.get(spans[n][0], []), spans)
-        seconds["end_to_end"] += time.perf_counter() - clock
+            seconds["given"] += time.perf_counter() - clock
+            if op is not None:
+                clock = time.perf_counter()
+                made = twins.step(g, gp, kinds, op, g.order[step], mem, tensors, values,
+                                  inputs, seed)
+                overwrite(spans, life, step, made, live, op.name)
+                for n in made:
+                    _born(spans, live, n)
+                seconds["ops"][op.name] = time.perf_counter() - clock
+                if progress is not None:
+                    progress("ops", step + 1, end, op.name)
+            clock = time.perf_counter()
+            for n in deaths.get(step, ()):
+                t = tensors[n]
+                if n in values and t.tier not in VALUE_TIERS and mem is not None:
+                    checked += verify(mem, t, g.axes_of([n]), values[n])["checked"]
+                if t.tier not in VALUE_TIERS and mem is not None:
+                    clear_bottom(mem, t, g.axes_of([n]))
+                if keep is not None and n not in keep:
+                    values.pop(n, None)
+                if n in spans and n in live.get(spans[n][0], ()):
+                    live[spans[n][0]].remove(n)
+                    _release(mem, spans[n], live.get(spans[n][0], []), spans)
+            seconds["end_to_end"] += time.perf_counter() - clock
+        twins.apart.finish()
+    except TcplanError:  # (a check run apart of an earlier op fails first)
+        twins.apart.finish()
+        raise
+    finally:
+        twins.apart.close()
     return values, {"verified": True, "checked": checked, "seconds": seconds,
-                    "replayed": twins.replayed,
+                    "replayed": twins.replayed, "checked_apart": twins.apart.started,
                     "method": "ran every op in topological order on one set of simulated "
                               "memories, each checked as it ran (an op whose twin, the "
                               "same plan at the same addresses, ran and was checked "
-                              "before: its values written where its plan puts them), and "
+                              "before: its values written where its plan puts them; an "
+                              "op checked apart: replayed here, run in full and checked "
+                              "in a process of its own), and "
                               "every tensor read back against what it must hold (holding "
                               "rule) after its last use; no op wrote over a live tensor's "
                               "bytes"}
@@ -253,12 +276,27 @@ def _step(g, gp, kinds: dict, op, i: int, mem: Memories | None, tensors: dict, v
         name = op.roles[role]
         want = tuple(g.axes_of([name]).values())
         if np.shape(v) != want:  # (every tensor's values are over the axes it carries)
-            from tcplan.model.rules import fail
             raise fail("verify-mismatch", detail=f"op {op.name} made {name} over a "
                        f"shape {np.shape(v)}, not its axes' {want}")
         values[name] = np.ascontiguousarray(v)
         made.append(name)
     return made
+
+
+def _check_apart(g, gp, kinds: dict, op, i: int, tensors: dict, values: dict,
+                 inputs: dict[str, np.ndarray], seed: int, made: list[str]) -> None:
+    """In a child (executor/apart.py): the op run in full, checked, on memories of its own
+    (its kind's ``checks_apart``: it reads only the values), and what it made compared
+    with what its replay made, bit for bit."""
+    own = Memories(extents([tensors[n] for n in op.roles.values()]))
+    ran = dict(values)
+    _step(g, gp, kinds, op, i, own, tensors, ran, inputs, seed)
+    for n in made:
+        a, b = values[n], ran[n]
+        if a.dtype != b.dtype or a.tobytes() != b.tobytes():
+            bits = np.flatnonzero(a.reshape(-1).view(np.uint8) != b.reshape(-1).view(np.uint8))
+            raise fail("verify-mismatch", detail=f"op {op.name}: its run made {n} other "
+                       f"than its replay (first at byte {int(bits[0]) if bits.size else 0:,})")
 
 
 def _run_legacy(g, gp, kinds: dict, seed: int, inputs: dict[str, np.ndarray], progress
@@ -320,7 +358,6 @@ def _given(g, gp, kinds: dict, name: str, t, user: np.ndarray | None, seed: int,
         return tensor_bits(axes, t.dtype, seed)
     shape = tuple(axes.values())
     if user.shape != shape:
-        from tcplan.model.rules import fail
         raise fail("bad-request", detail=f"--input {name}: expected shape {shape} "
                    f"({', '.join(axes)}), got {user.shape}",
                    fix="save the tensor with numpy.save over its axes, in the graph's order")

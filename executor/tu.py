@@ -87,12 +87,16 @@ def _unit_arrays(plan: TuPlan, axes: dict[str, int]
             yield chip, u[:, 1], u[:, 2], u[:, 3]
 
 
+def _bases(cluster: np.ndarray, slice_: np.ndarray, plan: TuPlan) -> np.ndarray:
+    """The byte address of the memory tensor's start in every slice given."""
+    return ((cluster * hw.SLICES_PER_CLUSTER + slice_) * hw.DM_SLICE_STRIDE
+            + plan.memory.address)
+
+
 def _addresses(cluster: np.ndarray, slice_: np.ndarray, plan: TuPlan, addr: np.ndarray
                ) -> np.ndarray:
     """The byte address of every position ``addr`` (elements) of every slice given."""
-    base = ((cluster * hw.SLICES_PER_CLUSTER + slice_) * hw.DM_SLICE_STRIDE
-            + plan.memory.address)
-    return (base[:, None] + addr[None, :] * plan.elem_bytes).ravel()
+    return (_bases(cluster, slice_, plan)[:, None] + addr[None, :] * plan.elem_bytes).ravel()
 
 
 def run_fetch(mem: Memories, plan: TuPlan, axes: dict[str, int], T: np.ndarray) -> int:
@@ -107,16 +111,25 @@ def run_fetch(mem: Memories, plan: TuPlan, axes: dict[str, int], T: np.ndarray) 
     addr, lin, live = _positions(plan, axes)
     checked = 0
     for chip, clusters, slices, offs in _unit_arrays(plan, axes):
-        got = mem.space("dm", chip).read(_addresses(clusters, slices, plan, addr), eb)
-        got = got.reshape(len(offs), addr.size, eb)[:, live]
+        got = mem.space("dm", chip).read_grid(_bases(clusters, slices, plan), addr * eb,
+                                              eb)[:, live]
         want = flat[(offs[:, None] + lin[live][None, :]).ravel()].reshape(got.shape)
-        bad = (got != want).any(axis=2)
+        bad = _differ(got, want)
         if bad.any():
             k = int(np.flatnonzero(bad.any(axis=1))[0])
             _fetch_mismatch(plan, axes, (chip, int(clusters[k]), int(slices[k]),
                                          int(offs[k])), lin, live, got[k], want[k])
         checked += int(live.sum()) * len(offs)
     return checked
+
+
+def _differ(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per element, whether its bytes (the last axis) differ: compared as one word where
+    the width is a word's."""
+    eb = a.shape[-1]
+    if eb in (1, 2, 4, 8):
+        return a.view(f"u{eb}")[..., 0] != b.view(f"u{eb}")[..., 0]
+    return (a != b).any(axis=-1)
 
 
 def _fetch_mismatch(plan: TuPlan, axes: dict[str, int], unit: tuple[int, int, int, int],

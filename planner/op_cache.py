@@ -22,6 +22,7 @@ import os
 import pathlib
 import pickle
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from tcplan.model import limits
@@ -104,7 +105,9 @@ def _replaced(data: dict, at: tuple, value: str) -> dict:
     return out
 
 
+@cache
 def version() -> str:
+    """tcplan's installed version (read once: the package metadata is parsed from disk)."""
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as v
     try:

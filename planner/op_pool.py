@@ -36,6 +36,13 @@ def plan_many(g, todo: list, opts, plan_op) -> list[tuple]:
     return _on_pool(g, todo, opts, jobs, plan_op)
 
 
+def checkers(opts) -> int:
+    """How many checks a graph's run may run apart at once (executor/apart.py): the
+    processes a pool would plan on (``--jobs``, else one per core), none below two."""
+    jobs = opts.jobs or (os.cpu_count() or 1)
+    return jobs if jobs >= 2 and hasattr(os, "fork") else 0
+
+
 def _bare(opts):
     """The options a worker plans with (no callback, no shared table)."""
     import dataclasses
@@ -50,18 +57,24 @@ def _forked_plan(item: tuple[int, dict[str, str]]) -> tuple:
         return ("raise", e)
 
 
-#: the kinds whose plans are searches of their own (seconds, not milliseconds): handed
-#: out first, so that no worker is left with one while the others idle
-_SLOW_KINDS = {"contraction": 0, "dma": 1, "pcie": 1}
+#: the weight of one layout's plan by kind, for the order the pool hands tasks out in:
+#: a contraction's search (a few tenths of a second) about ten of a DMA's layouts, the
+#: engines' and chains' plans (milliseconds) next to nothing (measured on a decode layer)
+_WEIGHTS = {"contraction": 10.0, "dma": 1.0, "pcie": 1.0}
 
 
 def _slow_first(todo: list) -> list[int]:
-    """The order the pool hands ``todo`` out in: the slow kinds first (a stable sort)."""
-    return sorted(range(len(todo)), key=lambda k: _SLOW_KINDS.get(todo[k][0].kind, 2))
+    """The order the pool hands ``todo`` out in: the heaviest task first (a kind's weight
+    times the layouts the task plans: an op's rows under branch and bound are one task),
+    so that no worker is left with a long one while the others idle (a stable sort)."""
+    def weight(k: int) -> float:
+        op, task = todo[k]
+        return _WEIGHTS.get(op.kind, 0.01) * max(1, len(getattr(task, "layouts", ())))
+    return sorted(range(len(todo)), key=lambda k: -weight(k))
 
 
 def _on_pool(g, todo: list, opts, jobs: int, plan_op) -> list[tuple]:
-    """The plans one at a time on a forked pool, the slow kinds first (each plan is
+    """The plans one at a time on a forked pool, the heaviest first (each plan is
     deterministic: the order they are made in changes none), back in ``todo``'s order."""
     import multiprocessing
     _FORKED.update(graph=g, opts=_bare(opts), plan=plan_op)

@@ -183,6 +183,10 @@ class Kind:
     #: breakdown: both), "tensor unit" (a Fetch's or Commit's: `--plot`), "" (nothing)
     pictures = ""
     scheduled = False  # its plan has a schedule of contexts (`--trace`; planner/schedule.py)
+    #: as a graph's op: :meth:`execute` reads only the values (not the memories) and
+    #: :meth:`replay` makes what it makes, so a graph's run may replay the op and check it
+    #: in a process of its own meanwhile (executor/apart.py; a contraction's own graph)
+    checks_apart = False
 
     def has_schedule(self, problem) -> bool:
         """This problem's plan has a schedule of contexts (the kind's ``scheduled``)."""

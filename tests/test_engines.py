@@ -930,3 +930,50 @@ def test_a_streams_index_is_its_cells_one_by_one(dims):
         assert held[unit, pos[3], pos[4]] == want, pos
         if want:
             assert lin[unit, pos[3], pos[4]] == (coord["A"] * 40 + coord["B"]) * 3 + coord["C"]
+
+
+@pytest.mark.parametrize("dims", [
+    {"cluster": "m![A / 3 # 2]", "slice": "m![B / 8, A % 3 # 4]", "time": "m![C, B % 8 / 2]",
+     "packet": "m![B % 2 # 4]"},
+    {"cluster": "m![1 # 2]", "slice": "m![B # 64 / 2]", "time": "m![A, C]",
+     "packet": "m![B # 64 % 2 # 8]"},
+    {"cluster": "m![A # 8 / 4]", "slice": "m![A # 8 % 4, C]", "time": "m![B # 48 / 8]",
+     "packet": "m![B # 48 % 8]"},
+    {"cluster": "m![1 # 2]", "slice": "m![C # 4, 1 # 2]", "time": "m![A # 8, B / 8]",
+     "packet": "m![B % 8 # 16]"},
+])
+def test_a_streams_gather_is_its_index_where_held(dims):
+    """compute_gather (held units x held inner positions, no array over every position)
+    against compute_stream_index (itself checked cell by cell above): the same held
+    positions in order, the same indexes, the same units holding any; on every case,
+    the ones with an axis over the units and the inner dimensions included."""
+    from tcplan.executor.engines import compute_gather, compute_stream_index
+    axes = {"A": 6, "B": 40, "C": 3}
+    t = Tensor("s", "stream", "i8", {d: parse(m, axes) for d, m in
+                                      {"chip": "m![1]", **dims}.items()})
+    lin, held = compute_stream_index(t, axes)
+    g = compute_gather(t, axes)
+    assert g.shape == lin.shape
+    assert g.pos.tolist() == np.flatnonzero(held).tolist()
+    assert g.src.tolist() == lin.reshape(-1)[held.reshape(-1)].tolist()
+    assert g.rows.tolist() == held.reshape(lin.shape[0], -1).any(axis=1).tolist()
+    assert g.pos.dtype == g.src.dtype == np.int32
+
+
+def test_a_gather_restricted_to_some_units_is_its_rows_taken():
+    """restrict (positions renumbered on the units kept) against the dense layout's rows:
+    laying a tensor out with the restricted gather gives the full layout's rows of those
+    units, on a stream whose units hold unevenly (the last cluster's slices padding)."""
+    from tcplan.executor.engines import compute_gather, lay_out, restrict
+    axes = {"A": 6, "B": 40, "C": 3}
+    t = Tensor("s", "stream", "i8", {d: parse(m, axes) for d, m in {
+        "chip": "m![1]", "cluster": "m![A # 8 / 4]", "slice": "m![A # 8 % 4, C]",
+        "time": "m![B # 48 / 8]", "packet": "m![B # 48 % 8]"}.items()})
+    T = np.arange(6 * 40 * 3, dtype=np.int32).reshape(6, 40, 3) % 127
+    g = compute_gather(t, axes)
+    full = lay_out(t, T.astype(np.int8), axes, g)
+    for units in (np.flatnonzero(g.rows), np.array([0, 5, 7]), np.arange(g.shape[0])):
+        part = restrict(g, units)
+        assert part.shape == (units.size, *g.shape[1:])
+        assert np.array_equal(lay_out(t, T.astype(np.int8), axes, part), full[units])
+        assert part.rows.tolist() == g.rows[units].tolist()

@@ -85,3 +85,17 @@ def test_the_pool_hands_out_the_slow_kinds_first():
     todo = [(SimpleNamespace(kind=k), {}) for k in ("fetch", "dma", "chain", "contraction",
                                                      "dma")]
     assert _slow_first(todo) == [3, 1, 4, 0, 2]
+
+
+def test_the_pool_hands_out_an_ops_many_layouts_before_one_search():
+    """An op's rows are one task: a DMA over 36 layouts (a decode layer's load_attn, 1.6 s)
+    goes before a contraction's one search (a few tenths), a DMA over 4 after it, and
+    ties keep their order."""
+    from types import SimpleNamespace
+
+    from tcplan.planner.op_pool import _slow_first
+    rows = [SimpleNamespace(layouts=[{}] * n) for n in (4, 36, 12)]
+    todo = [(SimpleNamespace(kind="dma"), rows[0]), (SimpleNamespace(kind="contraction"), {}),
+            (SimpleNamespace(kind="dma"), rows[1]), (SimpleNamespace(kind="chain"), {}),
+            (SimpleNamespace(kind="dma"), rows[2]), (SimpleNamespace(kind="contraction"), {})]
+    assert _slow_first(todo) == [2, 4, 1, 5, 0, 3]

@@ -113,6 +113,8 @@ class Contraction(Kind):
     dtype_role = "source"
     #: in a graph's schedule the TRF's fill runs first, in the sub context (decisions 112)
     graph_prelude = ("trf", "sub", "TRF fill")
+    #: its own graph runs on its operands' values alone: checked apart (executor/apart.py)
+    checks_apart = True
 
     def graph_resources(self, name: str) -> frozenset[str]:
         """The Vector Engine, held by the op's main path (its Cast Engine, where the result

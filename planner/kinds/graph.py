@@ -166,6 +166,7 @@ def solve_graph(problem, opts: Options) -> Solved:
     from tcplan.executor.graph import run_graph
 
     from ..graph_plan import plan_graph
+    from ..op_pool import checkers
     t0 = time.perf_counter()
     g = _graph(problem)
     try:
@@ -182,7 +183,8 @@ def solve_graph(problem, opts: Options) -> Solved:
     if opts.verify != "none":
         try:
             checked = run_graph(g, gp, kinds(), opts.seed, progress=opts.progress,
-                                keep=(), twins=twin_keys(g, gp))[1]["checked"]
+                                keep=(), twins=twin_keys(g, gp),
+                                apart=checkers(opts))[1]["checked"]
             verified = True
         except TcplanError as err:
             verified, error = False, err
