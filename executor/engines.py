@@ -209,17 +209,22 @@ def lay_out(stream: Tensor, T: np.ndarray, axes: dict[str, int],
 
 def restrict(g: Gather, units: np.ndarray) -> Gather:
     """``g`` on the units ``units`` only (ascending), numbered from 0 in that order: each
-    unit's held positions are one run of ``g.pos`` (ascending), found by bisection."""
+    unit's held positions are one run of ``g.pos`` (ascending), found by bisection; where
+    the units kept hold every position (an engine runs on the units holding its input or
+    its output), the indexes are ``g``'s own and the positions only shift."""
     if units.size == g.shape[0]:
         return g
     inner = int(np.prod(g.shape[1:], dtype=np.int64))
     units = units.astype(np.int64)
-    lo = np.searchsorted(g.pos, units * inner)
-    n = np.searchsorted(g.pos, (units + 1) * inner) - lo
+    first = (units * inner).astype(g.pos.dtype)  # (in pos's own type: no wider copy of it)
+    lo = np.searchsorted(g.pos, first)
+    n = np.searchsorted(g.pos, first + g.pos.dtype.type(inner)) - lo
+    shift = np.repeat(((units - np.arange(units.size)) * inner).astype(g.pos.dtype), n)
+    shape = (units.size, *g.shape[1:])
+    if int(n.sum()) == g.pos.size:
+        return Gather(shape, g.pos - shift, g.src, g.rows[units])
     at = np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
-    shift = np.repeat((units - np.arange(units.size)) * inner, n)
-    return Gather((units.size, *g.shape[1:]), (g.pos[at] - shift).astype(g.pos.dtype),
-                  g.src[at], g.rows[units])
+    return Gather(shape, g.pos[at] - shift, g.src[at], g.rows[units])
 
 
 def check_holds(stream: Tensor, values: np.ndarray, T: np.ndarray, axes: dict[str, int],

@@ -859,6 +859,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
 
 
 def entry_point() -> None:  # console script
+    from .allocator import tune
+    tune()  # (large arrays reused, not mapped afresh: planner/allocator.py)
     try:
         code = main()
         sys.stdout.flush()
