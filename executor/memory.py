@@ -132,24 +132,23 @@ class Space:
         """:meth:`read` of every ``bases[s] + offsets[p]``: shape ``(len(bases),
         len(offsets), nbytes)``.  Where every base's offsets stay inside the backed part of
         its DM window and no Bottom padding is marked, the addresses are checked at the
-        offsets' two ends (a window is linear) and the bytes read as words where aligned;
+        offsets' two ends (a window is linear) and read as one word each where aligned;
         else address by address, as :meth:`read` (which says where an access fails)."""
         shape = (bases.size, offsets.size, nbytes)
         if self.tier == "dm" and self.bottom is None and bases.size and offsets.size:
             lo, hi = int(offsets.min()), int(offsets.max()) + nbytes - 1
             off = bases & ((1 << DM_WINDOW_SHIFT) - 1)
-            if lo >= 0 and int(off.min()) + lo >= 0 and \
-                    int(off.max()) + hi < (1 << DM_BACKED_SHIFT):
+            if lo >= 0 and int(off.max()) + hi < (1 << DM_BACKED_SHIFT):
                 self.physical(np.concatenate([bases + lo, bases + hi]))  # (the span's ends)
                 starts = self.physical(bases)
-                if nbytes in (1, 2, 4, 8) and not ((starts | offsets.min(initial=0)) & (
-                        nbytes - 1)).any() and not (offsets & (nbytes - 1)).any():
-                    words = self.data[:self.data.size - self.data.size % nbytes].view(
-                        f"u{nbytes}")  # (every address aligned: one word each)
-                    got = words[(starts // nbytes)[:, None] + (offsets // nbytes)[None, :]]
-                    return got.view(np.uint8).reshape(shape)
-                return _gathered(self.data, starts[:, None] + offsets[None, :],
-                                 nbytes).reshape(shape)
+                if nbytes not in (1, 2, 4, 8) or (starts & (nbytes - 1)).any() or \
+                        (offsets & (nbytes - 1)).any():
+                    at = (starts[:, None] + offsets[None, :])[..., None]
+                    return self.data[at + np.arange(nbytes, dtype=np.int64)]
+                words = self.data[:self.data.size - self.data.size % nbytes].view(
+                    f"u{nbytes}")
+                got = words[(starts // nbytes)[:, None] + (offsets // nbytes)[None, :]]
+                return got.view(np.uint8).reshape(shape)
         return self.read((bases[:, None] + offsets[None, :]).ravel(), nbytes).reshape(shape)
 
     def write(self, addr: np.ndarray, values: np.ndarray, count: bool = True) -> None:
@@ -165,15 +164,6 @@ class Space:
         if count:
             w = self.writes[idx]  # every byte of an element counts (verify reads the first)
             self.writes[idx] = np.minimum(w, 254) + 1
-
-
-def _gathered(data: np.ndarray, phys: np.ndarray, nbytes: int) -> np.ndarray:
-    """The ``nbytes`` bytes at each physical index ``phys`` of ``data``: ``(..., nbytes)``;
-    one word each where ``nbytes`` is a word's width and every index is aligned to it."""
-    if nbytes in (1, 2, 4, 8) and not (phys & (nbytes - 1)).any():
-        words = data[:data.size - data.size % nbytes].view(f"u{nbytes}")
-        return words[phys // nbytes].view(np.uint8).reshape(*phys.shape, nbytes)
-    return data[phys[..., None] + np.arange(nbytes, dtype=np.int64)]
 
 
 class Memories:

@@ -92,6 +92,10 @@ OP_CACHE_MAX_BYTES = 1 << 28
 #: Bytes of stream indices the executor keeps between ops (executor/engines.py
 #: ``stream_index``): every layer of a model reads its streams with the same mappings.
 STREAM_INDEX_CACHE_BYTES = 1 << 28
+#: Checks a graph's run keeps apart at once (executor/apart.py), each a forked process
+#: with memories of its own (a decode layer's contraction: up to 0.4 GB): at most one per
+#: core (``--jobs``), and never more than this, whatever the machine.
+APART_MAX_CHECKS = 4
 #: Bytes of contractions' TRF reads the model keeps (model/engines/contraction.py
 #: ``trf_reads_table``): a moves search lowers each candidate twice.
 TRF_READS_CACHE_BYTES = 64 << 20

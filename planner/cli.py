@@ -195,7 +195,8 @@ def _verb_solve(sub) -> None:
     so.add_argument("--seed", type=_seed, default=0,
                     help="solver seed and seed of the verification data")
     so.add_argument("--jobs", type=_count_or_zero, default=0, metavar="N",
-                    help="processes planning a graph's ops (default 0: one per core)")
+                    help="processes planning a graph's ops and checking its contractions "
+                         "apart (default 0: one per core; 1: all in this one)")
     so.add_argument("--dask", metavar="ADDRESS",
                     help="plan a graph's ops on the Dask scheduler at ADDRESS ('local': a "
                          "local cluster; pip install 'tcplan[dask]')")

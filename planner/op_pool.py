@@ -38,9 +38,11 @@ def plan_many(g, todo: list, opts, plan_op) -> list[tuple]:
 
 def checkers(opts) -> int:
     """How many checks a graph's run may run apart at once (executor/apart.py): the
-    processes a pool would plan on (``--jobs``, else one per core), none below two."""
+    processes a pool would plan on (``--jobs``, else one per core), none below two, at
+    most ``APART_MAX_CHECKS``."""
+    from tcplan.model.limits import APART_MAX_CHECKS
     jobs = opts.jobs or (os.cpu_count() or 1)
-    return jobs if jobs >= 2 and hasattr(os, "fork") else 0
+    return min(jobs, APART_MAX_CHECKS) if jobs >= 2 and hasattr(os, "fork") else 0
 
 
 def _bare(opts):

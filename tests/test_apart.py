@@ -138,3 +138,15 @@ def test_the_command_lines_allocator_tuning_is_taken_where_glibc_is():
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         pytest.skip("glibc's mallopt")
     assert tune() is True and tune() is True
+
+
+def test_how_many_checks_run_apart():
+    """``--jobs 1`` checks every op in the run; more, one check a process, at most
+    APART_MAX_CHECKS (each has memories of its own)."""
+    from types import SimpleNamespace
+
+    from tcplan.model.limits import APART_MAX_CHECKS
+    from tcplan.planner.op_pool import checkers
+    assert [checkers(SimpleNamespace(jobs=j)) for j in (1, 2, 3, 64)] == [
+        0, 2, min(3, APART_MAX_CHECKS), APART_MAX_CHECKS]
+    assert APART_MAX_CHECKS == 4

@@ -654,3 +654,36 @@ def test_trace_of_a_free_fetch_stream_follows_the_planned_stream():
                 stdout=out, stderr=io.StringIO()) == 0
     stream = json.loads(out.getvalue())["tensors"]["stream"]
     assert (stream["time"], stream["packet"]) == ((N * 2 + G) * 8 + D // 16, D % 16)
+
+
+@settings(max_examples=60, deadline=None)
+@given(nbytes=st.sampled_from([1, 2, 3, 4, 8]), start=st.integers(0, 600),
+       step=st.integers(1, 9), count=st.integers(1, 40),
+       slices=st.lists(st.integers(0, 255), min_size=1, max_size=6, unique=True),
+       shift=st.sampled_from([0, 1, 2, 4, 4096, (1 << 19) - 700, (1 << 19) - 100]))
+def test_a_grid_read_is_the_reads_address_by_address(nbytes, start, step, count, slices,
+                                                      shift):
+    """Space.read_grid (the spans' ends checked, one word a position where aligned)
+    against Space.read of every address: the same bytes, or the same memory-access error
+    (a span past the backed 512 KiB of its window, shifted there)."""
+    import numpy as np
+
+    from tcplan.executor.memory import Memories
+    from tcplan.model import hardware as hw
+    space = Memories().space("dm", 0)
+    rng = np.random.default_rng(start + 7 * step)
+    for s in slices:  # (bytes near each slice's start and its backed part's end)
+        for at in (s * hw.DM_SLICE_STRIDE, s * hw.DM_SLICE_STRIDE + (1 << 19) - 2048):
+            space.write(np.array([at]), rng.integers(0, 256, (1, 2048), dtype=np.uint8),
+                        count=False)
+    bases = np.array(slices, np.int64) * hw.DM_SLICE_STRIDE + shift
+    offsets = start + step * np.arange(count, dtype=np.int64) * nbytes
+    try:
+        want = space.read((bases[:, None] + offsets[None, :]).ravel(), nbytes)
+    except TcplanError as e:
+        with pytest.raises(TcplanError) as got:
+            space.read_grid(bases, offsets, nbytes)
+        assert got.value.code == e.code == "memory-access"
+        return
+    assert np.array_equal(space.read_grid(bases, offsets, nbytes),
+                          want.reshape(len(slices), count, nbytes))
