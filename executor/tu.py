@@ -52,17 +52,23 @@ def _positions(plan: TuPlan, axes: dict[str, int]) -> tuple[np.ndarray, np.ndarr
 
 def _units(plan: TuPlan, axes: dict[str, int]) -> Iterator[tuple[int, int, int, int]]:
     """Every live slice: (chip, cluster, slice, its linear index offset into T)."""
+    for chip, cluster, slice_, off in _live_units(plan, axes).tolist():
+        yield chip, cluster, slice_, off
+
+
+def _live_units(plan: TuPlan, axes: dict[str, int]) -> np.ndarray:
+    """Every live slice as a row (chip, cluster, slice, its linear index offset into T),
+    in order: the three dimensions evaluated once, broadcast over every slice."""
     st = axis_strides(axes)
-    evals = [plan.memory.dims[d].evaluate() for d in SPATIAL]
-    sizes = [plan.memory.dims[d].size for d in SPATIAL]
-    for unit in np.ndindex(*sizes):
-        off, live = 0, True
-        for (coords, status), p in zip(evals, unit):
-            live &= status[p] == LIVE
-            for a, c in coords.items():
-                off += int(c[p]) * st[a]
-        if live:
-            yield unit[0], unit[1], unit[2], off
+    units = np.indices([plan.memory.dims[d].size for d in SPATIAL]).reshape(3, -1)
+    off = np.zeros(units.shape[1], np.int64)
+    live = np.ones(units.shape[1], bool)
+    for k, d in enumerate(SPATIAL):
+        coords, status = plan.memory.dims[d].evaluate()
+        live &= status[units[k]] == LIVE
+        for a, c in coords.items():
+            off += c[units[k]] * st[a]
+    return np.stack([*units, off])[:, live].T.astype(np.int64)
 
 
 def _address(cluster: int, slice_: int, plan: TuPlan, addr: np.ndarray) -> np.ndarray:
@@ -77,7 +83,7 @@ def _unit_arrays(plan: TuPlan, axes: dict[str, int]
                  ) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
     """Every live slice, chip by chip, in groups small enough for one index array of
     their stream positions: (chip, cluster and slice as arrays, their offsets into T)."""
-    units = np.array(list(_units(plan, axes)), np.int64).reshape(-1, 4)
+    units = _live_units(plan, axes)
     n = max(1, plan.stream.dims["time"].size * plan.stream.dims["packet"].size)
     group = max(1, CHUNK // n)
     for chip in np.unique(units[:, 0]).tolist():

@@ -687,3 +687,27 @@ def test_a_grid_read_is_the_reads_address_by_address(nbytes, start, step, count,
         return
     assert np.array_equal(space.read_grid(bases, offsets, nbytes),
                           want.reshape(len(slices), count, nbytes))
+
+
+@pytest.mark.parametrize("slice_, element, time", [
+    ("m![A # 8 / 2, 1 # 64]", "m![A # 8 % 2, B, C]", "m![A # 8 % 2, B]"),
+    ("m![B, A # 8 / 2, 1 # 32]", "m![A # 8 % 2, C]", "m![A # 8 % 2]")])
+def test_the_live_slices_are_the_cells_one_by_one(slice_, element, time):
+    """executor/tu.py _live_units (the spatial dimensions broadcast over every slice)
+    against Mapping.cell at every (chip, cluster, slice): live where all three cells are
+    (a padded A's slices are not), with the offset of their coordinates into T."""
+    from tcplan.executor.tu import _live_units
+    from tcplan.planner.kinds import kind_of
+    problem = tcplan.loads(_problem("fetch", "{A: 6, B: 2, C: 8}", element, time, "m![C]",
+                                    slice_=slice_))
+    plan = kind_of(problem).lower(problem)
+    axes = {"A": 6, "B": 2, "C": 8}
+    want = []
+    dims = [plan.memory.dims[d] for d in ("chip", "cluster", "slice")]
+    for unit in itertools.product(*(range(m.size) for m in dims)):
+        cells = [m.cell(i) for m, i in zip(dims, unit)]
+        coord = {a: sum((c.index or {}).get(a, 0) for c in cells) for a in axes}
+        if all(c.status == "live" for c in cells) and all(coord[a] < n for a, n in
+                                                          axes.items()):
+            want.append([*unit, (coord["A"] * 2 + coord["B"]) * 8 + coord["C"]])
+    assert _live_units(plan, axes).tolist() == want and 0 < len(want) < 256
