@@ -898,14 +898,19 @@ def test_a_trim_and_relu_cast_path_in_a_graph():
                           np.maximum(xs, 0).astype(ml_dtypes.bfloat16).view(np.uint16))
 
 
-@pytest.mark.parametrize("dims", [
+#: streams over A=6, B=40, C=3: an axis over the units and the inner dimensions (the first
+#: two), padding past an axis (the second and third), units holding nothing
+STREAMS = [
     {"cluster": "m![A / 3 # 2]", "slice": "m![B / 8, A % 3 # 4]", "time": "m![C, B % 8 / 2]",
      "packet": "m![B % 2 # 4]"},
     {"cluster": "m![1 # 2]", "slice": "m![B # 64 / 2]", "time": "m![A, C]",
      "packet": "m![B # 64 % 2 # 8]"},
     {"cluster": "m![A # 8 / 4]", "slice": "m![A # 8 % 4, C]", "time": "m![B # 48 / 8]",
      "packet": "m![B # 48 % 8]"},
-])
+]
+
+
+@pytest.mark.parametrize("dims", STREAMS)
 def test_a_streams_index_is_its_cells_one_by_one(dims):
     """stream_index (units and inner dimensions apart, combined on the units holding data)
     against Mapping.cell at every position: held where every dimension's cell is live and
@@ -932,16 +937,9 @@ def test_a_streams_index_is_its_cells_one_by_one(dims):
             assert lin[unit, pos[3], pos[4]] == (coord["A"] * 40 + coord["B"]) * 3 + coord["C"]
 
 
-@pytest.mark.parametrize("dims", [
-    {"cluster": "m![A / 3 # 2]", "slice": "m![B / 8, A % 3 # 4]", "time": "m![C, B % 8 / 2]",
-     "packet": "m![B % 2 # 4]"},
-    {"cluster": "m![1 # 2]", "slice": "m![B # 64 / 2]", "time": "m![A, C]",
-     "packet": "m![B # 64 % 2 # 8]"},
-    {"cluster": "m![A # 8 / 4]", "slice": "m![A # 8 % 4, C]", "time": "m![B # 48 / 8]",
-     "packet": "m![B # 48 % 8]"},
+@pytest.mark.parametrize("dims", STREAMS + [
     {"cluster": "m![1 # 2]", "slice": "m![C # 4, 1 # 2]", "time": "m![A # 8, B / 8]",
-     "packet": "m![B % 8 # 16]"},
-])
+     "packet": "m![B % 8 # 16]"}])
 def test_a_streams_gather_is_its_index_where_held(dims):
     """compute_gather (held units x held inner positions, no array over every position)
     against compute_stream_index (itself checked cell by cell above): the same held
