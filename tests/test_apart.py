@@ -131,13 +131,15 @@ def test_closing_stops_the_checks_still_running():
 
 def test_the_command_lines_allocator_tuning_is_taken_where_glibc_is():
     """planner/allocator.py: mallopt takes the three parameters on glibc (this machine and
-    CI), again when asked again; elsewhere it says it did nothing."""
+    CI), again when asked again, and numpy asks for huge pages no more."""
     import platform
 
     from tcplan.planner.allocator import tune
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         pytest.skip("glibc's mallopt")
     assert tune() is True and tune() is True
+    core = getattr(np, "_core", None) or np.core  # (numpy 2, or 1.26)
+    assert core.multiarray._get_madvise_hugepage() is False
 
 
 def test_how_many_checks_run_apart():
