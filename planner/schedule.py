@@ -27,6 +27,7 @@ makespan, then the sum of the starts (every task as early as the makespan allows
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -444,21 +445,14 @@ def schedule_by_launch(g, gp, time_limit: float = 10.0, seed: int = 0) -> Schedu
     scheduled once and mapped onto the others (planner/graph_parts.py)."""
     if len(g.launches) < 2:
         return schedule_of(g, gp, time_limit, seed)
-    from .graph_parts import part_signature, rename, restrict
-    from .op_cache import op_signature
-    done: dict[tuple, tuple[Schedule, Any]] = {}
+    from .graph_parts import rename
+    launches = _launches(g, gp)
+    done = _distinct_schedules(launches, time_limit, seed)
     timed: list[Timed] = []
     hazards: list[Hazard] = []
     critical: list[Wait] = []
     offset, mac, proven = 0, 0.0, True
-    for launch in g.launches:
-        ops = [i for i in g.order if g.ops[i].launch == launch]
-        sub = restrict(g, ops)
-        rows = [gp.ops[i] for i in ops]
-        key = (part_signature(sub), tuple(op_signature(sub, op, r.layout)
-                                          for op, r in zip(sub.ops, rows)))
-        if key not in done:
-            done[key] = (schedule_of(sub, _Chosen(rows), time_limit, seed), sub)
+    for launch, (ops, sub, _, key) in zip(g.launches, launches):
         s, base = done[key]
         names, tensors = _task_names(g, ops, base, s), rename(base, sub)
         k0 = len(timed)
@@ -477,6 +471,41 @@ def schedule_by_launch(g, gp, time_limit: float = 10.0, seed: int = 0) -> Schedu
         proven = proven and s.status == "optimal"
     return Schedule(tuple(timed), tuple(hazards), offset, "optimal" if proven else
                     "feasible", tuple(critical), mac)
+
+
+def _launches(g, gp) -> list[tuple[list[int], Any, list[Any], tuple]]:
+    """Each launch: its ops (in the graph's order), its sub-graph, their chosen rows and
+    its key (the sub-graph's signature and its ops' plans': launches alike share it)."""
+    from .graph_parts import part_signature, restrict
+    from .op_cache import op_signature
+    out = []
+    for launch in g.launches:
+        ops = [i for i in g.order if g.ops[i].launch == launch]
+        sub = restrict(g, ops)
+        rows = [gp.ops[i] for i in ops]
+        out.append((ops, sub, rows, (part_signature(sub), tuple(
+            op_signature(sub, op, r.layout) for op, r in zip(sub.ops, rows)))))
+    return out
+
+
+def _distinct_schedules(launches: list, time_limit: float, seed: int
+                        ) -> dict[tuple, tuple[Schedule, Any]]:
+    """Each distinct launch's schedule (by key; the first launch of a key is its base),
+    made side by side on threads, one per core (each solve deterministic, the solver's own
+    code holding no lock: the same schedules as one after another)."""
+    first: dict[tuple, tuple[Any, list[Any]]] = {}
+    for _, sub, rows, key in launches:
+        first.setdefault(key, (sub, rows))
+
+    def one(key: tuple) -> tuple[Schedule, Any]:
+        sub, rows = first[key]
+        return schedule_of(sub, _Chosen(rows), time_limit, seed), sub
+    threads = min(len(first), os.cpu_count() or 1)
+    if threads < 2:
+        return {key: one(key) for key in first}
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(threads) as pool:
+        return dict(zip(first, pool.map(one, first)))
 
 
 @dataclass(frozen=True)

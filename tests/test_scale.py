@@ -361,3 +361,18 @@ def test_a_boundary_read_by_two_later_launches_leaves_one_part():
     gp = unwrap(plan_graph(g, with_op_plans(_opts())))
     flat = unwrap(plan_graph(g, with_op_plans(_opts(flat=True))))
     assert (gp.cycles, gp.sum_cycles) == (flat.cycles, flat.sum_cycles)
+
+
+def test_distinct_launches_scheduled_side_by_side_as_one_after_another(monkeypatch):
+    """planner/schedule.py schedules a graph's distinct launches on threads, one per core:
+    the same schedule, task for task, as made one after another (one core), on three
+    launches over tensors at other addresses (three keys)."""
+    from tcplan.planner import schedule as sched
+    g = _graph(3, shared_dm=False)
+    gp = unwrap(plan_graph(g, _opts()))
+    assert len({key for *_, key in sched._launches(g, gp)}) == 3
+    side_by_side = sched.schedule_by_launch(g, gp)
+    monkeypatch.setattr(sched.os, "cpu_count", lambda: 1)
+    one_by_one = sched.schedule_by_launch(g, gp)
+    assert side_by_side.to_json() == one_by_one.to_json()
+    assert side_by_side.makespan == gp.cycles and len(side_by_side.timed) >= 6
