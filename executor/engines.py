@@ -69,19 +69,10 @@ def gather(t: Tensor, axes: dict[str, int]) -> Gather:
     key = _index_key(t, axes)
 
     def make() -> Gather:
-        index = _INDEX_CACHE.peek(key)
-        g = compute_gather(t, axes) if index is None else _gather_of(*index)
+        g = compute_gather(t, axes)
         read_only(g.pos, g.src, g.rows)
         return g
     return _GATHER_CACHE.get(key, make)
-
-
-def _gather_of(lin: np.ndarray, held: np.ndarray) -> Gather:
-    """The :class:`Gather` of a :func:`compute_stream_index`."""
-    pos = np.flatnonzero(held)
-    small = _index_type(max(lin.size, int(lin.max(initial=0)) + 1))
-    return Gather(lin.shape, pos.astype(small), lin.reshape(-1)[pos].astype(small),
-                  np.asarray(held.reshape(lin.shape[0], -1).any(axis=1)))
 
 
 def _index_type(top: int) -> type:

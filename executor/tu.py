@@ -16,7 +16,6 @@ from typing import Iterator
 
 import numpy as np
 
-from tcplan.model import hardware as hw
 from tcplan.model.mapping import LIVE
 from tcplan.model.rules import TcplanError, Violation
 from tcplan.model.tiers import dm_address
@@ -93,16 +92,11 @@ def _unit_arrays(plan: TuPlan, axes: dict[str, int]
             yield chip, u[:, 1], u[:, 2], u[:, 3]
 
 
-def _bases(cluster: np.ndarray, slice_: np.ndarray, plan: TuPlan) -> np.ndarray:
-    """The byte address of the memory tensor's start in every slice given."""
-    return ((cluster * hw.SLICES_PER_CLUSTER + slice_) * hw.DM_SLICE_STRIDE
-            + plan.memory.address)
-
-
 def _addresses(cluster: np.ndarray, slice_: np.ndarray, plan: TuPlan, addr: np.ndarray
                ) -> np.ndarray:
     """The byte address of every position ``addr`` (elements) of every slice given."""
-    return (_bases(cluster, slice_, plan)[:, None] + addr[None, :] * plan.elem_bytes).ravel()
+    base = dm_address(cluster, slice_, plan.memory.address)
+    return (base[:, None] + addr[None, :] * plan.elem_bytes).ravel()
 
 
 def run_fetch(mem: Memories, plan: TuPlan, axes: dict[str, int], T: np.ndarray) -> int:
@@ -117,8 +111,8 @@ def run_fetch(mem: Memories, plan: TuPlan, axes: dict[str, int], T: np.ndarray) 
     addr, lin, live = _positions(plan, axes)
     checked = 0
     for chip, clusters, slices, offs in _unit_arrays(plan, axes):
-        got = mem.space("dm", chip).read_grid(_bases(clusters, slices, plan), addr * eb,
-                                              eb)[:, live]
+        bases = dm_address(clusters, slices, plan.memory.address)  # (each slice's start)
+        got = mem.space("dm", chip).read_grid(bases, addr * eb, eb)[:, live]
         want = flat[(offs[:, None] + lin[live][None, :]).ravel()].reshape(got.shape)
         bad = _differ(got, want)
         if bad.any():

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
+
+import numpy as np
 
 from . import hardware as hw
 from .mapping import Mapping, join, number
@@ -183,9 +185,13 @@ def dimension_overlap(t: Tensor) -> str | None:
 # ---------------------------------------------------------------------------------------
 # Addresses
 # ---------------------------------------------------------------------------------------
-def dm_address(cluster: int, slice_: int, offset: int) -> int:
+#: an int, or a numpy array of them (every slice's address at once)
+Ints = TypeVar("Ints", int, np.ndarray)
+
+
+def dm_address(cluster: Ints, slice_: Ints, offset: int) -> Ints:
     """DM virtual address of byte ``offset`` in slice ``slice_`` (0..255) of ``cluster``
-    (docs/hardware.md R10)."""
+    (docs/hardware.md R10); elementwise over arrays of clusters and slices."""
     dmn, in_dmn = divmod(slice_, hw.SLICES_PER_DMN)
     return ((cluster * hw.DMNS_PER_CLUSTER + dmn) * hw.SLICES_PER_DMN + in_dmn) \
         * hw.DM_SLICE_STRIDE + offset

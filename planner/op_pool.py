@@ -39,10 +39,10 @@ def plan_many(g, todo: list, opts, plan_op) -> list[tuple]:
 def checkers(opts) -> int:
     """How many checks a graph's run may run apart at once (executor/apart.py): the
     processes a pool would plan on (``--jobs``, else one per core), none below two, at
-    most ``APART_MAX_CHECKS``."""
+    most ``APART_MAX_CHECKS`` (without ``fork``, executor/apart.py runs none)."""
     from tcplan.model.limits import APART_MAX_CHECKS
     jobs = opts.jobs or (os.cpu_count() or 1)
-    return min(jobs, APART_MAX_CHECKS) if jobs >= 2 and hasattr(os, "fork") else 0
+    return min(jobs, APART_MAX_CHECKS) if jobs >= 2 else 0
 
 
 def _bare(opts):
